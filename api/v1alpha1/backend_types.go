@@ -1,0 +1,153 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TensorBackendSpec selects where tensor-parallel tasks run: exactly one of
+// cpu, lambda or knative.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.cpu), has(self.lambda), has(self.knative)].filter(x, x).size() == 1",message="spec.tensorBackend must set exactly one of cpu, lambda, knative"
+type TensorBackendSpec struct {
+	// CPU runs tensor tasks on a goroutine pool inside each graph server.
+	// +optional
+	CPU *CPUBackend `json:"cpu,omitempty"`
+	// Lambda invokes an AWS Lambda function running `dorylus function`.
+	// +optional
+	Lambda *LambdaBackend `json:"lambda,omitempty"`
+	// Knative posts tensor tasks to a Knative Service.
+	// +optional
+	Knative *KnativeBackend `json:"knative,omitempty"`
+}
+
+// CPUBackend runs tensor tasks on a goroutine pool inside each graph server.
+type CPUBackend struct {
+	// Workers is the pool size; unset means GOMAXPROCS of the graph server.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	Workers *int32 `json:"workers,omitempty"`
+}
+
+// LambdaBackend invokes an AWS Lambda function. Credentials never appear in
+// the spec: they come from the pods' service account identity (IRSA) or a
+// Secret.
+type LambdaBackend struct {
+	// FunctionName is the function's name or ARN.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=170
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9:_/.$-]+$`
+	FunctionName string `json:"functionName"`
+	// Region is the function's AWS region.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
+	Region string `json:"region"`
+	// MemoryMB is the function's configured memory, used by the cost model.
+	// +kubebuilder:validation:Minimum=128
+	// +kubebuilder:validation:Maximum=10240
+	// +kubebuilder:default=3008
+	// +optional
+	MemoryMB int32 `json:"memoryMB"`
+	// MaxConcurrency caps concurrent invocations per graph server.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=100
+	// +optional
+	MaxConcurrency int32 `json:"maxConcurrency"`
+	// DataPath is how tensors reach the function: Pull (a small descriptor;
+	// the function fetches rows and weights over gRPC) or Inline (tensors in
+	// the request, under Lambda's 6 MB limit).
+	// +kubebuilder:validation:Enum=Pull;Inline
+	// +kubebuilder:default=Pull
+	// +optional
+	DataPath DataPath `json:"dataPath"`
+	// Endpoint overrides the Lambda endpoint (a VPC endpoint or an emulator).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// Credentials say how the graph servers authenticate to Lambda.
+	Credentials AWSCredentials `json:"credentials"`
+}
+
+// DataPath is how tensors reach a function.
+type DataPath string
+
+const (
+	// DataPathPull sends a descriptor; the worker pulls tensors over gRPC.
+	DataPathPull DataPath = "Pull"
+	// DataPathInline sends the tensors in the request body.
+	DataPathInline DataPath = "Inline"
+)
+
+// AWSCredentials select exactly one way to authenticate: the role of the
+// job's ServiceAccount (IRSA) or a Secret.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.roleARN), has(self.secretRef)].filter(x, x).size() == 1",message="spec.tensorBackend.lambda.credentials must set exactly one of roleARN, secretRef"
+type AWSCredentials struct {
+	// RoleARN is an IAM role the job's ServiceAccount assumes (set as its
+	// eks.amazonaws.com/role-arn annotation).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$`
+	// +optional
+	RoleARN string `json:"roleARN,omitempty"`
+	// SecretRef names a Secret in the job's namespace with keys accessKeyID,
+	// secretAccessKey and optionally sessionToken.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// KnativeBackend posts tensor tasks over HTTP to a Knative Service: an
+// existing one (url) or one the operator manages (service).
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.url), has(self.service)].filter(x, x).size() == 1",message="spec.tensorBackend.knative must set exactly one of url, service"
+type KnativeBackend struct {
+	// URL is the address of an existing Knative Service.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Service makes the operator create a serving.knative.dev/v1 Service named
+	// <job>-fn running `dorylus function`.
+	// +optional
+	Service *KnativeServiceTemplate `json:"service,omitempty"`
+	// MaxConcurrency caps concurrent requests per graph server.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=100
+	// +optional
+	MaxConcurrency int32 `json:"maxConcurrency"`
+}
+
+// KnativeServiceTemplate is the part of a managed Knative Service a user sets.
+//
+// +kubebuilder:validation:XValidation:rule="self.minScale <= self.maxScale",message="spec.tensorBackend.knative.service.minScale must not exceed maxScale"
+type KnativeServiceTemplate struct {
+	// Image overrides the job's runtime image for the function.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Resources are the function container's requests and limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ContainerConcurrency is how many requests one function pod serves at
+	// once (0: unlimited).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	// +optional
+	ContainerConcurrency int32 `json:"containerConcurrency"`
+	// MinScale is the autoscaler's lower bound on pods.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=0
+	// +optional
+	MinScale int32 `json:"minScale"`
+	// MaxScale is the autoscaler's upper bound on pods.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=100
+	// +optional
+	MaxScale int32 `json:"maxScale"`
+}

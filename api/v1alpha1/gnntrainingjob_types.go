@@ -1,0 +1,308 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// ControllerName is the value of spec.managedBy (or its absence) that makes
+// this operator reconcile a job.
+const ControllerName = "dorylus.dev/operator"
+
+// MaxJobNameLength bounds metadata.name so that every derived child name stays
+// within the 63-character DNS label limit: the longest is the Knative
+// revision's private Service, <name>-fn-00001-private.
+const MaxJobNameLength = 40
+
+// Decimal is a non-negative decimal number written as a string ("0.01",
+// "5e-4", "12.50"), so that the API carries no floating-point fields.
+// +kubebuilder:validation:Pattern=`^(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`
+// +kubebuilder:validation:MaxLength=32
+type Decimal string
+
+// GNNTrainingJob is one distributed Dorylus training run: a StatefulSet of
+// graph servers (one per partition), parameter-server shards, and a tensor
+// backend (local CPU, AWS Lambda or Knative) that runs the dense tasks.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gnnjob;gnnjobs,categories=dorylus
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.progress.epoch`
+// +kubebuilder:printcolumn:name="Val-Acc",type=string,JSONPath=`.status.progress.valAccuracy`
+// +kubebuilder:printcolumn:name="Cost-USD",type=string,JSONPath=`.status.progress.costUSD`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].status`
+// +kubebuilder:printcolumn:name="Failed",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
+// +kubebuilder:printcolumn:name="Suspended",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Suspended")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters so that derived child names (<name>-gs-<ordinal>, <name>-fn-00001-private) fit in 63"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (start with a letter; lowercase letters, digits and '-') because it names Services"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.dataset == oldSelf.spec.dataset",message="spec.dataset is immutable once training has started"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.model == oldSelf.spec.model",message="spec.model is immutable once training has started"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.training == oldSelf.spec.training",message="spec.training is immutable once training has started"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.tensorBackend == oldSelf.spec.tensorBackend",message="spec.tensorBackend is immutable once training has started"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || (has(self.spec.checkpoint) == has(oldSelf.spec.checkpoint) && (!has(self.spec.checkpoint) || self.spec.checkpoint == oldSelf.spec.checkpoint))",message="spec.checkpoint is immutable once training has started"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.graphServers.replicas == oldSelf.spec.graphServers.replicas",message="spec.graphServers.replicas (the partition count) is immutable once training has started"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.parameterServers.replicas == oldSelf.spec.parameterServers.replicas",message="spec.parameterServers.replicas (the shard count) is immutable once training has started"
+type GNNTrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired training run.
+	Spec GNNTrainingJobSpec `json:"spec"`
+	// Status is the observed state, written by the operator (conditions,
+	// replicas, times) and by graph server 0 (progress).
+	// +optional
+	Status GNNTrainingJobStatus `json:"status,omitempty"`
+}
+
+// GNNTrainingJobList is a list of GNNTrainingJobs.
+//
+// +kubebuilder:object:root=true
+type GNNTrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the jobs.
+	Items []GNNTrainingJob `json:"items"`
+}
+
+// GNNTrainingJobSpec is the desired state of a GNNTrainingJob.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable"
+type GNNTrainingJobSpec struct {
+	// ManagedBy names the controller that reconciles this job. Unset or
+	// "dorylus.dev/operator" means this operator; any other value makes the
+	// operator leave the job alone, so that another controller (a multi-cluster
+	// dispatcher, say) can own it. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$`
+	ManagedBy *string `json:"managedBy,omitempty"`
+
+	// Image overrides the operator's default runtime image (the one holding
+	// the dorylus command) for every pod of the job.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// Dataset is where the graph comes from: exactly one source.
+	Dataset DatasetSource `json:"dataset"`
+
+	// Model is the GNN architecture.
+	// +kubebuilder:default={}
+	// +optional
+	Model ModelSpec `json:"model"`
+
+	// Training holds the optimisation and pipeline settings.
+	// +kubebuilder:default={}
+	// +optional
+	Training TrainingSpec `json:"training"`
+
+	// GraphServers are the CPU servers that hold one edge-cut partition each
+	// and run the graph-parallel tasks.
+	// +kubebuilder:default={}
+	// +optional
+	GraphServers GraphServerSpec `json:"graphServers"`
+
+	// ParameterServers hold the weights and apply the updates, one weight
+	// shard per replica.
+	// +kubebuilder:default={}
+	// +optional
+	ParameterServers ParameterServerSpec `json:"parameterServers"`
+
+	// TensorBackend runs the tensor-parallel tasks: exactly one backend.
+	// +kubebuilder:default={cpu:{}}
+	// +optional
+	TensorBackend TensorBackendSpec `json:"tensorBackend"`
+
+	// Checkpoint saves weights every few epochs so that a restarted or
+	// resumed job continues where it stopped. Unset: no checkpoints.
+	// +optional
+	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
+
+	// RunPolicy is the job's life-cycle policy: suspension, restarts,
+	// deadline, budget and clean-up.
+	// +kubebuilder:default={}
+	// +optional
+	RunPolicy RunPolicy `json:"runPolicy"`
+}
+
+// ModelSpec is the GNN architecture.
+//
+// +kubebuilder:validation:XValidation:rule="self.architecture == 'GAT' || !has(self.heads)",message="spec.model.heads applies only to architecture GAT"
+type ModelSpec struct {
+	// Architecture is the GNN: GCN (Kipf & Welling) or GAT (graph attention).
+	// +kubebuilder:validation:Enum=GCN;GAT
+	// +kubebuilder:default=GCN
+	// +optional
+	Architecture Architecture `json:"architecture"`
+
+	// Layers is the number of GNN layers.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +kubebuilder:default=2
+	// +optional
+	Layers int32 `json:"layers"`
+
+	// Hidden is the width of every hidden layer.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:default=16
+	// +optional
+	Hidden int32 `json:"hidden"`
+
+	// Dropout is the dropout rate on layer inputs, in [0, 1).
+	// +kubebuilder:validation:XValidation:rule="double(self) < 1.0",message="spec.model.dropout must be in [0, 1)"
+	// +kubebuilder:default="0.5"
+	// +optional
+	Dropout Decimal `json:"dropout"`
+
+	// Heads is the number of attention heads of a GAT (8 when unset).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Heads *int32 `json:"heads,omitempty"`
+}
+
+// Architecture names a GNN architecture.
+type Architecture string
+
+const (
+	// ArchitectureGCN is the graph convolutional network.
+	ArchitectureGCN Architecture = "GCN"
+	// ArchitectureGAT is the graph attention network.
+	ArchitectureGAT Architecture = "GAT"
+)
+
+// TrainingSpec holds the optimisation and pipeline settings.
+type TrainingSpec struct {
+	// Epochs is the number of training epochs; the job succeeds once graph
+	// server 0 reports this epoch.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +kubebuilder:default=200
+	// +optional
+	Epochs int32 `json:"epochs"`
+
+	// LearningRate is Adam's step size, greater than 0.
+	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.training.learningRate must be greater than 0"
+	// +kubebuilder:default="0.01"
+	// +optional
+	LearningRate Decimal `json:"learningRate"`
+
+	// WeightDecay is the L2 penalty on the weights.
+	// +kubebuilder:default="0.0005"
+	// +optional
+	WeightDecay Decimal `json:"weightDecay"`
+
+	// TargetAccuracy, in (0, 1], ends the job early (Succeeded) once the
+	// validation accuracy reaches it.
+	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0 && double(self) <= 1.0",message="spec.training.targetAccuracy must be in (0, 1]"
+	// +optional
+	TargetAccuracy *Decimal `json:"targetAccuracy,omitempty"`
+
+	// Staleness is the pipeline's asynchrony: "sync" (a barrier after every
+	// Scatter, plain full-graph training) or the bound S in [0, 16] (an
+	// interval may run at most S epochs ahead of the slowest).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self == 'sync' : (self >= 0 && self <= 16)",message="spec.training.staleness must be \"sync\" or an integer in [0, 16]"
+	// +kubebuilder:default=0
+	// +optional
+	Staleness intstr.IntOrString `json:"staleness"`
+
+	// Intervals is the number of vertex intervals per graph server; unset
+	// means as many as the tensor backend runs concurrently.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	Intervals *int32 `json:"intervals,omitempty"`
+
+	// Seed seeds weight initialisation and dropout.
+	// +kubebuilder:default=1
+	// +optional
+	Seed int64 `json:"seed"`
+}
+
+// ServerPodSpec is the scheduling part shared by graph and parameter servers.
+type ServerPodSpec struct {
+	// Resources are the server container's requests and limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// NodeSelector constrains the servers' pods to matching nodes.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let the servers' pods run on tainted nodes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// GraphServerSpec describes the graph servers: one pod per partition, in a
+// StatefulSet whose ordinal is the partition id.
+type GraphServerSpec struct {
+	// Replicas is the number of graph servers, which is also the number of
+	// partitions of the graph.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +kubebuilder:default=1
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	ServerPodSpec `json:",inline"`
+}
+
+// ParameterServerSpec describes the parameter servers: one pod per weight
+// shard.
+type ParameterServerSpec struct {
+	// Replicas is the number of parameter-server shards.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	// +kubebuilder:default=1
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	ServerPodSpec `json:",inline"`
+}
+
+// RunPolicy is the job's life-cycle policy.
+type RunPolicy struct {
+	// Suspend scales every server to zero while keeping the job and its
+	// progress; setting it back to false resumes from the last checkpoint.
+	// +kubebuilder:default=false
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// BackoffLimit is how many server container restarts the job tolerates
+	// before it fails with reason BackoffLimitExceeded.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=3
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// ActiveDeadlineSeconds bounds the time from status.startTime (reset on
+	// resume) to completion; past it the job fails with reason
+	// DeadlineExceeded.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the job (and, through owner
+	// references, its children) this long after it succeeded or failed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// BudgetUSD stops the job (Failed, reason BudgetExceeded) once the cost
+	// reported in status.progress.costUSD reaches it.
+	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.runPolicy.budgetUSD must be greater than 0"
+	// +optional
+	BudgetUSD *Decimal `json:"budgetUSD,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&GNNTrainingJob{}, &GNNTrainingJobList{})
+}

@@ -1,0 +1,98 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GNNTrainingJobStatus is the observed state of a GNNTrainingJob. The
+// operator writes everything except Progress, which graph server 0 writes
+// (server-side apply, field manager "dorylus-graph-server").
+type GNNTrainingJobStatus struct {
+	// ObservedGeneration is the metadata.generation the operator last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are Created, Ready, Training and Suspended (always present)
+	// and Succeeded or Failed (present once true). See the Condition* and
+	// Reason* constants.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// StartTime is when the servers were last started: first set when the
+	// job starts, reset when it resumes after a suspension. Its presence
+	// marks training as started, which freezes most of the spec.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the job succeeded or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// GraphServers counts the graph servers wanted and ready.
+	// +optional
+	GraphServers ServerStatus `json:"graphServers,omitempty"`
+
+	// ParameterServers counts the parameter-server shards wanted and ready.
+	// +optional
+	ParameterServers ServerStatus `json:"parameterServers,omitempty"`
+
+	// ServerRestarts is the highest total of container restarts seen over
+	// the job's server pods; above spec.runPolicy.backoffLimit the job fails.
+	// +optional
+	ServerRestarts int32 `json:"serverRestarts,omitempty"`
+
+	// Progress is reported by graph server 0.
+	// +optional
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// ServerStatus counts the replicas of one server role.
+type ServerStatus struct {
+	// Replicas is the number of servers wanted now (0 while suspended or
+	// finished).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of servers ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+}
+
+// Progress is what the leading graph server reports after each epoch.
+type Progress struct {
+	// Epoch is the last completed epoch (1-based; 0 before the first).
+	// +kubebuilder:validation:Minimum=0
+	Epoch int32 `json:"epoch"`
+	// Loss is the training loss of that epoch.
+	// +optional
+	Loss *Decimal `json:"loss,omitempty"`
+	// TrainAccuracy is the accuracy on the training mask, in [0, 1].
+	// +optional
+	TrainAccuracy *Decimal `json:"trainAccuracy,omitempty"`
+	// ValAccuracy is the accuracy on the validation mask, in [0, 1].
+	// +optional
+	ValAccuracy *Decimal `json:"valAccuracy,omitempty"`
+	// TestAccuracy is the accuracy on the test mask, in [0, 1].
+	// +optional
+	TestAccuracy *Decimal `json:"testAccuracy,omitempty"`
+	// CostUSD is the estimated cost so far (servers and function calls).
+	// +optional
+	CostUSD *Decimal `json:"costUSD,omitempty"`
+	// LastCheckpointEpoch is the epoch of the newest saved checkpoint.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LastCheckpointEpoch *int32 `json:"lastCheckpointEpoch,omitempty"`
+	// FailureMessage, when set, is an unrecoverable training error (a NaN
+	// loss, say, with where it appeared); the operator fails the job with
+	// reason TrainingError.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	FailureMessage string `json:"failureMessage,omitempty"`
+	// UpdateTime is when this progress was reported.
+	// +optional
+	UpdateTime *metav1.Time `json:"updateTime,omitempty"`
+}

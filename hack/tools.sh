@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the pinned control-plane tools (controller-gen, helm) with
+# `go install` into a cache folder outside the clone, so a fresh clone reuses
+# them. A binary already there whose embedded module version matches is kept.
+# Prints the folder. Usage: hack/tools.sh [controller-gen|helm]...
+set -euo pipefail
+
+BIN=${DORYLUS_TOOLS_BIN:-$HOME/.cache/dorylus/bin}
+CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
+HELM_VERSION=${HELM_VERSION:-v4.3.2}
+mkdir -p "$BIN"
+export GOFLAGS=-buildvcs=false
+
+# install NAME PACKAGE MODULE VERSION
+install() {
+	local name=$1 pkg=$2 mod=$3 version=$4
+	if [[ -x "$BIN/$name" ]] && go version -m "$BIN/$name" 2>/dev/null | grep -qE "^\s+mod\s+${mod}\s+${version}(\s|$)"; then
+		echo "tools: $name $version present" >&2
+		return
+	fi
+	echo "tools: installing $name $version" >&2
+	GOBIN="$BIN" go install "${pkg}@${version}"
+}
+
+want=("$@")
+if [[ ${#want[@]} -eq 0 ]]; then want=(controller-gen helm); fi
+for t in "${want[@]}"; do
+	case $t in
+	controller-gen) install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/controller-tools "$CONTROLLER_GEN_VERSION" ;;
+	helm) install helm helm.sh/helm/v4/cmd/helm helm.sh/helm/v4 "$HELM_VERSION" ;;
+	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
+	esac
+done
+echo "$BIN"
