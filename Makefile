@@ -1,0 +1,41 @@
+# Dorylus for Kubernetes. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN ?= bin
+# Extra environment for `go test` (the operator fragment adds KUBEBUILDER_ASSETS).
+TEST_ENV ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the dorylus data-plane binary into bin/
+	$(GO) build -o $(BIN)/dorylus ./runtime/dorylus
+
+.PHONY: run
+run: build ## Train GCN on the embedded Cora dataset
+	$(BIN)/dorylus train
+
+.PHONY: test
+test: ## Run every test (vet and gofmt first)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(TEST_ENV) $(GO) test ./...
+
+.PHONY: bench
+bench: ## Run the kernel, loader and training benchmarks (slow)
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+.PHONY: fuzz
+fuzz: ## Fuzz the dataset parsers for 60 s each
+	$(GO) test -run '^$$' -fuzz FuzzLoadText -fuzztime 60s ./pkg/graph
+	$(GO) test -run '^$$' -fuzz FuzzReadPrepared -fuzztime 60s ./pkg/graph
+
+.PHONY: fmt
+fmt: ## Format the Go sources
+	gofmt -w $$(git ls-files '*.go')
+
+-include hack/operator.mk

@@ -1,0 +1,250 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// GCNConfig describes a graph convolutional network (Kipf & Welling 2017) of any depth.
+type GCNConfig struct {
+	InDim   int     // input feature width
+	Hidden  int     // width of every hidden layer
+	Classes int     // output width
+	Layers  int     // number of weight matrices, ≥ 1
+	Dropout float32 // dropout rate on each layer's input, in [0, 1)
+}
+
+// Validate reports a configuration that cannot be built.
+func (c GCNConfig) Validate() error {
+	switch {
+	case c.InDim < 1:
+		return fmt.Errorf("gcn: input width %d, want ≥ 1", c.InDim)
+	case c.Classes < 2:
+		return fmt.Errorf("gcn: %d classes, want ≥ 2", c.Classes)
+	case c.Layers < 1:
+		return fmt.Errorf("gcn: %d layers, want ≥ 1", c.Layers)
+	case c.Layers > 1 && c.Hidden < 1:
+		return fmt.Errorf("gcn: hidden width %d, want ≥ 1", c.Hidden)
+	case !(c.Dropout >= 0 && c.Dropout < 1):
+		return fmt.Errorf("gcn: dropout %g, want a rate in [0, 1)", c.Dropout)
+	}
+	return nil
+}
+
+// Dims returns the width of every layer boundary: [InDim, Hidden, …, Hidden, Classes].
+func (c GCNConfig) Dims() []int {
+	d := make([]int, c.Layers+1)
+	d[0] = c.InDim
+	for i := 1; i < c.Layers; i++ {
+		d[i] = c.Hidden
+	}
+	d[c.Layers] = c.Classes
+	return d
+}
+
+// InitWeights returns Glorot-uniform weights W_0 … W_{L-1}, deterministic for a seed.
+func (c GCNConfig) InitWeights(seed uint64) []*tensor.Dense {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	dims := c.Dims()
+	ws := make([]*tensor.Dense, c.Layers)
+	for l := range ws {
+		w := tensor.NewDense(dims[l], dims[l+1])
+		limit := math.Sqrt(6 / float64(dims[l]+dims[l+1]))
+		for i := range w.Data {
+			w.Data[i] = float32((2*rng.Float64() - 1) * limit)
+		}
+		ws[l] = w
+	}
+	return ws
+}
+
+// DropoutKey derives the dropout-mask key of one layer in one epoch of a run.
+func DropoutKey(seed uint64, epoch, layer int) uint64 {
+	return mix64(mix64(seed^0x5851f42d4c957f2d) ^ uint64(epoch)<<16 ^ uint64(layer))
+}
+
+// mix64 is the splitmix64 finaliser.
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// AVInput is what one ApplyVertex task of layer l ≥ 0 reads for an interval of rows.
+type AVInput struct {
+	Layer     int            // weight index l
+	Features  graph.Features // layer 0: the interval's feature rows
+	Z         *tensor.Dense  // layer ≥ 1: the interval's gathered rows Z_{l-1}
+	RowOffset int            // global id of the interval's first row; keys the dropout mask
+	Key       uint64         // DropoutKey(seed, epoch, Layer)
+	Train     bool           // apply dropout
+}
+
+// Rows returns the number of rows in the interval.
+func (in *AVInput) Rows() int {
+	switch {
+	case in.Layer > 0:
+		return in.Z.Rows
+	case in.Features.Sparse != nil:
+		return in.Features.Sparse.Rows
+	default:
+		return in.Features.Dense.Rows
+	}
+}
+
+// Activation is H = drop(σ(input)) of one AV task, held so that ∇AV can reuse it; a stateless
+// worker recomputes it with Activate.
+type Activation struct {
+	Sparse *tensor.CSR   // layer 0 with sparse features: drop(X), sharing X's structure
+	Dense  *tensor.Dense // otherwise
+}
+
+// ErrShape reports tensors whose shapes do not fit the model.
+var ErrShape = errors.New("shape mismatch")
+
+// Activate computes H = drop(σ(input)) into act, allocating act's buffers on first use and reusing
+// them afterwards. σ is the identity in layer 0 and ReLU above it.
+func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
+	dims := c.Dims()
+	if in.Layer < 0 || in.Layer >= c.Layers {
+		return fmt.Errorf("gcn AV: layer %d of %d: %w", in.Layer, c.Layers, ErrShape)
+	}
+	p := float32(0)
+	if in.Train {
+		p = c.Dropout
+	}
+	if in.Layer == 0 && in.Features.Sparse != nil {
+		x := in.Features.Sparse
+		if x.Cols != dims[0] {
+			return fmt.Errorf("gcn AV 0: %d feature columns, model takes %d: %w", x.Cols, dims[0], ErrShape)
+		}
+		if act.Sparse == nil || len(act.Sparse.Val) != len(x.ColIdx) {
+			act.Sparse = &tensor.CSR{Rows: x.Rows, Cols: x.Cols, RowPtr: x.RowPtr, ColIdx: x.ColIdx, Val: make([]float32, len(x.ColIdx))}
+		}
+		act.Sparse.Rows, act.Sparse.RowPtr, act.Sparse.ColIdx = x.Rows, x.RowPtr, x.ColIdx
+		tensor.DropoutCSR(act.Sparse, x, p, in.Key, in.RowOffset)
+		return nil
+	}
+	src := in.Z
+	if in.Layer == 0 {
+		src = in.Features.Dense
+	}
+	if src == nil || src.Cols != dims[in.Layer] {
+		return fmt.Errorf("gcn AV %d: input is not a %d-column block: %w", in.Layer, dims[in.Layer], ErrShape)
+	}
+	act.Dense = reshape(act.Dense, src.Rows, src.Cols)
+	if in.Layer == 0 {
+		tensor.Dropout(act.Dense, src, p, in.Key, in.RowOffset)
+		return nil
+	}
+	tensor.ReLU(act.Dense, src)
+	tensor.Dropout(act.Dense, act.Dense, p, in.Key, in.RowOffset)
+	return nil
+}
+
+// AVForward is the ApplyVertex task of layer l: P = H W with H = drop(σ(input)) computed into act.
+// out must be rows×dims[l+1].
+func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out *tensor.Dense) error {
+	if err := c.Activate(in, act); err != nil {
+		return err
+	}
+	if err := c.checkWeight(in.Layer, w); err != nil {
+		return err
+	}
+	if out.Rows != in.Rows() || out.Cols != w.Cols {
+		return fmt.Errorf("gcn AV %d: output %dx%d, want %dx%d: %w", in.Layer, out.Rows, out.Cols, in.Rows(), w.Cols, ErrShape)
+	}
+	if act.Sparse != nil && in.Layer == 0 {
+		tensor.SpMM(out, act.Sparse, w)
+	} else {
+		tensor.MatMul(out, act.Dense, false, w, false, 1, 0)
+	}
+	return nil
+}
+
+// AVBackward is the ∇AV task of layer l. Given the activation H of the forward pass (recomputed
+// by Activate when the worker kept none) and dP = dLoss/dP, it adds Hᵀ dP to dW and, for l ≥ 1,
+// writes dZ_{l-1} = dLoss/dZ_{l-1} into dZ (rows×dims[l]). dP is not modified. In layer 0 dZ may
+// be nil: the features need no gradient.
+func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP, dW, dZ *tensor.Dense) error {
+	if err := c.checkWeight(in.Layer, w); err != nil {
+		return err
+	}
+	if dW.Rows != w.Rows || dW.Cols != w.Cols || dP.Rows != in.Rows() || dP.Cols != w.Cols {
+		return fmt.Errorf("gcn ∇AV %d: dW %dx%d and dP %dx%d for a %dx%d weight and %d rows: %w",
+			in.Layer, dW.Rows, dW.Cols, dP.Rows, dP.Cols, w.Rows, w.Cols, in.Rows(), ErrShape)
+	}
+	if in.Layer == 0 && act.Sparse != nil {
+		tensor.SpMMTransAdd(dW, act.Sparse, dP)
+		return nil
+	}
+	tensor.MatMul(dW, act.Dense, true, dP, false, 1, 1)
+	if in.Layer == 0 {
+		return nil
+	}
+	if dZ == nil || dZ.Rows != dP.Rows || dZ.Cols != w.Rows {
+		return fmt.Errorf("gcn ∇AV %d: dZ must be %dx%d: %w", in.Layer, dP.Rows, w.Rows, ErrShape)
+	}
+	p := float32(0)
+	if in.Train {
+		p = c.Dropout
+	}
+	tensor.MatMul(dZ, dP, false, w, true, 1, 0)
+	tensor.DropoutBackward(dZ, p, in.Key, in.RowOffset)
+	tensor.ReLUBackward(dZ, in.Z)
+	return nil
+}
+
+func (c GCNConfig) checkWeight(l int, w *tensor.Dense) error {
+	dims := c.Dims()
+	if w == nil || w.Rows != dims[l] || w.Cols != dims[l+1] {
+		return fmt.Errorf("gcn: weight of layer %d must be %dx%d: %w", l, dims[l], dims[l+1], ErrShape)
+	}
+	return nil
+}
+
+// LossForward is the output layer's AV task: softmax cross-entropy of the logits Z_{L-1} over the
+// labelled training rows of an interval. rows index the interval; labels are the interval's
+// labels. The loss is summed over rows and divided by total, the number of training rows of the
+// whole graph, so that the gradients of all intervals add up to the gradient of the mean loss.
+// dZ (same shape as logits) receives dLoss/dlogits when non-nil.
+func LossForward(logits *tensor.Dense, labels []int32, rows []int32, total int, dZ *tensor.Dense) (float64, error) {
+	if len(labels) != logits.Rows {
+		return 0, fmt.Errorf("loss: %d labels for %d rows: %w", len(labels), logits.Rows, ErrShape)
+	}
+	if dZ != nil && (dZ.Rows != logits.Rows || dZ.Cols != logits.Cols) {
+		return 0, fmt.Errorf("loss: gradient %dx%d for %dx%d logits: %w", dZ.Rows, dZ.Cols, logits.Rows, logits.Cols, ErrShape)
+	}
+	if len(rows) == 0 {
+		if dZ != nil {
+			dZ.Zero()
+		}
+		return 0, nil
+	}
+	if total < len(rows) {
+		return 0, fmt.Errorf("loss: %d training rows in an interval but %d in the graph: %w", len(rows), total, ErrShape)
+	}
+	mean := tensor.SoftmaxCrossEntropy(logits, labels, rows, dZ)
+	scale := float32(len(rows)) / float32(total)
+	if dZ != nil && scale != 1 {
+		for i := range dZ.Data {
+			dZ.Data[i] *= scale
+		}
+	}
+	return mean * float64(len(rows)) / float64(total), nil
+}
+
+// reshape returns d resized to rows×cols, reusing its storage when it is large enough.
+func reshape(d *tensor.Dense, rows, cols int) *tensor.Dense {
+	if d != nil && cap(d.Data) >= rows*cols {
+		d.Rows, d.Cols, d.Data = rows, cols, d.Data[:rows*cols]
+		return d
+	}
+	return tensor.NewDense(rows, cols)
+}

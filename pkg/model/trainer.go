@@ -1,0 +1,169 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// TrainConfig is what one training run needs besides the data.
+type TrainConfig struct {
+	GCN         GCNConfig
+	LR          float32
+	WeightDecay float32 // L2 decay on layer 0's weight, as in Kipf's GCN
+	Seed        uint64
+}
+
+// Metrics are the losses and accuracies of one evaluation (no dropout).
+type Metrics struct {
+	TrainLoss, ValLoss        float64
+	TrainAcc, ValAcc, TestAcc float64
+}
+
+// Trainer runs GCN training in one process over a single partition that holds the whole graph,
+// calling the same task functions (AV, GA, ∇GA, ∇AV, WU) the distributed graph servers and
+// tensor workers call. Buffers are allocated once and reused across epochs.
+type Trainer struct {
+	cfg     TrainConfig
+	data    *graph.Dataset
+	adj     *tensor.CSR // Â
+	adjT    *tensor.CSR // Âᵀ; the same matrix when Â is symmetric
+	weights []*tensor.Dense
+	grads   []*tensor.Dense
+	adam    *Adam
+
+	act []Activation    // per layer: H_l = drop(σ(input))
+	p   []*tensor.Dense // per layer: P_l = H_l W_l, reused for dP_l in the backward pass
+	z   []*tensor.Dense // per layer: Z_l = Â P_l
+	dz  *tensor.Dense   // dLoss/dZ_{L-1}
+}
+
+// NewTrainer prepares a run on d: Â from d's adjacency, weights from the seed, all buffers.
+// The features are used as they are (normalise them first if the model wants it).
+func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
+	if d.Features.Sparse == nil && d.Features.Dense == nil {
+		return nil, fmt.Errorf("dataset %s has no features to train on: %w", d.Name, graph.ErrNoFeatures)
+	}
+	if cfg.GCN.InDim != d.NumFeatures() || cfg.GCN.Classes != d.NumClasses {
+		return nil, fmt.Errorf("model %d→%d does not fit dataset %s (%d features, %d classes): %w",
+			cfg.GCN.InDim, cfg.GCN.Classes, d.Name, d.NumFeatures(), d.NumClasses, ErrShape)
+	}
+	if err := cfg.GCN.Validate(); err != nil {
+		return nil, err
+	}
+	if len(d.Train) == 0 {
+		return nil, fmt.Errorf("dataset %s has no training nodes", d.Name)
+	}
+	adj := graph.NormalizedAdjacency(d.Adj)
+	adjT := tensor.Transpose(adj)
+	if csrEqual(adj, adjT) {
+		adjT = adj
+	}
+	t := &Trainer{cfg: cfg, data: d, adj: adj, adjT: adjT, weights: cfg.GCN.InitWeights(cfg.Seed)}
+	adam, err := NewAdam(DefaultAdam(cfg.LR, cfg.WeightDecay, cfg.GCN.Layers), t.weights)
+	if err != nil {
+		return nil, err
+	}
+	t.adam = adam
+	n, dims := d.NumNodes(), cfg.GCN.Dims()
+	t.act = make([]Activation, cfg.GCN.Layers)
+	for l, w := range t.weights {
+		t.grads = append(t.grads, tensor.NewDense(w.Rows, w.Cols))
+		t.p = append(t.p, tensor.NewDense(n, dims[l+1]))
+		t.z = append(t.z, tensor.NewDense(n, dims[l+1]))
+	}
+	t.dz = tensor.NewDense(n, dims[len(dims)-1])
+	return t, nil
+}
+
+// Weights returns the current weights (aliased, not copied).
+func (t *Trainer) Weights() []*tensor.Dense { return t.weights }
+
+func (t *Trainer) input(l, epoch int, train bool) *AVInput {
+	in := &AVInput{Layer: l, Key: DropoutKey(t.cfg.Seed, epoch, l), Train: train}
+	if l == 0 {
+		in.Features = t.data.Features
+	} else {
+		in.Z = t.z[l-1]
+	}
+	return in
+}
+
+// forward runs AV_l and GA_l for every layer and leaves the logits in z[L-1].
+func (t *Trainer) forward(epoch int, train bool) error {
+	for l := range t.weights {
+		if err := t.cfg.GCN.AVForward(t.input(l, epoch, train), t.weights[l], &t.act[l], t.p[l]); err != nil {
+			return fmt.Errorf("epoch %d AV %d: %w", epoch, l, err)
+		}
+		tensor.SpMM(t.z[l], t.adj, t.p[l]) // GA_l
+	}
+	return nil
+}
+
+// Epoch runs one training epoch (forward, loss, backward, update) and returns the training loss
+// of its forward pass, which used dropout.
+func (t *Trainer) Epoch(epoch int) (float64, error) {
+	if err := t.forward(epoch, true); err != nil {
+		return 0, err
+	}
+	last := len(t.weights) - 1
+	loss, err := LossForward(t.z[last], t.data.Labels, t.data.Train, len(t.data.Train), t.dz)
+	if err != nil {
+		return 0, fmt.Errorf("epoch %d loss: %w", epoch, err)
+	}
+	dz := t.dz
+	for l := last; l >= 0; l-- {
+		dp := t.p[l]
+		tensor.SpMM(dp, t.adjT, dz) // ∇GA_l: dP_l = Âᵀ dZ_l
+		t.grads[l].Zero()
+		var dzPrev *tensor.Dense
+		if l > 0 {
+			// H_l is dead once dW_l is computed, so its buffer receives dZ_{l-1}.
+			dzPrev = t.act[l].Dense
+		}
+		if err := t.cfg.GCN.AVBackward(t.input(l, epoch, true), t.weights[l], &t.act[l], dp, t.grads[l], dzPrev); err != nil {
+			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
+		}
+		dz = dzPrev
+	}
+	if err := t.adam.Step(t.weights, t.grads); err != nil {
+		return 0, fmt.Errorf("epoch %d WU: %w", epoch, err)
+	}
+	return loss, nil
+}
+
+// Evaluate runs a forward pass without dropout and scores every split.
+func (t *Trainer) Evaluate() (Metrics, error) {
+	if err := t.forward(0, false); err != nil {
+		return Metrics{}, err
+	}
+	logits, labels := t.z[len(t.z)-1], t.data.Labels
+	var m Metrics
+	var err error
+	if m.TrainLoss, err = LossForward(logits, labels, t.data.Train, len(t.data.Train), nil); err != nil {
+		return m, err
+	}
+	if len(t.data.Val) > 0 {
+		if m.ValLoss, err = LossForward(logits, labels, t.data.Val, len(t.data.Val), nil); err != nil {
+			return m, err
+		}
+	}
+	m.TrainAcc = accuracy(logits, labels, t.data.Train)
+	m.ValAcc = accuracy(logits, labels, t.data.Val)
+	m.TestAcc = accuracy(logits, labels, t.data.Test)
+	return m, nil
+}
+
+func accuracy(logits *tensor.Dense, labels, rows []int32) float64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	return tensor.Accuracy(logits, labels, rows)
+}
+
+func csrEqual(a, b *tensor.CSR) bool {
+	return a.Rows == b.Rows && a.Cols == b.Cols && slices.Equal(a.RowPtr, b.RowPtr) &&
+		slices.Equal(a.ColIdx, b.ColIdx) && slices.Equal(a.Val, b.Val)
+}

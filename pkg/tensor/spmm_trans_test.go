@@ -1,0 +1,49 @@
+package tensor
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestSpMMTransAddMatchesNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, shape := range [][3]int{{0, 3, 2}, {1, 1, 1}, {7, 5, 3}, {40, 33, 16}, {25, 9, 129}} {
+		rows, cols, width := shape[0], shape[1], shape[2]
+		a := &CSR{Rows: rows, Cols: cols, RowPtr: make([]int64, rows+1)}
+		for i := 0; i < rows; i++ {
+			for j := 0; j < cols; j++ {
+				if rng.Float64() < 0.3 {
+					a.ColIdx = append(a.ColIdx, int32(j))
+					a.Val = append(a.Val, float32(rng.NormFloat64()))
+				}
+			}
+			a.RowPtr[i+1] = int64(len(a.ColIdx))
+		}
+		b := NewDense(rows, width)
+		for i := range b.Data {
+			b.Data[i] = float32(rng.NormFloat64())
+		}
+		dst := NewDense(cols, width)
+		for i := range dst.Data {
+			dst.Data[i] = 1
+		}
+		want := make([]float64, cols*width)
+		for i := range want {
+			want[i] = 1
+		}
+		for i := 0; i < rows; i++ {
+			for k := a.RowPtr[i]; k < a.RowPtr[i+1]; k++ {
+				for j := 0; j < width; j++ {
+					want[int(a.ColIdx[k])*width+j] += float64(a.Val[k]) * float64(b.Data[i*width+j])
+				}
+			}
+		}
+		SpMMTransAdd(dst, a, b)
+		for i, w := range want {
+			if math.Abs(float64(dst.Data[i])-w) > 1e-4*math.Max(1, math.Abs(w)) {
+				t.Fatalf("shape %v element %d: got %v want %v", shape, i, dst.Data[i], w)
+			}
+		}
+	}
+}

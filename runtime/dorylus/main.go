@@ -1,0 +1,35 @@
+// Command dorylus is the data plane of Dorylus: it trains GNNs in one process (`dorylus train`),
+// converts datasets to the prepared binary format (`dorylus prepare`), and runs the distributed
+// roles.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dorylus:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "dorylus",
+		Short:         "Affordable, scalable GNN training on CPU servers and serverless threads",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newTrainCommand(), newPrepareCommand())
+	return root
+}

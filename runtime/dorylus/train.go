@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// trainOptions are the flags of `dorylus train`.
+type trainOptions struct {
+	dataset     string
+	model       string
+	layers      int
+	hidden      int
+	dropout     float64
+	lr          float64
+	weightDecay float64
+	epochs      int
+	seed        uint64
+	runs        int
+	threads     int
+	evalEvery   int
+	output      string
+	plot        string
+}
+
+func newTrainCommand() *cobra.Command {
+	o := trainOptions{}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train a GNN with every role in this process",
+		Long: `Train runs full-graph GNN training in one process: the graph-parallel tasks (GA, ∇GA) and the
+tensor-parallel tasks (AV, ∇AV) on a goroutine pool, and the weight update (WU) in place.
+With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary.`,
+		Example: `  dorylus train
+  dorylus train --dataset datasets/citeseer --runs 10 --output json
+  dorylus train --dataset rmat:nodes=100000,edges=2000000,features=128,classes=16,seed=1 --hidden 128 --epochs 20`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTrain(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
+	f.StringVar(&o.model, "model", "gcn", "model to train: gcn")
+	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution layers")
+	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer")
+	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer, in [0, 1)")
+	f.Float64Var(&o.lr, "lr", 0.01, "Adam learning rate")
+	f.Float64Var(&o.weightDecay, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight")
+	f.IntVar(&o.epochs, "epochs", 200, "training epochs per run")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the first run (weights and dropout); run i uses seed+i-1")
+	f.IntVar(&o.runs, "runs", 1, "number of runs, with seeds seed, seed+1, …; accuracies are averaged")
+	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
+	f.IntVar(&o.evalEvery, "eval-every", 1, "evaluate on the validation split every N epochs (evaluation is not counted in epoch time)")
+	f.StringVar(&o.output, "output", "text", "result format: text or json")
+	f.StringVar(&o.plot, "plot", "", "write loss and accuracy curves of the first run to this PNG file")
+	return cmd
+}
+
+func (o trainOptions) validate() error {
+	switch {
+	case o.model != "gcn":
+		return fmt.Errorf("--model %q: this build trains gcn", o.model)
+	case o.layers < 1:
+		return fmt.Errorf("--layers %d: want at least 1", o.layers)
+	case o.hidden < 1:
+		return fmt.Errorf("--hidden %d: want at least 1", o.hidden)
+	case !(o.dropout >= 0 && o.dropout < 1):
+		return fmt.Errorf("--dropout %g: want a rate in [0, 1)", o.dropout)
+	case !(o.lr > 0) || math.IsInf(o.lr, 0):
+		return fmt.Errorf("--lr %g: want a positive learning rate", o.lr)
+	case !(o.weightDecay >= 0) || math.IsInf(o.weightDecay, 0):
+		return fmt.Errorf("--weight-decay %g: want a non-negative number", o.weightDecay)
+	case o.epochs < 1:
+		return fmt.Errorf("--epochs %d: want at least 1", o.epochs)
+	case o.runs < 1:
+		return fmt.Errorf("--runs %d: want at least 1", o.runs)
+	case o.evalEvery < 1:
+		return fmt.Errorf("--eval-every %d: want at least 1", o.evalEvery)
+	case o.output != "text" && o.output != "json":
+		return fmt.Errorf("--output %q: want text or json", o.output)
+	}
+	return nil
+}
+
+// epochRecord is one point of a run's learning curve.
+type epochRecord struct {
+	Epoch   int     `json:"epoch"`
+	Loss    float64 `json:"loss"`
+	ValAcc  float64 `json:"val_accuracy"`
+	Seconds float64 `json:"seconds"`
+}
+
+// runResult is the outcome of one seed.
+type runResult struct {
+	Seed      uint64        `json:"seed"`
+	TestAcc   float64       `json:"test_accuracy"`
+	ValAcc    float64       `json:"val_accuracy"`
+	TrainAcc  float64       `json:"train_accuracy"`
+	FinalLoss float64       `json:"final_loss"`
+	Curve     []epochRecord `json:"-"`
+}
+
+// trainReport is the JSON object `--output json` prints.
+type trainReport struct {
+	Dataset            string      `json:"dataset"`
+	Model              string      `json:"model"`
+	Nodes              int         `json:"nodes"`
+	Edges              int64       `json:"edges"`
+	Features           int         `json:"features"`
+	Classes            int         `json:"classes"`
+	Layers             int         `json:"layers"`
+	Hidden             int         `json:"hidden"`
+	Epochs             int         `json:"epochs"`
+	Runs               int         `json:"runs"`
+	Threads            int         `json:"threads"`
+	TestAccuracy       float64     `json:"test_accuracy"`
+	TestAccuracyStd    float64     `json:"test_accuracy_std"`
+	ValAccuracy        float64     `json:"val_accuracy"`
+	EpochSecondsMedian float64     `json:"epoch_seconds_median"`
+	LoadSeconds        float64     `json:"load_seconds"`
+	PeakRSSBytes       int64       `json:"peak_rss_bytes"`
+	PerRun             []runResult `json:"per_run"`
+}
+
+func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	tensor.SetThreads(o.threads)
+	start := time.Now()
+	d, err := graph.Load(o.dataset, graph.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	if d.Features.Sparse != nil {
+		graph.RowNormalize(d.Features.Sparse)
+	}
+	loadSeconds := time.Since(start).Seconds()
+	rep := trainReport{
+		Dataset: d.Name, Model: o.model, Nodes: d.NumNodes(), Edges: d.Adj.NNZ(),
+		Features: d.NumFeatures(), Classes: d.NumClasses, Layers: o.layers, Hidden: o.hidden,
+		Epochs: o.epochs, Runs: o.runs, Threads: tensor.Threads(), LoadSeconds: loadSeconds,
+	}
+	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes (loaded in %.2fs)\n",
+		d.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, loadSeconds)
+	progress := newProgress(stderr, o.epochs*o.runs)
+	var epochTimes []float64
+	for r := 0; r < o.runs; r++ {
+		res, times, err := trainOnce(ctx, d, o, o.seed+uint64(r), progress)
+		if err != nil {
+			return err
+		}
+		epochTimes = append(epochTimes, times...)
+		rep.PerRun = append(rep.PerRun, res)
+	}
+	progress.finish()
+	rep.EpochSecondsMedian = median(epochTimes)
+	var test, val []float64
+	for _, r := range rep.PerRun {
+		test, val = append(test, r.TestAcc), append(val, r.ValAcc)
+	}
+	rep.TestAccuracy, rep.TestAccuracyStd = meanStd(test)
+	rep.ValAccuracy, _ = meanStd(val)
+	rep.PeakRSSBytes = peakRSS()
+	if o.plot != "" {
+		if err := plotCurves(o.plot, rep.PerRun[0].Curve, d.Name); err != nil {
+			return err
+		}
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%s %s: test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB\n",
+		rep.Model, rep.Dataset, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
+		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20)
+	return nil
+}
+
+// trainOnce trains one seed and returns its result and the time of each epoch.
+func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, p *progress) (runResult, []float64, error) {
+	cfg := model.TrainConfig{
+		GCN: model.GCNConfig{InDim: d.NumFeatures(), Hidden: o.hidden, Classes: d.NumClasses,
+			Layers: o.layers, Dropout: float32(o.dropout)},
+		LR: float32(o.lr), WeightDecay: float32(o.weightDecay), Seed: seed,
+	}
+	tr, err := model.NewTrainer(d, cfg)
+	if err != nil {
+		return runResult{}, nil, err
+	}
+	res := runResult{Seed: seed}
+	times := make([]float64, 0, o.epochs)
+	valAcc := math.NaN()
+	for e := 0; e < o.epochs; e++ {
+		if err := ctx.Err(); err != nil {
+			return res, nil, fmt.Errorf("training stopped at epoch %d of seed %d: %w", e+1, seed, err)
+		}
+		t0 := time.Now()
+		loss, err := tr.Epoch(e)
+		if err != nil {
+			return res, nil, err
+		}
+		sec := time.Since(t0).Seconds()
+		times = append(times, sec)
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			return res, nil, fmt.Errorf("seed %d epoch %d: training loss is %v; lower --lr", seed, e+1, loss)
+		}
+		if (e+1)%o.evalEvery == 0 || e+1 == o.epochs {
+			m, err := tr.Evaluate()
+			if err != nil {
+				return res, nil, err
+			}
+			valAcc = m.ValAcc
+		}
+		res.Curve = append(res.Curve, epochRecord{Epoch: e + 1, Loss: loss, ValAcc: valAcc, Seconds: sec})
+		res.FinalLoss = loss
+		p.epoch(seed, e+1, o.epochs, loss, valAcc, sec)
+	}
+	m, err := tr.Evaluate()
+	if err != nil {
+		return res, nil, err
+	}
+	res.TestAcc, res.ValAcc, res.TrainAcc = m.TestAcc, m.ValAcc, m.TrainAcc
+	return res, times, nil
+}
+
+// progress shows training progress: a bar on a terminal, a log line every few epochs otherwise.
+type progress struct {
+	bar *progressbar.ProgressBar
+	out io.Writer
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return &progress{bar: progressbar.NewOptions(total,
+				progressbar.OptionSetWriter(w),
+				progressbar.OptionSetDescription("training"),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionClearOnFinish())}
+		}
+	}
+	return &progress{out: w}
+}
+
+func (p *progress) epoch(seed uint64, e, epochs int, loss, valAcc, sec float64) {
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("seed %d epoch %d/%d loss %.4f val %.2f%% %.1fms", seed, e, epochs, loss, 100*valAcc, 1e3*sec))
+		_ = p.bar.Add(1)
+		return
+	}
+	if e == 1 || e == epochs || e%max(1, epochs/10) == 0 {
+		fmt.Fprintf(p.out, "seed %d epoch %d/%d loss %.4f val_accuracy %.4f epoch_time %.4fs\n", seed, e, epochs, loss, valAcc, sec)
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// meanStd returns the mean and the population standard deviation.
+func meanStd(xs []float64) (float64, float64) {
+	mean := 0.0
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	v := 0.0
+	for _, x := range xs {
+		v += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(v / float64(len(xs)))
+}
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // Linux reports KiB
+}
