@@ -587,16 +587,17 @@ func (s *Scheduler) Running() []Task {
 // WeightVersion returns the newest weight version: the one the next epoch start pins.
 func (s *Scheduler) WeightVersion() int { return s.version }
 
-// SetWeightVersion records that the parameter server now holds version v. Only with
-// Config.ExternalVersions; versions never go back.
+// SetWeightVersion records that the parameter server now holds version v (≥ 0). Only with
+// Config.ExternalVersions. Versions never go back: a v older than WeightVersion() is ignored, so
+// reports may arrive out of order.
 func (s *Scheduler) SetWeightVersion(v int) error {
 	if !s.external {
 		return fmt.Errorf("set weight version %d: %w: the scheduler counts versions (Config.ExternalVersions is off)", v, ErrVersion)
 	}
-	if v < s.version {
-		return fmt.Errorf("set weight version %d: %w: already at %d", v, ErrVersion, s.version)
+	if v < 0 {
+		return fmt.Errorf("set weight version %d: %w: want at least 0", v, ErrVersion)
 	}
-	s.version = v
+	s.version = max(s.version, v)
 	return nil
 }
 
