@@ -1,0 +1,132 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/dorylus-gnn/dorylus/datasets"
+)
+
+// DataDirEnv names the environment variable holding the folder searched for shipped datasets.
+const DataDirEnv = "DORYLUS_DATA_DIR"
+
+// shipped are the datasets of the repository's datasets/ folder; the first is embedded.
+var shipped = []string{"cora", "citeseer", "pubmed", "amazon_computers", "coauthor_cs"}
+
+// Builtins returns the dataset names Load knows: cora (embedded in the binary) and the other
+// shipped datasets (found under $DORYLUS_DATA_DIR or ./datasets).
+func Builtins() []string { return slices.Clone(shipped) }
+
+// Load loads the dataset named by spec:
+//   - "cora": the copy embedded in the binary;
+//   - another name of Builtins: directory NAME under $DORYLUS_DATA_DIR, else ./datasets/NAME;
+//   - "rmat:nodes=N,edges=E,..." : a synthetic R-MAT graph (see ParseRMATSpec and RMAT);
+//   - any other string: a path to a plain-text dataset directory (it holds meta.json), a
+//     prepared directory (it holds PreparedFileName) or a prepared file (detected by its magic).
+//
+// Names take precedence over paths; write ./cora for a directory called cora. A dataset without
+// features is refused with an error wrapping ErrNoFeatures unless opts.AllowMissingFeatures.
+func Load(spec string, opts LoadOptions) (*Dataset, error) {
+	d, err := load(spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.AllowMissingFeatures {
+		if err := d.RequireFeatures(); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func load(spec string, opts LoadOptions) (*Dataset, error) {
+	switch {
+	case spec == "":
+		return nil, fmt.Errorf("graph: empty dataset spec; want one of %s, an rmat: spec or a path", strings.Join(shipped, ", "))
+	case strings.HasPrefix(spec, "rmat:"):
+		p, err := ParseRMATSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		return RMAT(p)
+	case spec == shipped[0]:
+		return loadText(datasets.Cora, spec, "embedded:"+spec, opts)
+	case slices.Contains(shipped, spec):
+		var looked []string
+		if root := os.Getenv(DataDirEnv); root != "" {
+			dir := filepath.Join(root, spec)
+			if isDir(dir) {
+				return loadPath(dir, opts)
+			}
+			looked = append(looked, "$"+DataDirEnv+"/"+spec+" = "+dir)
+		} else {
+			looked = append(looked, "$"+DataDirEnv+" (not set)")
+		}
+		dir := filepath.Join("datasets", spec)
+		if isDir(dir) {
+			return loadPath(dir, opts)
+		}
+		abs, _ := filepath.Abs(dir)
+		looked = append(looked, "./"+filepath.ToSlash(dir)+" = "+abs)
+		return nil, fmt.Errorf("graph: dataset %s not found (looked in %s): %w; set %s to the folder holding it",
+			spec, strings.Join(looked, ", "), fs.ErrNotExist, DataDirEnv)
+	}
+	return loadPath(spec, opts)
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// loadPath loads a dataset directory (text or prepared) or a prepared file.
+func loadPath(p string, opts LoadOptions) (*Dataset, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("graph: dataset %q is not a builtin (%s), an rmat: spec, or an existing path: %w",
+				p, strings.Join(shipped, ", "), err)
+		}
+		return nil, fmt.Errorf("graph: dataset %q: %w", p, err)
+	}
+	switch {
+	case st.IsDir() && isFile(filepath.Join(p, metaFile)):
+		return loadText(os.DirFS(p), ".", p, opts)
+	case st.IsDir() && isFile(filepath.Join(p, PreparedFileName)):
+		return ReadPrepared(filepath.Join(p, PreparedFileName))
+	case st.IsDir():
+		return nil, fmt.Errorf("graph: directory %s holds neither %s (plain-text dataset) nor %s (prepared dataset)", p, metaFile, PreparedFileName)
+	case IsPreparedFile(p):
+		return ReadPrepared(p)
+	case filepath.Base(p) == metaFile:
+		return loadText(os.DirFS(filepath.Dir(p)), ".", filepath.Dir(p), opts)
+	}
+	return nil, fmt.Errorf("graph: %s is not a prepared dataset file (%w) nor a dataset directory", p, ErrNotPrepared)
+}
+
+// Prepare loads srcSpec (as Load does, keeping graph-only datasets) and writes it in the prepared
+// format to dst: a file path, or a directory (existing, or named with a trailing separator) that
+// then receives PreparedFileName.
+func Prepare(srcSpec, dst string) error {
+	d, err := Load(srcSpec, LoadOptions{AllowMissingFeatures: true})
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(dst, string(filepath.Separator)) || strings.HasSuffix(dst, "/") || isDir(dst) {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("graph: prepare: %w", err)
+		}
+		dst = filepath.Join(dst, PreparedFileName)
+	}
+	return WritePreparedFile(dst, d)
+}
