@@ -35,10 +35,9 @@ func benchInputs(b *testing.B, which string) (textDir, prepared string) {
 				return
 			}
 		}
+		textDir, prepared = benchPaths(which)
 		var d *Dataset
-		textDir = filepath.Join(shippedDir, which)
 		if which == "rmat" {
-			textDir = filepath.Join(benchTmp, which)
 			if d, benchErr = RMAT(benchRMAT); benchErr == nil {
 				benchErr = WriteText(textDir, d)
 			}
@@ -46,12 +45,18 @@ func benchInputs(b *testing.B, which string) (textDir, prepared string) {
 			d, benchErr = LoadTextWith(os.DirFS(textDir), ".", LoadOptions{})
 		}
 		if benchErr == nil {
-			benchErr = WritePreparedFile(filepath.Join(benchTmp, which+".dorylus"), d)
+			benchErr = WritePreparedFile(prepared, d)
 		}
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
+	return benchPaths(which)
+}
+
+// benchPaths names the inputs of a benchmark graph: the shipped text dataset or the generated
+// one, and the prepared file.
+func benchPaths(which string) (textDir, prepared string) {
 	textDir = filepath.Join(shippedDir, which)
 	if which == "rmat" {
 		textDir = filepath.Join(benchTmp, which)

@@ -122,7 +122,7 @@ func Prepare(srcSpec, dst string) error {
 	if err != nil {
 		return err
 	}
-	if strings.HasSuffix(dst, string(filepath.Separator)) || strings.HasSuffix(dst, "/") || isDir(dst) {
+	if (dst != "" && os.IsPathSeparator(dst[len(dst)-1])) || isDir(dst) {
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("graph: prepare: %w", err)
 		}

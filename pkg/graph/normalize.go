@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math"
+	"slices"
 
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -32,7 +33,7 @@ func NormalizedAdjacency(adj *tensor.CSR) *tensor.CSR {
 				dinv[i] = 1 / math.Sqrt(sum)
 			}
 			rowPtr[i+1] = b - a
-			if !hasDiagonal(adj.ColIdx[a:b], i) {
+			if _, loop := slices.BinarySearch(adj.ColIdx[a:b], int32(i)); !loop {
 				rowPtr[i+1]++
 			}
 		}
@@ -74,20 +75,6 @@ func NormalizedAdjacency(adj *tensor.CSR) *tensor.CSR {
 		}
 	})
 	return out
-}
-
-// hasDiagonal reports whether the sorted column list of row i contains i.
-func hasDiagonal(cols []int32, i int) bool {
-	lo, hi := 0, len(cols)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if int(cols[mid]) < i {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo < len(cols) && int(cols[lo]) == i
 }
 
 // RowNormalize scales each row of x in place so that its values sum to 1; rows summing to 0 are
