@@ -1,0 +1,80 @@
+package controllers
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// buildGraphService is the headless Service giving each graph server the
+// stable name <job>-gs-<p>.<job>-gs.<ns>.svc. It publishes not-ready
+// addresses, since peers must find each other before they are ready.
+func buildGraphService(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(graphServerName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleGraphServer)).
+		WithOwnerReferences(ownerReference(job)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithClusterIP(corev1.ClusterIPNone).
+			WithPublishNotReadyAddresses(true).
+			WithSelector(selectorLabels(job, RoleGraphServer)).
+			WithPorts(corev1ac.ServicePort().WithName("grpc").WithProtocol(corev1.ProtocolTCP).
+				WithPort(jobconfig.GraphServerPort).WithTargetPort(intstr.FromString("grpc"))))
+}
+
+// buildGraphStatefulSet is the StatefulSet of graph servers: ordinal p serves
+// partition p. replicas is the number wanted now (0 while suspended or
+// finished).
+func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash string, replicas int32) *appsv1ac.StatefulSetApplyConfiguration {
+	name := graphServerName(job)
+	volumes := podVolumes(job)
+	mounts := podMounts()
+	if d := job.Spec.Dataset.PVC; d != nil {
+		v, m := pvcVolume(volumeDataset, d.ClaimName, jobconfig.DatasetMountPath, true)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+	}
+	if d := job.Spec.Dataset.S3; d != nil && d.SecretRef != nil {
+		v, m := secretVolume(secretDataset, d.SecretRef)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+	}
+	if l := job.Spec.TensorBackend.Lambda; l != nil && l.Credentials.SecretRef != nil {
+		v, m := secretVolume(secretLambda, l.Credentials.SecretRef)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+	}
+	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)))
+
+	container := corev1ac.Container().
+		WithName(RoleGraphServer).
+		WithImage(image).
+		WithArgs("graph-server", "--config", jobconfig.DefaultPath, "--partition", "$("+jobconfig.EnvPartition+")").
+		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(env...).
+		WithResources(resources(job.Spec.GraphServers.Resources)).
+		WithReadinessProbe(grpcReadiness(jobconfig.GraphServerPort)).
+		WithSecurityContext(containerSecurityContext()).
+		WithVolumeMounts(mounts...)
+
+	podSpec := serverPodSpec(job, &job.Spec.GraphServers.ServerPodSpec, true).
+		WithContainers(container).
+		WithVolumes(volumes...)
+
+	return appsv1ac.StatefulSet(name, job.Namespace).
+		WithLabels(childLabels(job, RoleGraphServer)).
+		WithOwnerReferences(ownerReference(job)).
+		WithSpec(appsv1ac.StatefulSetSpec().
+			WithReplicas(replicas).
+			WithServiceName(name).
+			WithPodManagementPolicy(appsv1.ParallelPodManagement).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(job, RoleGraphServer))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(childLabels(job, RoleGraphServer)).
+				WithAnnotations(map[string]string{AnnotationConfigHash: cfgHash}).
+				WithSpec(podSpec)))
+}

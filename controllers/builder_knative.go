@@ -1,0 +1,106 @@
+package controllers
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// KnativeServiceGVK is serving.knative.dev/v1 Service, written as
+// unstructured so that the operator needs no Knative module.
+var KnativeServiceGVK = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
+
+// Knative autoscaling annotations on the revision template.
+const (
+	annotationMinScale = "autoscaling.knative.dev/min-scale"
+	annotationMaxScale = "autoscaling.knative.dev/max-scale"
+)
+
+// buildKnativeService is the managed Knative Service <job>-fn running
+// `dorylus function`. While the job is stopped (suspended or finished) its
+// lower scale bound is 0, so the function scales to zero.
+func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, running bool) *unstructured.Unstructured {
+	t := job.Spec.TensorBackend.Knative.Service
+	if t.Image != "" {
+		image = t.Image
+	}
+	minScale := t.MinScale
+	if !running {
+		minScale = 0
+	}
+	container := map[string]any{
+		"name":  RoleFunction,
+		"image": image,
+		"args":  []any{"function", "--listen", ":" + strconv.Itoa(jobconfig.FunctionPort)},
+		"ports": []any{map[string]any{"containerPort": int64(jobconfig.FunctionPort)}},
+		"securityContext": map[string]any{
+			"allowPrivilegeEscalation": false,
+			"readOnlyRootFilesystem":   true,
+			"runAsNonRoot":             true,
+			"capabilities":             map[string]any{"drop": []any{"ALL"}},
+		},
+	}
+	if r := resourceMap(t.Resources.Requests); r != nil {
+		container["resources"] = map[string]any{"requests": r}
+	}
+	if r := resourceMap(t.Resources.Limits); r != nil {
+		res, _ := container["resources"].(map[string]any)
+		if res == nil {
+			res = map[string]any{}
+		}
+		res["limits"] = r
+		container["resources"] = res
+	}
+	labels := map[string]any{}
+	for k, v := range childLabels(job, RoleFunction) {
+		labels[k] = v
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{
+			"name":      knativeServiceName(job),
+			"namespace": job.Namespace,
+			"labels":    labels,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion":         dorylusv1alpha1.GroupVersion.String(),
+				"kind":               "GNNTrainingJob",
+				"name":               job.Name,
+				"uid":                string(job.UID),
+				"controller":         true,
+				"blockOwnerDeletion": true,
+			}},
+		},
+		"spec": map[string]any{
+			"template": map[string]any{
+				"metadata": map[string]any{
+					"labels": labels,
+					"annotations": map[string]any{
+						annotationMinScale: strconv.Itoa(int(minScale)),
+						annotationMaxScale: strconv.Itoa(int(t.MaxScale)),
+					},
+				},
+				"spec": map[string]any{
+					"containerConcurrency": int64(t.ContainerConcurrency),
+					"containers":           []any{container},
+				},
+			},
+		},
+	}}
+	u.SetGroupVersionKind(KnativeServiceGVK)
+	return u
+}
+
+func resourceMap(m corev1.ResourceList) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[string(k)] = v.String()
+	}
+	return out
+}

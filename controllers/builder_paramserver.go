@@ -1,0 +1,85 @@
+package controllers
+
+import (
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// buildParamService is the headless Service over every parameter-server
+// shard; it also gives shard n the name <job>-ps-<n>.<job>-ps.<ns>.svc
+// through the pods' hostname and subdomain.
+func buildParamService(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(paramServiceName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleParamServer)).
+		WithOwnerReferences(ownerReference(job)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithClusterIP(corev1.ClusterIPNone).
+			WithPublishNotReadyAddresses(true).
+			WithSelector(selectorLabels(job, RoleParamServer)).
+			WithPorts(corev1ac.ServicePort().WithName("grpc").WithProtocol(corev1.ProtocolTCP).
+				WithPort(jobconfig.ParamServerPort).WithTargetPort(intstr.FromString("grpc"))))
+}
+
+// paramShardLabels select the pod of one shard.
+func paramShardLabels(job *dorylusv1alpha1.GNNTrainingJob, shard int32) map[string]string {
+	l := selectorLabels(job, RoleParamServer)
+	l[LabelShard] = strconv.Itoa(int(shard))
+	return l
+}
+
+// buildParamDeployment is the Deployment of parameter-server shard n: one
+// pod (replicas 0 while suspended or finished), recreated rather than rolled
+// so that two pods never hold the shard's hostname at once.
+func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash string, shard, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
+	name := paramShardName(job, shard)
+	volumes := podVolumes(job)
+	mounts := podMounts()
+	if c := job.Spec.Checkpoint; c != nil && c.PVC != nil {
+		v, m := pvcVolume(volumeCheckpoint, c.PVC.ClaimName, jobconfig.CheckpointMountPath, false)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+	}
+	if c := job.Spec.Checkpoint; c != nil && c.S3 != nil && c.S3.SecretRef != nil {
+		v, m := secretVolume(secretCheckpoint, c.S3.SecretRef)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+	}
+	podLabels := childLabels(job, RoleParamServer)
+	podLabels[LabelShard] = strconv.Itoa(int(shard))
+
+	container := corev1ac.Container().
+		WithName(RoleParamServer).
+		WithImage(image).
+		WithArgs("param-server", "--config", jobconfig.DefaultPath, "--shard", strconv.Itoa(int(shard))).
+		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.ParamServerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(commonEnv(job)...).
+		WithResources(resources(job.Spec.ParameterServers.Resources)).
+		WithReadinessProbe(grpcReadiness(jobconfig.ParamServerPort)).
+		WithSecurityContext(containerSecurityContext()).
+		WithVolumeMounts(mounts...)
+
+	podSpec := serverPodSpec(job, &job.Spec.ParameterServers.ServerPodSpec, false).
+		WithHostname(name).
+		WithSubdomain(paramServiceName(job)).
+		WithContainers(container).
+		WithVolumes(volumes...)
+
+	return appsv1ac.Deployment(name, job.Namespace).
+		WithLabels(podLabels).
+		WithOwnerReferences(ownerReference(job)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(paramShardLabels(job, shard))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(podLabels).
+				WithAnnotations(map[string]string{AnnotationConfigHash: cfgHash}).
+				WithSpec(podSpec)))
+}

@@ -1,0 +1,43 @@
+package controllers
+
+import (
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// buildServiceAccount is the identity of the job's pods. For a Lambda backend
+// authenticated by role, it carries the IRSA role annotation.
+func buildServiceAccount(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceAccountApplyConfiguration {
+	sa := corev1ac.ServiceAccount(runtimeName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleRuntime)).
+		WithOwnerReferences(ownerReference(job))
+	if l := job.Spec.TensorBackend.Lambda; l != nil && l.Credentials.RoleARN != "" {
+		sa.WithAnnotations(map[string]string{AnnotationIRSARole: l.Credentials.RoleARN})
+	}
+	return sa
+}
+
+// buildRole grants the job's pods the one thing they need from the API: to
+// read and patch the status of their own job (graph server 0 reports
+// progress there).
+func buildRole(job *dorylusv1alpha1.GNNTrainingJob) *rbacv1ac.RoleApplyConfiguration {
+	return rbacv1ac.Role(runtimeName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleRuntime)).
+		WithOwnerReferences(ownerReference(job)).
+		WithRules(rbacv1ac.PolicyRule().
+			WithAPIGroups(dorylusv1alpha1.GroupVersion.Group).
+			WithResources(dorylusv1alpha1.Resource + "/status").
+			WithResourceNames(job.Name).
+			WithVerbs("get", "patch"))
+}
+
+// buildRoleBinding binds the Role to the job's ServiceAccount.
+func buildRoleBinding(job *dorylusv1alpha1.GNNTrainingJob) *rbacv1ac.RoleBindingApplyConfiguration {
+	return rbacv1ac.RoleBinding(runtimeName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleRuntime)).
+		WithOwnerReferences(ownerReference(job)).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(runtimeName(job))).
+		WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(runtimeName(job)).WithNamespace(job.Namespace))
+}

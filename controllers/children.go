@@ -1,0 +1,204 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// Children policy: every child is written with server-side apply under
+// FieldOwner, forcing ownership, so an unchanged child costs no write in
+// storage and fields set by others (defaults, HPA-like actors) are left
+// alone. Children that the spec no longer asks for (parameter shards above
+// the replica count, a Knative Service after switching backends before the
+// start) are deleted.
+
+// managedKnative reports whether the job asks for an operator-managed
+// Knative Service.
+func managedKnative(job *dorylusv1alpha1.GNNTrainingJob) bool {
+	return job.Spec.TensorBackend.Knative != nil && job.Spec.TensorBackend.Knative.Service != nil
+}
+
+// desiredChildren builds every child of the job. running selects the
+// replica counts: the spec's, or zero while suspended or finished.
+func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrainingJob, running bool) ([]runtime.ApplyConfiguration, error) {
+	cfg, err := resolveRunConfig(job)
+	if err != nil {
+		return nil, fmt.Errorf("resolve run config: %w", err)
+	}
+	runJSON, err := jobconfig.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode run config: %w", err)
+	}
+	hash := configHash(runJSON)
+	image := runtimeImage(job, r.RuntimeImage)
+	gsReplicas, psReplicas := int32(0), int32(0)
+	if running {
+		gsReplicas, psReplicas = job.Spec.GraphServers.Replicas, 1
+	}
+	out := []runtime.ApplyConfiguration{
+		buildServiceAccount(job),
+		buildRole(job),
+		buildRoleBinding(job),
+		buildConfigMap(job, runJSON),
+		buildGraphService(job),
+		buildGraphStatefulSet(job, image, hash, gsReplicas),
+		buildParamService(job),
+	}
+	for n := int32(0); n < job.Spec.ParameterServers.Replicas; n++ {
+		out = append(out, buildParamDeployment(job, image, hash, n, psReplicas))
+	}
+	if managedKnative(job) && r.KnativeAvailable {
+		out = append(out, client.ApplyConfigurationFromUnstructured(buildKnativeService(job, image, running)))
+	}
+	return out, nil
+}
+
+// applyChildren applies every child and prunes the ones no longer wanted.
+// It applies all it can and returns the errors joined.
+func (r *GNNTrainingJobReconciler) applyChildren(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, running bool) error {
+	children, err := r.desiredChildren(job, running)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range children {
+		if err := r.Apply(ctx, c, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, r.pruneChildren(ctx, job))
+	return errors.Join(errs...)
+}
+
+// pruneChildren deletes parameter-shard Deployments beyond the replica count
+// and a managed Knative Service the spec no longer asks for.
+func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob) error {
+	var deps appsv1.DeploymentList
+	if err := r.List(ctx, &deps, client.InNamespace(job.Namespace), client.MatchingLabels(selectorLabels(job, RoleParamServer))); err != nil {
+		return fmt.Errorf("list parameter servers: %w", err)
+	}
+	var errs []error
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		shard, err := strconv.Atoi(d.Labels[LabelShard])
+		if err != nil || !ownedBy(d.OwnerReferences, job) || int32(shard) < job.Spec.ParameterServers.Replicas {
+			continue
+		}
+		if err := r.Delete(ctx, d, client.Preconditions{UID: &d.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", d.Name, err))
+		}
+	}
+	if r.KnativeAvailable && !managedKnative(job) {
+		ks := &unstructured.Unstructured{}
+		ks.SetGroupVersionKind(KnativeServiceGVK)
+		err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: knativeServiceName(job)}, ks)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			errs = append(errs, err)
+		case ownedBy(ks.GetOwnerReferences(), job):
+			uid := ks.GetUID()
+			if err := r.Delete(ctx, ks, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// observe reads the children's readiness and the pods' restarts from the
+// cache.
+func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob) (observation, error) {
+	obs := observation{knativeReady: true}
+	var sts appsv1.StatefulSet
+	switch err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: graphServerName(job)}, &sts); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return obs, err
+	case ownedBy(sts.OwnerReferences, job) && sts.Status.ObservedGeneration >= sts.Generation:
+		obs.graphReady = sts.Status.ReadyReplicas
+	}
+	var deps appsv1.DeploymentList
+	if err := r.List(ctx, &deps, client.InNamespace(job.Namespace), client.MatchingLabels(selectorLabels(job, RoleParamServer))); err != nil {
+		return obs, err
+	}
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		shard, err := strconv.Atoi(d.Labels[LabelShard])
+		if err != nil || int32(shard) >= job.Spec.ParameterServers.Replicas || !ownedBy(d.OwnerReferences, job) {
+			continue
+		}
+		if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= 1 {
+			obs.paramReady++
+		}
+	}
+	if managedKnative(job) && r.KnativeAvailable {
+		ks := &unstructured.Unstructured{}
+		ks.SetGroupVersionKind(KnativeServiceGVK)
+		err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: knativeServiceName(job)}, ks)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return obs, err
+		}
+		obs.knativeReady = err == nil && knativeServiceReady(ks)
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobName: job.Name}); err != nil {
+		return obs, err
+	}
+	for i := range pods.Items {
+		obs.restarts += podRestarts(&pods.Items[i])
+	}
+	return obs, nil
+}
+
+// knativeServiceReady reads the Ready condition of a Knative Service.
+func knativeServiceReady(ks *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(ks.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == "Ready" {
+			return m["status"] == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+// podRestarts sums the restarts of a server pod's containers; function pods
+// do not count.
+func podRestarts(p *corev1.Pod) int32 {
+	if role := p.Labels[LabelRole]; role != RoleGraphServer && role != RoleParamServer {
+		return 0
+	}
+	var n int32
+	for _, cs := range p.Status.InitContainerStatuses {
+		n += cs.RestartCount
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+// ownedBy reports whether refs name job as controller.
+func ownedBy(refs []metav1.OwnerReference, job *dorylusv1alpha1.GNNTrainingJob) bool {
+	for _, ref := range refs {
+		if ref.UID == job.UID && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,201 @@
+// Package controllers holds the GNNTrainingJob reconciler: pure builders of
+// the child objects (one file per kind), one file per run policy (children,
+// status, suspend, ttl, failure), and the reconcile loop that ties them
+// together with one status write per reconcile and events after it.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=dorylus.dev,resources=gnntrainingjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=dorylus.dev,resources=gnntrainingjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// GNNTrainingJobReconciler reconciles GNNTrainingJobs.
+type GNNTrainingJobReconciler struct {
+	client.Client
+	// Recorder emits events.k8s.io events about jobs.
+	Recorder events.EventRecorder
+	// Clock is the time source of every deadline, TTL and timestamp.
+	Clock clock.PassiveClock
+	// RuntimeImage is the image of the job's pods unless spec.image is set.
+	RuntimeImage string
+	// KnativeAvailable says whether the cluster serves serving.knative.dev/v1
+	// Services; without it, managed Knative backends are refused in status.
+	KnativeAvailable bool
+}
+
+// Reconcile brings one job's children and status in line with its spec.
+func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	job := &dorylusv1alpha1.GNNTrainingJob{}
+	if err := r.Get(ctx, req.NamespacedName, job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !managedByUs(job) || !job.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	now := metav1.NewTime(r.Clock.Now()).Rfc3339Copy()
+
+	if expired, after, ok := ttlExpiry(job, now.Time); ok {
+		if !expired {
+			return ctrl.Result{RequeueAfter: after}, nil
+		}
+		uid := job.UID
+		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &uid}); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "TTLExpired", "Delete",
+			"deleted %ds after it finished (spec.runPolicy.ttlSecondsAfterFinished)", *job.Spec.RunPolicy.TTLSecondsAfterFinished)
+		return ctrl.Result{}, nil
+	}
+
+	obs, err := r.observe(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("observe children: %w", err)
+	}
+	in := statusInput{obs: obs, now: now, knativeMissing: managedKnative(job) && !r.KnativeAvailable}
+	finished := isFinished(job)
+	if !finished {
+		running := !isSuspended(job)
+		start := nextStartTime(job, running, now)
+		in.verdict = decide(job, max(job.Status.ServerRestarts, obs.restarts), start, now.Time)
+	}
+	running := !finished && in.verdict == nil && !isSuspended(job)
+	in.applyErr = r.applyChildren(ctx, job, running)
+
+	status := computeStatus(job, in)
+	if !equality.Semantic.DeepEqual(job.Status, status) {
+		if err := r.writeStatus(ctx, job, status); err != nil {
+			return ctrl.Result{}, fmt.Errorf("write status: %w", err)
+		}
+		r.emitEvents(job, job.Status.Conditions, status.Conditions)
+	}
+	if in.applyErr != nil {
+		return ctrl.Result{}, in.applyErr
+	}
+	return ctrl.Result{RequeueAfter: r.nextWake(job, status, now.Time)}, nil
+}
+
+// nextWake is when a time-based policy next needs a reconcile: the TTL of a
+// finished job or the active deadline of a running one; 0 for none.
+func (r *GNNTrainingJobReconciler) nextWake(job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus, now time.Time) time.Duration {
+	next := job.DeepCopy()
+	next.Status = status
+	if _, after, ok := ttlExpiry(next, now); ok {
+		if after == 0 {
+			return time.Nanosecond
+		}
+		return after
+	}
+	if isFinished(next) {
+		return 0
+	}
+	left, _ := deadlineLeft(next, status.StartTime, now)
+	return left
+}
+
+// writeStatus applies every status field the operator owns (all but
+// progress) with server-side apply, in one request.
+func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus) error {
+	status.Progress = nil
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": m}}
+	u.SetGroupVersionKind(dorylusv1alpha1.GroupVersion.WithKind("GNNTrainingJob"))
+	u.SetName(job.Name)
+	u.SetNamespace(job.Namespace)
+	return r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// managedByUs reports whether spec.managedBy leaves the job to this operator.
+func managedByUs(job *dorylusv1alpha1.GNNTrainingJob) bool {
+	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == dorylusv1alpha1.ControllerName
+}
+
+// Options tunes the controller.
+type Options struct {
+	// MaxConcurrentReconciles is the number of jobs reconciled at once.
+	MaxConcurrentReconciles int
+}
+
+// SetupWithManager registers the reconciler: it watches jobs managed by this
+// operator, owns every child kind, and maps the job's pods back to it when
+// their restart counts change.
+func (r *GNNTrainingJobReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("gnntrainingjob").
+		For(&dorylusv1alpha1.GNNTrainingJob{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			job, ok := o.(*dorylusv1alpha1.GNNTrainingJob)
+			return ok && managedByUs(job)
+		}))).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&appsv1.Deployment{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob), builder.WithPredicates(restartsChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
+	if r.KnativeAvailable {
+		ks := &unstructured.Unstructured{}
+		ks.SetGroupVersionKind(KnativeServiceGVK)
+		b = b.Owns(ks)
+	}
+	return b.Complete(r)
+}
+
+// podToJob maps a server pod to its job through LabelJobName.
+func podToJob(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[LabelJobName]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// restartsChanged passes pod creations, deletions and updates that change
+// the restart count, the only pod facts the reconciler uses.
+func restartsChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
+			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
+			return ok1 && ok2 && podRestarts(oldPod) != podRestarts(newPod)
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

@@ -1,0 +1,65 @@
+package controllers
+
+import (
+	"fmt"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// FieldOwner is the server-side-apply field manager of everything the
+// operator writes.
+const FieldOwner = "dorylus-operator"
+
+// Labels on every child object and pod of a job.
+const (
+	// LabelJobName holds the owning GNNTrainingJob's name.
+	LabelJobName = "dorylus.dev/job-name"
+	// LabelRole is RoleGraphServer, RoleParamServer, RoleFunction or RoleRuntime.
+	LabelRole = "dorylus.dev/role"
+	// LabelShard holds a parameter server's shard number.
+	LabelShard = "dorylus.dev/shard"
+	// AnnotationConfigHash on pod templates rolls the pods when run.json changes.
+	AnnotationConfigHash = "dorylus.dev/config-hash"
+	// AnnotationIRSARole is the EKS annotation binding a ServiceAccount to an IAM role.
+	AnnotationIRSARole = "eks.amazonaws.com/role-arn"
+	// LabelPodIndex is the StatefulSet pod-index label, the graph server's partition.
+	LabelPodIndex = "apps.kubernetes.io/pod-index"
+)
+
+// Values of LabelRole.
+const (
+	RoleGraphServer = "graph-server"
+	RoleParamServer = "param-server"
+	RoleFunction    = "function"
+	RoleRuntime     = "runtime"
+)
+
+func configMapName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-config" }
+
+func graphServerName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-gs" }
+
+func paramServiceName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-ps" }
+
+func paramShardName(job *dorylusv1alpha1.GNNTrainingJob, shard int32) string {
+	return fmt.Sprintf("%s-ps-%d", job.Name, shard)
+}
+
+func runtimeName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-runtime" }
+
+func knativeServiceName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-fn" }
+
+// selectorLabels are the labels a role's pods are selected by.
+func selectorLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
+	return map[string]string{LabelJobName: job.Name, LabelRole: role}
+}
+
+// childLabels are the labels of a child object or pod: the selector labels
+// and the recommended app.kubernetes.io ones.
+func childLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
+	l := selectorLabels(job, role)
+	l["app.kubernetes.io/name"] = "dorylus"
+	l["app.kubernetes.io/instance"] = job.Name
+	l["app.kubernetes.io/component"] = role
+	l["app.kubernetes.io/managed-by"] = "dorylus-operator"
+	return l
+}

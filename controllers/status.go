@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// Status policy: the operator derives every condition from the spec, the
+// children's readiness and graph server 0's progress, computes the whole
+// status in memory, and writes it once.
+
+// observation is what one reconcile saw of the job's children.
+type observation struct {
+	// graphReady counts ready graph servers of the current StatefulSet generation.
+	graphReady int32
+	// paramReady counts available parameter-server shards.
+	paramReady int32
+	// knativeReady is true when the managed Knative Service reports Ready
+	// (always true without one).
+	knativeReady bool
+	// restarts sums the container restarts over the job's current pods.
+	restarts int32
+}
+
+// statusInput is everything computeStatus needs besides the job.
+type statusInput struct {
+	obs observation
+	// applyErr is the first error applying children, if any.
+	applyErr error
+	// knativeMissing is set when a managed Knative Service is wanted but the
+	// cluster has no Knative Serving.
+	knativeMissing bool
+	// verdict is the terminal condition reached in this reconcile, if any.
+	verdict *verdict
+	// now is the reconcile's time, already truncated to the API's precision.
+	now metav1.Time
+}
+
+// computeStatus is the job's next status. It is pure: conditions keep their
+// lastTransitionTime unless their status changes. Progress is carried over
+// untouched (graph server 0 owns it).
+func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv1alpha1.GNNTrainingJobStatus {
+	old := &job.Status
+	st := dorylusv1alpha1.GNNTrainingJobStatus{
+		ObservedGeneration: job.Generation,
+		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
+		StartTime:          old.StartTime,
+		CompletionTime:     old.CompletionTime,
+		ServerRestarts:     old.ServerRestarts,
+		Progress:           old.Progress,
+	}
+	finished := isFinished(job) || in.verdict != nil
+	suspended := isSuspended(job)
+	running := !finished && !suspended
+	if running {
+		st.StartTime = nextStartTime(job, true, in.now)
+		st.ServerRestarts = max(old.ServerRestarts, in.obs.restarts)
+	}
+	if in.verdict != nil && st.CompletionTime == nil {
+		st.CompletionTime = &in.now
+	}
+
+	gsWant, psWant := int32(0), int32(0)
+	if running {
+		gsWant, psWant = job.Spec.GraphServers.Replicas, job.Spec.ParameterServers.Replicas
+	}
+	st.GraphServers = dorylusv1alpha1.ServerStatus{Replicas: gsWant, ReadyReplicas: min(in.obs.graphReady, gsWant)}
+	st.ParameterServers = dorylusv1alpha1.ServerStatus{Replicas: psWant, ReadyReplicas: min(in.obs.paramReady, psWant)}
+
+	set := func(c metav1.Condition) {
+		c.ObservedGeneration = job.Generation
+		c.LastTransitionTime = in.now
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	set(createdCondition(in))
+	ready := running && in.applyErr == nil && !in.knativeMissing &&
+		st.GraphServers.ReadyReplicas == gsWant && st.ParameterServers.ReadyReplicas == psWant && in.obs.knativeReady
+	set(readyCondition(job, st, running, finished, ready, in.obs.knativeReady))
+	set(trainingCondition(running, finished, ready))
+	set(suspendedCondition(job))
+	if v := in.verdict; v != nil {
+		set(metav1.Condition{Type: v.conditionType, Status: metav1.ConditionTrue, Reason: v.reason, Message: v.message})
+	}
+	return st
+}
+
+func createdCondition(in statusInput) metav1.Condition {
+	c := metav1.Condition{Type: dorylusv1alpha1.ConditionCreated}
+	switch {
+	case in.knativeMissing:
+		c.Status, c.Reason = metav1.ConditionFalse, dorylusv1alpha1.ReasonKnativeNotInstalled
+		c.Message = "spec.tensorBackend.knative.service needs Knative Serving (serving.knative.dev/v1 Service), which this cluster does not serve"
+	case in.applyErr != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, dorylusv1alpha1.ReasonChildApplyFailed
+		c.Message = truncate(in.applyErr.Error(), 1024)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, dorylusv1alpha1.ReasonChildrenCreated
+		c.Message = "every child object is applied"
+	}
+	return c
+}
+
+func readyCondition(job *dorylusv1alpha1.GNNTrainingJob, st dorylusv1alpha1.GNNTrainingJobStatus, running, finished, ready, knativeReady bool) metav1.Condition {
+	c := metav1.Condition{Type: dorylusv1alpha1.ConditionReady, Status: metav1.ConditionFalse}
+	switch {
+	case finished:
+		c.Reason, c.Message = dorylusv1alpha1.ReasonFinished, "the job has finished; servers are scaled to zero"
+	case !running:
+		c.Reason, c.Message = dorylusv1alpha1.ReasonSuspended, "the job is suspended; servers are scaled to zero"
+	case ready:
+		c.Status, c.Reason = metav1.ConditionTrue, dorylusv1alpha1.ReasonServersReady
+		c.Message = fmt.Sprintf("%d graph servers and %d parameter servers are ready", st.GraphServers.Replicas, st.ParameterServers.Replicas)
+	default:
+		c.Reason = dorylusv1alpha1.ReasonServersNotReady
+		c.Message = fmt.Sprintf("graph servers %d/%d ready, parameter servers %d/%d ready",
+			st.GraphServers.ReadyReplicas, st.GraphServers.Replicas, st.ParameterServers.ReadyReplicas, st.ParameterServers.Replicas)
+		if job.Spec.TensorBackend.Knative != nil && job.Spec.TensorBackend.Knative.Service != nil && !knativeReady {
+			c.Message += ", Knative Service not ready"
+		}
+	}
+	return c
+}
+
+func trainingCondition(running, finished, ready bool) metav1.Condition {
+	c := metav1.Condition{Type: dorylusv1alpha1.ConditionTraining, Status: metav1.ConditionFalse}
+	switch {
+	case finished:
+		c.Reason, c.Message = dorylusv1alpha1.ReasonFinished, "the job has finished"
+	case !running:
+		c.Reason, c.Message = dorylusv1alpha1.ReasonSuspended, "the job is suspended"
+	case ready:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, dorylusv1alpha1.ReasonTraining, "every server is ready and epochs are running"
+	default:
+		c.Reason, c.Message = dorylusv1alpha1.ReasonWaitingForServers, "waiting for every server to be ready"
+	}
+	return c
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

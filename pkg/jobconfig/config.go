@@ -1,0 +1,252 @@
+package jobconfig
+
+// Version is the RunConfig schema version this package reads and writes. A
+// reader refuses any other version with ErrVersion.
+const Version = 1
+
+// Well-known paths, keys, ports and environment variables of the contract.
+const (
+	// DefaultPath is where pods find run.json.
+	DefaultPath = "/etc/dorylus/run.json"
+	// ConfigMapKey is the key of run.json in the job's ConfigMap.
+	ConfigMapKey = "run.json"
+	// MountDir is the folder the ConfigMap is mounted at.
+	MountDir = "/etc/dorylus"
+	// SecretsDir holds one folder per mounted credentials Secret.
+	SecretsDir = "/var/run/secrets/dorylus"
+	// DatasetMountPath is where a pvc dataset volume is mounted.
+	DatasetMountPath = "/data/dataset"
+	// CheckpointMountPath is where a pvc checkpoint volume is mounted.
+	CheckpointMountPath = "/data/checkpoint"
+
+	// GraphServerPort is the graph servers' gRPC port.
+	GraphServerPort = 5000
+	// ParamServerPort is the parameter servers' gRPC port.
+	ParamServerPort = 5100
+	// FunctionPort is the HTTP port of `dorylus function --listen`.
+	FunctionPort = 8080
+
+	// EnvJobName holds the GNNTrainingJob's name.
+	EnvJobName = "DORYLUS_JOB_NAME"
+	// EnvNamespace holds the job's namespace.
+	EnvNamespace = "DORYLUS_NAMESPACE"
+	// EnvPodName holds the pod's own name.
+	EnvPodName = "DORYLUS_POD_NAME"
+	// EnvPartition holds a graph server's partition id (its ordinal).
+	EnvPartition = "DORYLUS_PARTITION"
+)
+
+// Dataset sources.
+const (
+	SourceBuiltin = "builtin" // a benchmark dataset known to the dorylus command
+	SourceS3      = "s3"      // a folder in an S3-compatible bucket
+	SourcePVC     = "pvc"     // a folder on the mounted volume
+	SourceHTTP    = "http"    // a tar.gz archive over HTTP(S)
+)
+
+// Dataset formats.
+const (
+	FormatPrepared = "prepared" // the partitioned binary output of `dorylus prepare`
+	FormatText     = "text"     // the plain-text layout of datasets/FORMAT.md
+)
+
+// Tensor backend kinds.
+const (
+	BackendCPU     = "cpu"
+	BackendLambda  = "lambda"
+	BackendKnative = "knative"
+)
+
+// Model architectures.
+const (
+	ArchitectureGCN = "GCN"
+	ArchitectureGAT = "GAT"
+)
+
+// Lambda data paths.
+const (
+	DataPathPull   = "pull"
+	DataPathInline = "inline"
+)
+
+// RunConfig is the resolved configuration of one training run: every default
+// applied, every decimal parsed, every address spelled out.
+type RunConfig struct {
+	// Version is the schema version (Version).
+	Version int `json:"version"`
+	// Job identifies the GNNTrainingJob.
+	Job JobRef `json:"job"`
+	// Dataset is where the graph comes from.
+	Dataset Dataset `json:"dataset"`
+	// Model is the GNN.
+	Model Model `json:"model"`
+	// Training holds optimisation and pipeline settings.
+	Training Training `json:"training"`
+	// GraphServers lists the graph servers.
+	GraphServers GraphServers `json:"graphServers"`
+	// ParameterServers lists the parameter-server shards.
+	ParameterServers ParameterServers `json:"parameterServers"`
+	// Backend is the tensor backend.
+	Backend Backend `json:"backend"`
+	// Checkpoint, when set, says where and how often to save weights.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// JobRef identifies the GNNTrainingJob a run belongs to.
+type JobRef struct {
+	// Name is the job's name.
+	Name string `json:"name"`
+	// Namespace is the job's namespace.
+	Namespace string `json:"namespace"`
+	// UID is the job's UID, to tell apart re-created jobs of one name.
+	UID string `json:"uid,omitempty"`
+}
+
+// Dataset is where the graph comes from.
+type Dataset struct {
+	// Source is SourceBuiltin, SourceS3, SourcePVC or SourceHTTP.
+	Source string `json:"source"`
+	// Format is FormatPrepared or FormatText (empty for builtin).
+	Format string `json:"format,omitempty"`
+	// Name is the builtin dataset's name.
+	Name string `json:"name,omitempty"`
+	// Path is the local folder of a pvc dataset.
+	Path string `json:"path,omitempty"`
+	// S3 is the bucket location of an s3 dataset.
+	S3 *S3 `json:"s3,omitempty"`
+	// URL is the archive of an http dataset.
+	URL string `json:"url,omitempty"`
+	// SHA256 is the expected hex digest of the http archive, if known.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// S3 is a location in an S3-compatible bucket.
+type S3 struct {
+	// Bucket is the bucket name.
+	Bucket string `json:"bucket"`
+	// Prefix is the key prefix.
+	Prefix string `json:"prefix,omitempty"`
+	// Region is the bucket's region; empty means the SDK default.
+	Region string `json:"region,omitempty"`
+	// Endpoint overrides the endpoint (path-style addressing when set).
+	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialsDir holds accessKeyID and secretAccessKey files; empty
+	// means the SDK's default chain.
+	CredentialsDir string `json:"credentialsDir,omitempty"`
+}
+
+// Model is the GNN architecture.
+type Model struct {
+	// Architecture is ArchitectureGCN or ArchitectureGAT.
+	Architecture string `json:"architecture"`
+	// Layers is the number of layers.
+	Layers int `json:"layers"`
+	// Hidden is the hidden width.
+	Hidden int `json:"hidden"`
+	// Dropout is the dropout rate in [0, 1).
+	Dropout float64 `json:"dropout"`
+	// Heads is the GAT head count (0 for GCN).
+	Heads int `json:"heads,omitempty"`
+}
+
+// Training holds optimisation and pipeline settings.
+type Training struct {
+	// Epochs is the number of epochs.
+	Epochs int `json:"epochs"`
+	// LearningRate is Adam's step size.
+	LearningRate float64 `json:"learningRate"`
+	// WeightDecay is the L2 penalty.
+	WeightDecay float64 `json:"weightDecay"`
+	// TargetAccuracy, when above 0, stops training once the validation
+	// accuracy reaches it.
+	TargetAccuracy float64 `json:"targetAccuracy,omitempty"`
+	// Sync selects synchronous mode (a barrier after every Scatter);
+	// Staleness is then ignored.
+	Sync bool `json:"sync"`
+	// Staleness is the asynchronous bound S.
+	Staleness int `json:"staleness"`
+	// Intervals per graph server; 0 means as many as the backend's
+	// concurrency.
+	Intervals int `json:"intervals,omitempty"`
+	// Seed seeds initialisation and dropout.
+	Seed int64 `json:"seed"`
+}
+
+// GraphServers lists the graph servers.
+type GraphServers struct {
+	// Replicas is the number of graph servers and partitions.
+	Replicas int `json:"replicas"`
+	// Port is the gRPC port each listens on.
+	Port int `json:"port"`
+	// Peers[p] is the address (host:port) of the graph server of partition p.
+	Peers []string `json:"peers"`
+}
+
+// ParameterServers lists the parameter-server shards.
+type ParameterServers struct {
+	// Replicas is the number of shards.
+	Replicas int `json:"replicas"`
+	// Port is the gRPC port each listens on.
+	Port int `json:"port"`
+	// Service is the address (host:port) of the Service over all shards.
+	Service string `json:"service"`
+	// Shards[n] is the address (host:port) of shard n.
+	Shards []string `json:"shards"`
+}
+
+// Backend is the tensor backend.
+type Backend struct {
+	// Kind is BackendCPU, BackendLambda or BackendKnative.
+	Kind string `json:"kind"`
+	// CPU is set for BackendCPU.
+	CPU *CPU `json:"cpu,omitempty"`
+	// Lambda is set for BackendLambda.
+	Lambda *Lambda `json:"lambda,omitempty"`
+	// Knative is set for BackendKnative.
+	Knative *Knative `json:"knative,omitempty"`
+}
+
+// CPU configures the in-process goroutine pool.
+type CPU struct {
+	// Workers is the pool size; 0 means GOMAXPROCS.
+	Workers int `json:"workers,omitempty"`
+}
+
+// Lambda configures AWS Lambda invocations.
+type Lambda struct {
+	// FunctionName is the function's name or ARN.
+	FunctionName string `json:"functionName"`
+	// Region is the AWS region.
+	Region string `json:"region"`
+	// MemoryMB is the function's memory, for the cost model.
+	MemoryMB int `json:"memoryMB"`
+	// MaxConcurrency caps concurrent invocations per graph server.
+	MaxConcurrency int `json:"maxConcurrency"`
+	// DataPath is DataPathPull or DataPathInline.
+	DataPath string `json:"dataPath"`
+	// Endpoint overrides the Lambda endpoint.
+	Endpoint string `json:"endpoint,omitempty"`
+	// CredentialsDir holds accessKeyID and secretAccessKey files; empty
+	// means the SDK's default chain (IRSA).
+	CredentialsDir string `json:"credentialsDir,omitempty"`
+}
+
+// Knative configures HTTP calls to a Knative Service.
+type Knative struct {
+	// URL is the Service's address.
+	URL string `json:"url"`
+	// MaxConcurrency caps concurrent requests per graph server.
+	MaxConcurrency int `json:"maxConcurrency"`
+	// Managed is true when the operator created the Service.
+	Managed bool `json:"managed,omitempty"`
+}
+
+// Checkpoint says where and how often to save weights.
+type Checkpoint struct {
+	// IntervalEpochs is the number of epochs between checkpoints.
+	IntervalEpochs int `json:"intervalEpochs"`
+	// Path is the local folder of a pvc destination.
+	Path string `json:"path,omitempty"`
+	// S3 is the bucket location of an s3 destination.
+	S3 *S3 `json:"s3,omitempty"`
+}

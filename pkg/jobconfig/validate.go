@@ -1,0 +1,140 @@
+package jobconfig
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Validate checks every field of cfg and returns all problems at once, each
+// naming its field, joined and wrapping ErrInvalid (or ErrVersion).
+func (cfg *RunConfig) Validate() error {
+	if cfg.Version != Version {
+		return fmt.Errorf("%w: version %d, want %d", ErrVersion, cfg.Version, Version)
+	}
+	var v validator
+	v.nonEmpty("job.name", cfg.Job.Name)
+	v.nonEmpty("job.namespace", cfg.Job.Namespace)
+	cfg.Dataset.validate(&v)
+	cfg.Model.validate(&v)
+	cfg.Training.validate(&v)
+	v.check(cfg.GraphServers.Replicas >= 1, "graphServers.replicas", "must be at least 1, got %d", cfg.GraphServers.Replicas)
+	v.port("graphServers.port", cfg.GraphServers.Port)
+	v.check(len(cfg.GraphServers.Peers) == cfg.GraphServers.Replicas, "graphServers.peers", "has %d addresses for %d replicas", len(cfg.GraphServers.Peers), cfg.GraphServers.Replicas)
+	for i, p := range cfg.GraphServers.Peers {
+		v.nonEmpty(fmt.Sprintf("graphServers.peers[%d]", i), p)
+	}
+	v.check(cfg.ParameterServers.Replicas >= 1, "parameterServers.replicas", "must be at least 1, got %d", cfg.ParameterServers.Replicas)
+	v.port("parameterServers.port", cfg.ParameterServers.Port)
+	v.nonEmpty("parameterServers.service", cfg.ParameterServers.Service)
+	v.check(len(cfg.ParameterServers.Shards) == cfg.ParameterServers.Replicas, "parameterServers.shards", "has %d addresses for %d replicas", len(cfg.ParameterServers.Shards), cfg.ParameterServers.Replicas)
+	for i, s := range cfg.ParameterServers.Shards {
+		v.nonEmpty(fmt.Sprintf("parameterServers.shards[%d]", i), s)
+	}
+	cfg.Backend.validate(&v)
+	if cfg.Checkpoint != nil {
+		c := cfg.Checkpoint
+		v.check(c.IntervalEpochs >= 1, "checkpoint.intervalEpochs", "must be at least 1, got %d", c.IntervalEpochs)
+		v.check((c.Path != "") != (c.S3 != nil), "checkpoint", "must set exactly one of path, s3")
+		if c.S3 != nil {
+			v.nonEmpty("checkpoint.s3.bucket", c.S3.Bucket)
+		}
+	}
+	return v.err()
+}
+
+func (d *Dataset) validate(v *validator) {
+	switch d.Source {
+	case SourceBuiltin:
+		v.nonEmpty("dataset.name", d.Name)
+	case SourceS3:
+		if v.check(d.S3 != nil, "dataset.s3", "is required for source %q", d.Source) {
+			v.nonEmpty("dataset.s3.bucket", d.S3.Bucket)
+		}
+	case SourcePVC:
+		v.nonEmpty("dataset.path", d.Path)
+	case SourceHTTP:
+		v.nonEmpty("dataset.url", d.URL)
+	default:
+		v.fail("dataset.source", "unknown source %q", d.Source)
+	}
+	if d.Source != SourceBuiltin {
+		v.check(d.Format == FormatPrepared || d.Format == FormatText, "dataset.format", "must be %q or %q, got %q", FormatPrepared, FormatText, d.Format)
+	}
+}
+
+func (m *Model) validate(v *validator) {
+	v.check(m.Architecture == ArchitectureGCN || m.Architecture == ArchitectureGAT, "model.architecture", "must be %q or %q, got %q", ArchitectureGCN, ArchitectureGAT, m.Architecture)
+	v.check(m.Layers >= 1, "model.layers", "must be at least 1, got %d", m.Layers)
+	v.check(m.Hidden >= 1, "model.hidden", "must be at least 1, got %d", m.Hidden)
+	v.check(m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "must be in [0, 1), got %g", m.Dropout)
+	if m.Architecture == ArchitectureGAT {
+		v.check(m.Heads >= 1, "model.heads", "must be at least 1 for GAT, got %d", m.Heads)
+	} else {
+		v.check(m.Heads == 0, "model.heads", "applies only to GAT, got %d", m.Heads)
+	}
+}
+
+func (t *Training) validate(v *validator) {
+	v.check(t.Epochs >= 1, "training.epochs", "must be at least 1, got %d", t.Epochs)
+	v.check(t.LearningRate > 0, "training.learningRate", "must be greater than 0, got %g", t.LearningRate)
+	v.check(t.WeightDecay >= 0, "training.weightDecay", "must not be negative, got %g", t.WeightDecay)
+	v.check(t.TargetAccuracy >= 0 && t.TargetAccuracy <= 1, "training.targetAccuracy", "must be in [0, 1], got %g", t.TargetAccuracy)
+	v.check(t.Staleness >= 0, "training.staleness", "must not be negative, got %d", t.Staleness)
+	v.check(t.Intervals >= 0, "training.intervals", "must not be negative, got %d", t.Intervals)
+}
+
+func (b *Backend) validate(v *validator) {
+	set := 0
+	for _, p := range []bool{b.CPU != nil, b.Lambda != nil, b.Knative != nil} {
+		if p {
+			set++
+		}
+	}
+	v.check(set == 1, "backend", "must set exactly one of cpu, lambda, knative, got %d", set)
+	switch b.Kind {
+	case BackendCPU:
+		if v.check(b.CPU != nil, "backend.cpu", "is required for kind %q", b.Kind) {
+			v.check(b.CPU.Workers >= 0, "backend.cpu.workers", "must not be negative, got %d", b.CPU.Workers)
+		}
+	case BackendLambda:
+		if v.check(b.Lambda != nil, "backend.lambda", "is required for kind %q", b.Kind) {
+			l := b.Lambda
+			v.nonEmpty("backend.lambda.functionName", l.FunctionName)
+			v.nonEmpty("backend.lambda.region", l.Region)
+			v.check(l.MemoryMB >= 128, "backend.lambda.memoryMB", "must be at least 128, got %d", l.MemoryMB)
+			v.check(l.MaxConcurrency >= 1, "backend.lambda.maxConcurrency", "must be at least 1, got %d", l.MaxConcurrency)
+			v.check(l.DataPath == DataPathPull || l.DataPath == DataPathInline, "backend.lambda.dataPath", "must be %q or %q, got %q", DataPathPull, DataPathInline, l.DataPath)
+		}
+	case BackendKnative:
+		if v.check(b.Knative != nil, "backend.knative", "is required for kind %q", b.Kind) {
+			v.nonEmpty("backend.knative.url", b.Knative.URL)
+			v.check(b.Knative.MaxConcurrency >= 1, "backend.knative.maxConcurrency", "must be at least 1, got %d", b.Knative.MaxConcurrency)
+		}
+	default:
+		v.fail("backend.kind", "unknown kind %q", b.Kind)
+	}
+}
+
+// validator collects field errors.
+type validator struct{ errs []error }
+
+func (v *validator) fail(field, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("%w: %s %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) check(ok bool, field, format string, args ...any) bool {
+	if !ok {
+		v.fail(field, format, args...)
+	}
+	return ok
+}
+
+func (v *validator) nonEmpty(field, value string) {
+	v.check(value != "", field, "must not be empty")
+}
+
+func (v *validator) port(field string, p int) {
+	v.check(p >= 1 && p <= 65535, field, "must be a port in [1, 65535], got %d", p)
+}
+
+func (v *validator) err() error { return errors.Join(v.errs...) }
