@@ -28,7 +28,7 @@ func buildRole(job *dorylusv1alpha1.GNNTrainingJob) *rbacv1ac.RoleApplyConfigura
 		WithOwnerReferences(ownerReference(job)).
 		WithRules(rbacv1ac.PolicyRule().
 			WithAPIGroups(dorylusv1alpha1.GroupVersion.Group).
-			WithResources(dorylusv1alpha1.Resource + "/status").
+			WithResources(dorylusv1alpha1.Resource+"/status").
 			WithResourceNames(job.Name).
 			WithVerbs("get", "patch"))
 }

@@ -1,0 +1,52 @@
+package controllers
+
+import (
+	"errors"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ManagedByLabel marks every object the operator creates, and selects what
+// its cache holds of the kinds it owns.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// CacheOptions restricts the manager's cache of child kinds and pods to the
+// objects this operator manages, so that memory does not grow with the rest
+// of the cluster.
+func CacheOptions() cache.Options {
+	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: "dorylus-operator"})
+	by := cache.ByObject{Label: sel}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}:      by,
+		&corev1.Service{}:        by,
+		&corev1.ServiceAccount{}: by,
+		&corev1.Pod{}:            by,
+		&rbacv1.Role{}:           by,
+		&rbacv1.RoleBinding{}:    by,
+		&appsv1.StatefulSet{}:    by,
+		&appsv1.Deployment{}:     by,
+	}}
+}
+
+// KnativeServed reports whether the API server serves Knative Services.
+func KnativeServed(mapper meta.RESTMapper) (bool, error) {
+	_, err := mapper.RESTMapping(KnativeServiceGVK.GroupKind(), KnativeServiceGVK.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	default:
+		var nm *meta.NoKindMatchError
+		if errors.As(err, &nm) {
+			return false, nil
+		}
+		return false, err
+	}
+}

@@ -1,0 +1,125 @@
+// Command dorylus-operator runs the GNNTrainingJob controller: a
+// controller-runtime manager with leader election, health probes and a
+// Prometheus endpoint behind Kubernetes authentication and authorization.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/controllers"
+)
+
+// config holds the command-line settings.
+type config struct {
+	metricsAddr             string
+	metricsSecure           bool
+	metricsCertDir          string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	runtimeImage            string
+	maxConcurrentReconciles int
+	qps                     float64
+	burst                   int
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint; 0 disables it")
+	flag.BoolVar(&cfg.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS behind Kubernetes authentication and authorization")
+	flag.StringVar(&cfg.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics endpoint; empty: a self-signed certificate")
+	flag.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	flag.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
+	flag.StringVar(&cfg.leaderElectionID, "leader-election-id", "dorylus-operator.dorylus.dev", "name of the leader-election Lease")
+	flag.StringVar(&cfg.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease; empty: the pod's namespace")
+	flag.StringVar(&cfg.runtimeImage, "runtime-image", "dorylus-gnn/dorylus:latest", "image holding the dorylus command, for jobs that set no spec.image")
+	flag.IntVar(&cfg.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "jobs reconciled at once")
+	flag.Float64Var(&cfg.qps, "kube-api-qps", 50, "client-side rate limit on API requests per second")
+	flag.IntVar(&cfg.burst, "kube-api-burst", 100, "burst of the client-side rate limit")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(cfg); err != nil {
+		ctrl.Log.Error(err, "operator stopped")
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(dorylusv1alpha1.AddToScheme(scheme))
+
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	restCfg.QPS, restCfg.Burst = float32(cfg.qps), cfg.burst
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   cfg.metricsAddr,
+		SecureServing: cfg.metricsSecure,
+		CertDir:       cfg.metricsCertDir,
+	}
+	if cfg.metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        cfg.probeAddr,
+		LeaderElection:                cfg.leaderElect,
+		LeaderElectionID:              cfg.leaderElectionID,
+		LeaderElectionNamespace:       cfg.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controllers.CacheOptions(),
+		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	knative, err := controllers.KnativeServed(mgr.GetRESTMapper())
+	if err != nil {
+		return fmt.Errorf("discover Knative Serving: %w", err)
+	}
+	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "knativeServing", knative)
+
+	r := &controllers.GNNTrainingJobReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
+		Clock:            clock.RealClock{},
+		RuntimeImage:     cfg.runtimeImage,
+		KnativeAvailable: knative,
+	}
+	if err := r.SetupWithManager(mgr, controllers.Options{MaxConcurrentReconciles: cfg.maxConcurrentReconciles}); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := metrics.Registry.Register(controllers.NewJobCollector(mgr.GetCache())); err != nil {
+		return fmt.Errorf("register job metrics: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
