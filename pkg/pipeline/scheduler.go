@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -30,11 +31,13 @@ type Scheduler struct {
 	external       bool
 	last           int // last epoch to run (StopAfter)
 
-	ids    []IntervalID
-	offset []int  // global index of each partition's interval 0
-	local  []bool // per global interval
-	nLocal int
-	steps  []step
+	ids      []IntervalID
+	offset   []int    // global index of each partition's interval 0
+	local    []bool   // per global interval
+	localIDs []int32  // global indices of local intervals, ascending
+	scratch  []Task   // AppendReady's sort buffer
+	readySet []uint64 // bit g: local interval g's next task is ready (kept up to date by refresh)
+	steps    []step
 
 	allToAll bool
 	reads    [][]int32 // forward sources of each interval, nil when allToAll
@@ -104,7 +107,7 @@ func New(cfg Config) (*Scheduler, error) {
 			s.ids = append(s.ids, IntervalID{p, i})
 			s.local = append(s.local, localPart[p])
 			if localPart[p] {
-				s.nLocal++
+				s.localIDs = append(s.localIDs, int32(len(s.ids)-1))
 			}
 		}
 	}
@@ -191,6 +194,8 @@ func New(cfg Config) (*Scheduler, error) {
 		s.iv[g] = ivState{pin: -1, prevPin: -1}
 	}
 	s.atMin = n
+	s.readySet = make([]uint64, (n+63)/64)
+	s.refreshAll()
 	return s, nil
 }
 
@@ -320,21 +325,42 @@ func (s *Scheduler) Ready() []Task { return s.AppendReady(nil) }
 // AppendReady appends what Ready returns to dst and returns the extended slice.
 func (s *Scheduler) AppendReady(dst []Task) []Task {
 	start := len(dst)
-	mixed := false
-	for g := 0; g < s.n; g++ {
-		if !s.local[g] || !s.ready(g, nil) {
-			continue
+	lo, hi := int(^uint(0)>>1), -1
+	for w, word := range s.readySet {
+		for word != 0 {
+			g := w<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			t := s.task(g)
+			lo, hi = min(lo, t.Epoch), max(hi, t.Epoch)
+			dst = append(dst, t)
 		}
-		t := s.task(g)
-		if len(dst) > start && dst[len(dst)-1].Epoch > t.Epoch {
-			mixed = true
-		}
-		dst = append(dst, t)
 	}
-	if mixed {
-		slices.SortStableFunc(dst[start:], func(a, b Task) int { return a.Epoch - b.Epoch })
+	if hi > lo {
+		s.sortByEpoch(dst[start:], lo, hi)
 	}
 	return dst
+}
+
+// sortByEpoch sorts ts, which is in interval order, stably by epoch. The epochs span at most
+// S + 2 values, so a counting sort does it in linear time.
+func (s *Scheduler) sortByEpoch(ts []Task, lo, hi int) {
+	span := hi - lo + 1
+	if span > 64 {
+		slices.SortStableFunc(ts, func(a, b Task) int { return a.Epoch - b.Epoch })
+		return
+	}
+	var at [65]int
+	for _, t := range ts {
+		at[t.Epoch-lo+1]++
+	}
+	for i := 1; i <= span; i++ {
+		at[i] += at[i-1]
+	}
+	s.scratch = append(s.scratch[:0], ts...)
+	for _, t := range s.scratch {
+		ts[at[t.Epoch-lo]] = t
+		at[t.Epoch-lo]++
+	}
 }
 
 // Start marks t running and returns what it must read. t must be a task Ready would return.
@@ -374,6 +400,7 @@ func (s *Scheduler) Start(t Task) (Started, error) {
 	}
 	st.running = true
 	s.inFlight++
+	s.readySet[g>>6] &^= 1 << (g & 63)
 	return res, nil
 }
 
@@ -448,14 +475,17 @@ func (s *Scheduler) complete(g int) {
 	}
 	st.step++
 	if st.step < len(s.steps) {
+		s.refresh(g)
 		return
 	}
 	// WU: the interval's epoch is finished.
+	all := false // whether every local interval's readiness may have changed
 	if !s.external {
 		if !s.sync {
 			s.version++
 		} else if s.count(&s.wu, e) == s.n {
 			s.version++
+			all = true
 		}
 	}
 	st.step = 0
@@ -473,7 +503,32 @@ func (s *Scheduler) complete(g int) {
 					s.atMin++
 				}
 			}
+			all = true
 		}
+	}
+	if all {
+		s.refreshAll()
+	} else {
+		s.refresh(g)
+	}
+}
+
+// refresh recomputes whether interval g's next task is ready, if g is local.
+func (s *Scheduler) refresh(g int) {
+	if !s.local[g] {
+		return
+	}
+	if s.ready(g, nil) {
+		s.readySet[g>>6] |= 1 << (g & 63)
+	} else {
+		s.readySet[g>>6] &^= 1 << (g & 63)
+	}
+}
+
+// refreshAll recomputes every local interval's readiness.
+func (s *Scheduler) refreshAll() {
+	for _, g := range s.localIDs {
+		s.refresh(int(g))
 	}
 }
 
@@ -490,19 +545,27 @@ func (s *Scheduler) count(ring *[2]epochCount, e int) int {
 // produce records that interval g produced its flow-f rows of epoch e.
 func (s *Scheduler) produce(f, g, e int) {
 	i := f*s.n + g
-	if s.latest[i] < 0 {
+	if int32(e) <= s.latest[i] {
+		return // cannot happen: an interval produces its epochs in order
+	}
+	first := s.latest[i] < 0
+	s.latest[i] = int32(e)
+	if s.sync {
+		if s.count(&s.barrier[f], e) == s.n {
+			s.refreshAll()
+		}
+		return
+	}
+	if first {
 		s.haveAll[f]++
 		if !s.allToAll {
 			for _, c := range s.consumers(f, g) {
 				s.have[f*s.n+int(c)]++
+				s.refresh(int(c))
 			}
+		} else if int(s.haveAll[f]) == s.n {
+			s.refreshAll()
 		}
-	}
-	if int32(e) > s.latest[i] {
-		s.latest[i] = int32(e)
-	}
-	if s.sync {
-		s.count(&s.barrier[f], e)
 	}
 }
 
@@ -513,6 +576,7 @@ func (s *Scheduler) StopAfter(e int) error {
 		return fmt.Errorf("stop after epoch %d: want at least 0", e)
 	}
 	s.last = min(s.last, e)
+	s.refreshAll()
 	return nil
 }
 
@@ -597,7 +661,12 @@ func (s *Scheduler) SetWeightVersion(v int) error {
 	if v < 0 {
 		return fmt.Errorf("set weight version %d: %w: want at least 0", v, ErrVersion)
 	}
-	s.version = max(s.version, v)
+	if v > s.version {
+		s.version = v
+		if s.sync {
+			s.refreshAll()
+		}
+	}
 	return nil
 }
 
