@@ -1,0 +1,145 @@
+package jobstatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// FieldManager is the server-side-apply manager of status.progress.
+const FieldManager = "dorylus-graph-server"
+
+// Environment variables naming the job (the same as package jobconfig's).
+const (
+	EnvJobName   = "DORYLUS_JOB_NAME"
+	EnvNamespace = "DORYLUS_NAMESPACE"
+)
+
+// GroupVersionResource is the GNNTrainingJob resource.
+var GroupVersionResource = schema.GroupVersionResource{Group: "dorylus.dev", Version: "v1alpha1", Resource: "gnntrainingjobs"}
+
+// ErrNegative is returned for a negative loss, accuracy or cost.
+var ErrNegative = errors.New("negative progress value")
+
+// Progress is one report: the state after the epoch just completed.
+type Progress struct {
+	// Epoch is the last completed epoch (1-based).
+	Epoch int
+	// Loss is the training loss of that epoch.
+	Loss float64
+	// TrainAccuracy, ValAccuracy and TestAccuracy are in [0, 1].
+	TrainAccuracy, ValAccuracy, TestAccuracy float64
+	// CostUSD is the estimated cost so far.
+	CostUSD float64
+	// LastCheckpointEpoch is the epoch of the newest checkpoint, if any.
+	LastCheckpointEpoch *int
+	// FailureMessage, when set, reports an unrecoverable error and where it
+	// happened; the operator then fails the job.
+	FailureMessage string
+}
+
+// Reporter writes progress into one job's status.
+type Reporter struct {
+	client    dynamic.Interface
+	namespace string
+	name      string
+	now       func() time.Time
+}
+
+// New returns a reporter for job namespace/name talking to the API server of
+// cfg.
+func New(cfg *rest.Config, namespace, name string) (*Reporter, error) {
+	if namespace == "" || name == "" {
+		return nil, errors.New("jobstatus: namespace and job name are required")
+	}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jobstatus: client: %w", err)
+	}
+	return &Reporter{client: c, namespace: namespace, name: name, now: time.Now}, nil
+}
+
+// NewInCluster returns a reporter for the job named by DORYLUS_NAMESPACE and
+// DORYLUS_JOB_NAME, authenticated by the pod's ServiceAccount.
+func NewInCluster() (*Reporter, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("jobstatus: in-cluster config: %w", err)
+	}
+	return New(cfg, os.Getenv(EnvNamespace), os.Getenv(EnvJobName))
+}
+
+// Report writes p as the job's status.progress.
+func (r *Reporter) Report(ctx context.Context, p Progress) error {
+	progress, err := progressObject(p, r.now())
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GroupVersionResource.GroupVersion().String(),
+		"kind":       "GNNTrainingJob",
+		"metadata":   map[string]any{"name": r.name, "namespace": r.namespace},
+		"status":     map[string]any{"progress": progress},
+	}}
+	_, err = r.client.Resource(GroupVersionResource).Namespace(r.namespace).
+		ApplyStatus(ctx, r.name, u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("jobstatus: report epoch %d of %s/%s: %w", p.Epoch, r.namespace, r.name, err)
+	}
+	return nil
+}
+
+// progressObject renders p in the API's form: decimals as strings.
+func progressObject(p Progress, now time.Time) (map[string]any, error) {
+	if p.Epoch < 0 {
+		return nil, fmt.Errorf("%w: epoch %d", ErrNegative, p.Epoch)
+	}
+	out := map[string]any{
+		"epoch":      int64(p.Epoch),
+		"updateTime": now.UTC().Format(time.RFC3339),
+	}
+	failure := p.FailureMessage
+	for _, f := range []struct {
+		key    string
+		v      float64
+		format byte
+		prec   int
+	}{
+		{"loss", p.Loss, 'g', 6},
+		{"trainAccuracy", p.TrainAccuracy, 'f', 4},
+		{"valAccuracy", p.ValAccuracy, 'f', 4},
+		{"testAccuracy", p.TestAccuracy, 'f', 4},
+		{"costUSD", p.CostUSD, 'f', 4},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			if failure == "" {
+				failure = fmt.Sprintf("%s is %v at epoch %d", f.key, f.v, p.Epoch)
+			}
+			continue
+		}
+		if f.v < 0 {
+			return nil, fmt.Errorf("%w: %s %v", ErrNegative, f.key, f.v)
+		}
+		out[f.key] = strconv.FormatFloat(f.v, f.format, f.prec, 64)
+	}
+	if p.LastCheckpointEpoch != nil {
+		out["lastCheckpointEpoch"] = int64(*p.LastCheckpointEpoch)
+	}
+	if failure != "" {
+		if len(failure) > 1024 {
+			failure = failure[:1021] + "..."
+		}
+		out["failureMessage"] = failure
+	}
+	return out, nil
+}

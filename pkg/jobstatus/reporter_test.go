@@ -1,0 +1,52 @@
+package jobstatus
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestProgressObject(t *testing.T) {
+	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 3600))
+	ckpt := 10
+	tests := []struct {
+		name string
+		in   Progress
+		want map[string]any
+	}{
+		{"full report", Progress{Epoch: 12, Loss: 0.6931471805599453, TrainAccuracy: 0.95, ValAccuracy: 0.8123, TestAccuracy: 0.80556,
+			CostUSD: 0.0123, LastCheckpointEpoch: &ckpt}, map[string]any{
+			"epoch": int64(12), "updateTime": "2026-05-06T06:08:09Z", "loss": "0.693147", "trainAccuracy": "0.9500",
+			"valAccuracy": "0.8123", "testAccuracy": "0.8056", "costUSD": "0.0123", "lastCheckpointEpoch": int64(10),
+		}},
+		{"tiny loss uses an exponent the API accepts", Progress{Epoch: 1, Loss: 1.5e-9}, map[string]any{
+			"epoch": int64(1), "updateTime": "2026-05-06T06:08:09Z", "loss": "1.5e-09", "trainAccuracy": "0.0000",
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000",
+		}},
+		{"NaN loss becomes a failure naming the epoch", Progress{Epoch: 7, Loss: math.NaN(), ValAccuracy: 0.5}, map[string]any{
+			"epoch": int64(7), "updateTime": "2026-05-06T06:08:09Z", "trainAccuracy": "0.0000",
+			"valAccuracy": "0.5000", "testAccuracy": "0.0000", "costUSD": "0.0000", "failureMessage": "loss is NaN at epoch 7",
+		}},
+		{"the caller's failure message wins", Progress{Epoch: 7, Loss: math.Inf(1), FailureMessage: "NaN in layer 1 AV"}, map[string]any{
+			"epoch": int64(7), "updateTime": "2026-05-06T06:08:09Z", "trainAccuracy": "0.0000",
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000", "failureMessage": "NaN in layer 1 AV",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := progressObject(tc.in, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("progress (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := progressObject(Progress{Epoch: 1, CostUSD: -1}, now); !errors.Is(err, ErrNegative) {
+		t.Errorf("negative cost: got %v, want ErrNegative", err)
+	}
+}
