@@ -209,7 +209,7 @@ func checkTruth(truth *oracle, t Task, got Started) error {
 // TestDistributedSchedules runs random schedules on one scheduler per partition that see each
 // other only through delayed, reordered Observe and SetWeightVersion reports.
 func TestDistributedSchedules(t *testing.T) {
-	seeds := 4
+	seeds := 8
 	if *long {
 		seeds = 60
 	} else if testing.Short() {

@@ -242,7 +242,7 @@ var modes = []mode{{"sync", true, 0}, {"S0", false, 0}, {"S1", false, 1}, {"S2",
 // intervals ∈ {1,2,4}, L ∈ {1,2,3}, sync and S ∈ {0,1,2}, both gradient flows, all-to-all and
 // random neighbour sets, counted and external versions.
 func TestRandomSchedules(t *testing.T) {
-	seeds := 3
+	seeds := 8
 	if *long {
 		seeds = 60
 	} else if testing.Short() {

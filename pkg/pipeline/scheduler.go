@@ -320,7 +320,16 @@ func (s *Scheduler) ready(g int, reason *string) bool {
 
 // Ready returns the tasks of local intervals whose dependencies are met and that are not
 // started, at most one per interval, ordered by epoch, then partition, then interval.
-func (s *Scheduler) Ready() []Task { return s.AppendReady(nil) }
+func (s *Scheduler) Ready() []Task {
+	n := 0
+	for _, word := range s.readySet {
+		n += bits.OnesCount64(word)
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.AppendReady(make([]Task, 0, n))
+}
 
 // AppendReady appends what Ready returns to dst and returns the extended slice.
 func (s *Scheduler) AppendReady(dst []Task) []Task {
@@ -614,8 +623,16 @@ func (s *Scheduler) LowestUnfinished() int { return s.minUnf }
 // interval has not finished (as far as this scheduler knows, for remote ones).
 func (s *Scheduler) Progress() [][]int {
 	out := make([][]int, len(s.offset))
-	for g, id := range s.ids {
-		out[id.Partition] = append(out[id.Partition], s.iv[g].epoch)
+	all := make([]int, s.n)
+	for g := range s.iv {
+		all[g] = s.iv[g].epoch
+	}
+	for p, off := range s.offset {
+		end := s.n
+		if p+1 < len(s.offset) {
+			end = s.offset[p+1]
+		}
+		out[p] = all[off:end:end]
 	}
 	return out
 }
