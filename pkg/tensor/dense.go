@@ -8,9 +8,12 @@ type Dense struct {
 	Data       []float32
 }
 
-// NewDense returns a zeroed rows×cols matrix.
+// NewDense returns a zeroed rows×cols matrix. Blocks of 4 MiB and more are advised to use
+// transparent huge pages (see AdviseHugePages).
 func NewDense(rows, cols int) *Dense {
-	return &Dense{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+	d := &Dense{Rows: rows, Cols: cols, Data: make([]float32, rows*cols)}
+	AdviseHugePages(d.Data)
+	return d
 }
 
 // Row returns row i as a slice that aliases the matrix.

@@ -1,0 +1,167 @@
+package tensor
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+)
+
+// benchGraphSize is the R-MAT graph of the large SpMM benchmarks: DORYLUS_BENCH_RMAT=NODESxEDGES
+// (directed edges, both directions counted), 1000000x20000000 by default.
+func benchGraphSize() (int, int) {
+	n, e := 1000000, 20000000
+	if s := os.Getenv("DORYLUS_BENCH_RMAT"); s != "" {
+		if _, err := fmt.Sscanf(s, "%dx%d", &n, &e); err != nil {
+			panic("DORYLUS_BENCH_RMAT: " + err.Error())
+		}
+	}
+	return n, e
+}
+
+type orderedGraph struct {
+	a    *CSR
+	perm []int32 // nil for the original order
+}
+
+var orderCache sync.Map
+
+// benchGraph returns the benchmark graph in the named order: "none", "degree" or "rcm", or the
+// "uniform" graph of the same size with uniformly random columns (gather_rows.c's pattern).
+func benchGraph(b *testing.B, order string) *CSR {
+	n, e := benchGraphSize()
+	key := fmt.Sprint(n, e, order)
+	if g, ok := orderCache.Load(key); ok {
+		return g.(*orderedGraph).a
+	}
+	var g orderedGraph
+	switch order {
+	case "uniform":
+		g.a = uniformGraph(n, e/n)
+	case "none":
+		g.a = rmatGraph(b, n, e)
+	case "degree":
+		base := rmatGraph(b, n, e)
+		g.perm = DegreeOrder(base)
+		g.a = PermuteCSR(base, g.perm)
+	case "rcm":
+		base := rmatGraph(b, n, e)
+		g.perm = RCMOrder(base)
+		g.a = PermuteCSR(base, g.perm)
+	default:
+		b.Fatalf("unknown order %q", order)
+	}
+	orderCache.Store(key, &g)
+	return g.a
+}
+
+func uniformGraph(n, perRow int) *CSR {
+	rng := rand.New(rand.NewPCG(42, 43))
+	a := &CSR{Rows: n, Cols: n, RowPtr: make([]int64, n+1), ColIdx: make([]int32, 0, n*perRow), Val: make([]float32, 0, n*perRow)}
+	row := make([]int32, 0, perRow)
+	for i := 0; i < n; i++ {
+		row = row[:0]
+		for len(row) < perRow {
+			row = append(row, int32(rng.IntN(n)))
+		}
+		sortCompact(&row)
+		a.ColIdx = append(a.ColIdx, row...)
+		for range row {
+			a.Val = append(a.Val, 1/float32(perRow))
+		}
+		a.RowPtr[i+1] = int64(len(a.ColIdx))
+	}
+	return a
+}
+
+func sortCompact(r *[]int32) {
+	s := *r
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	o := 0
+	for i, v := range s {
+		if i == 0 || v != s[o-1] {
+			s[o] = v
+			o++
+		}
+	}
+	*r = s[:o]
+}
+
+var benchDense sync.Map
+
+func denseFor(rows, cols int, seed uint64) *Dense {
+	key := fmt.Sprint(rows, cols, seed)
+	if d, ok := benchDense.Load(key); ok {
+		return d.(*Dense)
+	}
+	d := NewDense(rows, cols)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := range d.Data {
+		d.Data[i] = rng.Float32() - 0.5
+	}
+	benchDense.Store(key, d)
+	return d
+}
+
+// BenchmarkSpMMRMAT is the headline Gather benchmark: Â·H on the 1M-vertex, 20M-edge R-MAT graph
+// (GCN-normalised, self loops) with 128 and 16 columns, per kernel set, thread count and vertex
+// order. rows/s counts gathered rows (nonzeros) per second.
+func BenchmarkSpMMRMAT(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large graph")
+	}
+	defer func() { kernelISA = bestISA }()
+	for _, order := range []string{"none", "degree", "rcm", "uniform"} {
+		for _, cols := range []int{128, 16} {
+			for _, isa := range isas() {
+				for _, th := range []int{2, 1} {
+					name := fmt.Sprintf("order=%s/cols=%d/%s/threads=%d", order, cols, isaName(isa), th)
+					b.Run(name, func(b *testing.B) {
+						a := benchGraph(b, order)
+						x := denseFor(a.Cols, cols, 7)
+						dst := denseFor(a.Rows, cols, 8)
+						kernelISA = isa
+						withThreads(th, func() {
+							SpMM(dst, a, x)
+							b.ResetTimer()
+							for i := 0; i < b.N; i++ {
+								SpMM(dst, a, x)
+							}
+							reportSpMM(b, a, cols)
+						})
+					})
+				}
+			}
+		}
+	}
+}
+
+func reportSpMM(b *testing.B, a *CSR, cols int) {
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(a.NNZ())/sec/1e6, "Mrows/s")
+	b.ReportMetric(float64(a.NNZ())*float64(cols)*4/sec/1e9, "GB/s")
+	b.ReportMetric(sec*1e3, "ms/op")
+}
+
+// BenchmarkSpMMSmall is SpMM on small random matrices (Cora-sized: 2708 rows, about 4 entries a
+// row) where dispatch overhead matters.
+func BenchmarkSpMMSmall(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	a := randCSR(rng, 2708, 2708, 4.0/2708, false)
+	for _, cols := range []int{16, 128} {
+		x := randDense(rng, 2708, cols)
+		dst := NewDense(2708, cols)
+		b.Run(fmt.Sprintf("cora/cols=%d", cols), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				SpMM(dst, a, x)
+			}
+			reportSpMM(b, a, cols)
+		})
+	}
+}

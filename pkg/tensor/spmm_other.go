@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package tensor
+
+func spmmRange(dst []float32, ldd int, a *CSR, b *Dense, lo, hi int) {
+	spmmRowsGo(dst, ldd, a, b, lo, hi)
+}
