@@ -262,13 +262,17 @@ func newProgress(w io.Writer, total int) *progress {
 }
 
 func (p *progress) epoch(seed uint64, e, epochs int, loss, valAcc, sec float64) {
+	val := "n/a" // not evaluated yet (--eval-every)
+	if !math.IsNaN(valAcc) {
+		val = fmt.Sprintf("%.2f%%", 100*valAcc)
+	}
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("seed %d epoch %d/%d loss %.4f val %.2f%% %.1fms", seed, e, epochs, loss, 100*valAcc, 1e3*sec))
+		p.bar.Describe(fmt.Sprintf("seed %d epoch %d/%d loss %.4f val %s %.1fms", seed, e, epochs, loss, val, 1e3*sec))
 		_ = p.bar.Add(1)
 		return
 	}
 	if e == 1 || e == epochs || e%max(1, epochs/10) == 0 {
-		fmt.Fprintf(p.out, "seed %d epoch %d/%d loss %.4f val_accuracy %.4f epoch_time %.4fs\n", seed, e, epochs, loss, valAcc, sec)
+		fmt.Fprintf(p.out, "seed %d epoch %d/%d loss %.4f val_accuracy %s epoch_time %.4fs\n", seed, e, epochs, loss, val, sec)
 	}
 }
 

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run executes the dorylus command with args and returns its stdout and stderr.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(context.Background())
+	return stdout.String(), stderr.String(), err
+}
+
+func TestTrainJSONReport(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "curves.png")
+	out, logs, err := run(t, "train", "--epochs", "30", "--runs", "2", "--output", "json", "--plot", plot)
+	if err != nil {
+		t.Fatalf("train: %v\n%s", err, logs)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	for _, key := range []string{"dataset", "model", "epochs", "runs", "test_accuracy", "test_accuracy_std", "val_accuracy", "epoch_seconds_median", "peak_rss_bytes"} {
+		if _, ok := rep[key]; !ok {
+			t.Errorf("JSON output lacks %q", key)
+		}
+	}
+	if rep["dataset"] != "cora" || rep["model"] != "gcn" || rep["epochs"] != 30.0 || rep["runs"] != 2.0 {
+		t.Errorf("report describes the wrong run: %v", rep)
+	}
+	if acc := rep["test_accuracy"].(float64); acc < 0.5 || acc > 1 {
+		t.Errorf("test accuracy %v after 30 epochs on Cora", acc)
+	}
+	if rep["epoch_seconds_median"].(float64) <= 0 || rep["peak_rss_bytes"].(float64) <= 0 {
+		t.Errorf("timing or memory missing: %v", rep)
+	}
+	if !strings.Contains(logs, "seed 2 epoch 30/30") {
+		t.Errorf("progress lines do not cover the second run:\n%s", logs)
+	}
+	f, err := os.Open(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("plot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
+		t.Errorf("plot is only %v", b)
+	}
+}
+
+func TestTrainRefusesBadFlags(t *testing.T) {
+	cases := map[string][]string{
+		"--model":   {"--model", "transformer"},
+		"--layers":  {"--layers", "0"},
+		"--hidden":  {"--hidden", "0"},
+		"--dropout": {"--dropout", "1"},
+		"--lr":      {"--lr", "-1"},
+		"--epochs":  {"--epochs", "0"},
+		"--runs":    {"--runs", "0"},
+		"--output":  {"--output", "yaml"},
+		"nodes=":    {"--dataset", "rmat:nodes=x,edges=10"},
+		"pubmed":    {"--dataset", "pubmed"},
+	}
+	t.Setenv("DORYLUS_DATA_DIR", filepath.Join("..", "..", "datasets"))
+	for want, args := range cases {
+		_, _, err := run(t, append([]string{"train", "--epochs", "1"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("train %v: error %v, want one naming %q", args, err, want)
+		}
+	}
+}
+
+func TestPrepareThenTrain(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "cora.dorylus")
+	if _, logs, err := run(t, "prepare", "cora", dst); err != nil {
+		t.Fatalf("prepare: %v\n%s", err, logs)
+	}
+	text, _, err := run(t, "train", "--epochs", "20", "--output", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, _, err := run(t, "train", "--epochs", "20", "--output", "json", "--dataset", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b struct {
+		TestAccuracy float64 `json:"test_accuracy"`
+		ValAccuracy  float64 `json:"val_accuracy"`
+	}
+	if err := json.Unmarshal([]byte(text), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(bin), &b); err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Errorf("the prepared dataset trains differently: text %+v, prepared %+v", a, b)
+	}
+}
