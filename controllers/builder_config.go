@@ -130,7 +130,7 @@ func resolveS3(l *dorylusv1alpha1.S3Location, purpose string) *jobconfig.S3 {
 }
 
 func resolveBackend(job *dorylusv1alpha1.GNNTrainingJob) jobconfig.Backend {
-	b := &job.Spec.TensorBackend
+	b := job.Spec.Backend()
 	switch {
 	case b.Lambda != nil:
 		l := &jobconfig.Lambda{

@@ -44,7 +44,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 		v, m := secretVolume(secretDataset, d.SecretRef)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
-	if l := job.Spec.TensorBackend.Lambda; l != nil && l.Credentials.SecretRef != nil {
+	if l := job.Spec.Backend().Lambda; l != nil && l.Credentials.SecretRef != nil {
 		v, m := secretVolume(secretLambda, l.Credentials.SecretRef)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}

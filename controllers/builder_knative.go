@@ -25,9 +25,13 @@ const (
 // `dorylus function`. While the job is stopped (suspended or finished) its
 // lower scale bound is 0, so the function scales to zero.
 func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, running bool) *unstructured.Unstructured {
-	t := job.Spec.TensorBackend.Knative.Service
+	t := job.Spec.Backend().Knative.Service
 	if t.Image != "" {
 		image = t.Image
+	}
+	concurrency := int32(1)
+	if t.ContainerConcurrency != nil {
+		concurrency = *t.ContainerConcurrency
 	}
 	minScale := t.MinScale
 	if !running {
@@ -84,7 +88,7 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 					},
 				},
 				"spec": map[string]any{
-					"containerConcurrency": int64(t.ContainerConcurrency),
+					"containerConcurrency": int64(concurrency),
 					"containers":           []any{container},
 				},
 			},

@@ -13,7 +13,7 @@ func buildServiceAccount(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceA
 	sa := corev1ac.ServiceAccount(runtimeName(job), job.Namespace).
 		WithLabels(childLabels(job, RoleRuntime)).
 		WithOwnerReferences(ownerReference(job))
-	if l := job.Spec.TensorBackend.Lambda; l != nil && l.Credentials.RoleARN != "" {
+	if l := job.Spec.Backend().Lambda; l != nil && l.Credentials.RoleARN != "" {
 		sa.WithAnnotations(map[string]string{AnnotationIRSARole: l.Credentials.RoleARN})
 	}
 	return sa

@@ -86,7 +86,7 @@ func TestResolveRunConfig(t *testing.T) {
 			j.Spec.TensorBackend.CPU.Workers = ptr.To[int32](6)
 		}, func(c *jobconfig.RunConfig) { c.Backend.CPU.Workers = 6 }},
 		{"lambda with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				FunctionName: "dorylus-fn", Region: "eu-west-1", MemoryMB: 3008, MaxConcurrency: 100,
 				DataPath: dorylusv1alpha1.DataPathInline, Endpoint: "http://127.0.0.1:9001",
 				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: secret}}}
@@ -96,7 +96,7 @@ func TestResolveRunConfig(t *testing.T) {
 				CredentialsDir: "/var/run/secrets/dorylus/lambda"}}
 		}},
 		{"lambda with IRSA has no credentials folder", func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				FunctionName: "f", Region: "us-west-2", MemoryMB: 128, MaxConcurrency: 1, DataPath: dorylusv1alpha1.DataPathPull,
 				Credentials: dorylusv1alpha1.AWSCredentials{RoleARN: "arn:aws:iam::123456789012:role/dorylus"}}}
 		}, func(c *jobconfig.RunConfig) {
@@ -104,13 +104,13 @@ func TestResolveRunConfig(t *testing.T) {
 				MemoryMB: 128, MaxConcurrency: 1, DataPath: "pull"}}
 		}},
 		{"knative by url", func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
 				URL: "http://fn.default.svc.cluster.local", MaxConcurrency: 50}}
 		}, func(c *jobconfig.RunConfig) {
 			c.Backend = jobconfig.Backend{Kind: "knative", Knative: &jobconfig.Knative{URL: "http://fn.default.svc.cluster.local", MaxConcurrency: 50}}
 		}},
 		{"managed knative", func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
 				Service: &dorylusv1alpha1.KnativeServiceTemplate{MaxScale: 10}, MaxConcurrency: 100}}
 		}, func(c *jobconfig.RunConfig) {
 			c.Backend = jobconfig.Backend{Kind: "knative", Knative: &jobconfig.Knative{URL: "http://cora-fn.ml.svc.cluster.local",
@@ -264,7 +264,7 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 		}},
 		{name: "s3 and lambda secrets are mounted, never in env", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{S3: &dorylusv1alpha1.S3Location{Bucket: "graphs", SecretRef: &corev1.LocalObjectReference{Name: "s3"}}}
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				FunctionName: "f", Region: "us-east-1", MemoryMB: 128, MaxConcurrency: 1, DataPath: dorylusv1alpha1.DataPathPull,
 				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: secret}}}
 		}, want: func(s *appsv1.StatefulSet) {
@@ -394,11 +394,11 @@ func TestBuildRBAC(t *testing.T) {
 	}{
 		{name: "cpu: no annotation"},
 		{name: "lambda by role: IRSA annotation", job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				Credentials: dorylusv1alpha1.AWSCredentials{RoleARN: "arn:aws:iam::123456789012:role/dorylus"}}}
 		}, want: map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/dorylus"}},
 		{name: "lambda by secret: no annotation", job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: &corev1.LocalObjectReference{Name: "aws"}}}}
 		}},
 	}
@@ -439,9 +439,9 @@ func TestBuildRBAC(t *testing.T) {
 
 func TestBuildKnativeService(t *testing.T) {
 	job := testJob(func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.TensorBackend = dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
+		j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
 			MaxConcurrency: 100,
-			Service: &dorylusv1alpha1.KnativeServiceTemplate{ContainerConcurrency: 1, MinScale: 2, MaxScale: 50,
+			Service: &dorylusv1alpha1.KnativeServiceTemplate{ContainerConcurrency: ptr.To[int32](3), MinScale: 2, MaxScale: 50,
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}},
 		}}
@@ -463,7 +463,7 @@ func TestBuildKnativeService(t *testing.T) {
 				"metadata": map[string]any{"labels": labels, "annotations": map[string]any{
 					"autoscaling.knative.dev/min-scale": minScale, "autoscaling.knative.dev/max-scale": "50"}},
 				"spec": map[string]any{
-					"containerConcurrency": int64(1),
+					"containerConcurrency": int64(3),
 					"containers": []any{map[string]any{
 						"name": "function", "image": "img:1",
 						"args":  []any{"function", "--listen", ":8080"},

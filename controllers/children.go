@@ -29,7 +29,7 @@ import (
 // managedKnative reports whether the job asks for an operator-managed
 // Knative Service.
 func managedKnative(job *dorylusv1alpha1.GNNTrainingJob) bool {
-	return job.Spec.TensorBackend.Knative != nil && job.Spec.TensorBackend.Knative.Service != nil
+	return job.Spec.Backend().Knative != nil && job.Spec.Backend().Knative.Service != nil
 }
 
 // desiredChildren builds every child of the job. running selects the

@@ -27,7 +27,7 @@ func testJob(mutate ...func(*dorylusv1alpha1.GNNTrainingJob)) *dorylusv1alpha1.G
 			},
 			GraphServers:     dorylusv1alpha1.GraphServerSpec{Replicas: 1},
 			ParameterServers: dorylusv1alpha1.ParameterServerSpec{Replicas: 1},
-			TensorBackend:    dorylusv1alpha1.TensorBackendSpec{CPU: &dorylusv1alpha1.CPUBackend{}},
+			TensorBackend:    &dorylusv1alpha1.TensorBackendSpec{CPU: &dorylusv1alpha1.CPUBackend{}},
 			RunPolicy:        dorylusv1alpha1.RunPolicy{Suspend: ptr.To(false), BackoffLimit: ptr.To[int32](3)},
 		},
 	}

@@ -118,7 +118,7 @@ func readyCondition(job *dorylusv1alpha1.GNNTrainingJob, st dorylusv1alpha1.GNNT
 		c.Reason = dorylusv1alpha1.ReasonServersNotReady
 		c.Message = fmt.Sprintf("graph servers %d/%d ready, parameter servers %d/%d ready",
 			st.GraphServers.ReadyReplicas, st.GraphServers.Replicas, st.ParameterServers.ReadyReplicas, st.ParameterServers.Replicas)
-		if job.Spec.TensorBackend.Knative != nil && job.Spec.TensorBackend.Knative.Service != nil && !knativeReady {
+		if job.Spec.Backend().Knative != nil && job.Spec.Backend().Knative.Service != nil && !knativeReady {
 			c.Message += ", Knative Service not ready"
 		}
 	}

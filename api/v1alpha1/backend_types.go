@@ -47,20 +47,20 @@ type LambdaBackend struct {
 	// +kubebuilder:validation:Maximum=10240
 	// +kubebuilder:default=3008
 	// +optional
-	MemoryMB int32 `json:"memoryMB"`
+	MemoryMB int32 `json:"memoryMB,omitempty"`
 	// MaxConcurrency caps concurrent invocations per graph server.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:default=100
 	// +optional
-	MaxConcurrency int32 `json:"maxConcurrency"`
+	MaxConcurrency int32 `json:"maxConcurrency,omitempty"`
 	// DataPath is how tensors reach the function: Pull (a small descriptor;
 	// the function fetches rows and weights over gRPC) or Inline (tensors in
 	// the request, under Lambda's 6 MB limit).
 	// +kubebuilder:validation:Enum=Pull;Inline
 	// +kubebuilder:default=Pull
 	// +optional
-	DataPath DataPath `json:"dataPath"`
+	DataPath DataPath `json:"dataPath,omitempty"`
 	// Endpoint overrides the Lambda endpoint (a VPC endpoint or an emulator).
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
@@ -116,7 +116,7 @@ type KnativeBackend struct {
 	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:default=100
 	// +optional
-	MaxConcurrency int32 `json:"maxConcurrency"`
+	MaxConcurrency int32 `json:"maxConcurrency,omitempty"`
 }
 
 // KnativeServiceTemplate is the part of a managed Knative Service a user sets.
@@ -137,17 +137,17 @@ type KnativeServiceTemplate struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +kubebuilder:default=1
 	// +optional
-	ContainerConcurrency int32 `json:"containerConcurrency"`
+	ContainerConcurrency *int32 `json:"containerConcurrency,omitempty"`
 	// MinScale is the autoscaler's lower bound on pods.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:default=0
 	// +optional
-	MinScale int32 `json:"minScale"`
+	MinScale int32 `json:"minScale,omitempty"`
 	// MaxScale is the autoscaler's upper bound on pods.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:default=100
 	// +optional
-	MaxScale int32 `json:"maxScale"`
+	MaxScale int32 `json:"maxScale,omitempty"`
 }

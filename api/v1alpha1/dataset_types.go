@@ -29,7 +29,7 @@ type DatasetSource struct {
 	// +kubebuilder:validation:Enum=Prepared;Text
 	// +kubebuilder:default=Prepared
 	// +optional
-	Format DatasetFormat `json:"format"`
+	Format DatasetFormat `json:"format,omitempty"`
 }
 
 // DatasetFormat is the on-disk layout of a dataset.
@@ -115,7 +115,7 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:Maximum=100000
 	// +kubebuilder:default=10
 	// +optional
-	IntervalEpochs int32 `json:"intervalEpochs"`
+	IntervalEpochs int32 `json:"intervalEpochs,omitempty"`
 	// S3 stores checkpoints under a bucket prefix.
 	// +optional
 	S3 *S3Location `json:"s3,omitempty"`

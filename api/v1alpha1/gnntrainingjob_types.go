@@ -93,29 +93,29 @@ type GNNTrainingJobSpec struct {
 	// Model is the GNN architecture.
 	// +kubebuilder:default={}
 	// +optional
-	Model ModelSpec `json:"model"`
+	Model ModelSpec `json:"model,omitempty"`
 
 	// Training holds the optimisation and pipeline settings.
 	// +kubebuilder:default={}
 	// +optional
-	Training TrainingSpec `json:"training"`
+	Training TrainingSpec `json:"training,omitempty"`
 
 	// GraphServers are the CPU servers that hold one edge-cut partition each
 	// and run the graph-parallel tasks.
 	// +kubebuilder:default={}
 	// +optional
-	GraphServers GraphServerSpec `json:"graphServers"`
+	GraphServers GraphServerSpec `json:"graphServers,omitempty"`
 
 	// ParameterServers hold the weights and apply the updates, one weight
 	// shard per replica.
 	// +kubebuilder:default={}
 	// +optional
-	ParameterServers ParameterServerSpec `json:"parameterServers"`
+	ParameterServers ParameterServerSpec `json:"parameterServers,omitempty"`
 
 	// TensorBackend runs the tensor-parallel tasks: exactly one backend.
 	// +kubebuilder:default={cpu:{}}
 	// +optional
-	TensorBackend TensorBackendSpec `json:"tensorBackend"`
+	TensorBackend *TensorBackendSpec `json:"tensorBackend,omitempty"`
 
 	// Checkpoint saves weights every few epochs so that a restarted or
 	// resumed job continues where it stopped. Unset: no checkpoints.
@@ -126,7 +126,7 @@ type GNNTrainingJobSpec struct {
 	// deadline, budget and clean-up.
 	// +kubebuilder:default={}
 	// +optional
-	RunPolicy RunPolicy `json:"runPolicy"`
+	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
 }
 
 // ModelSpec is the GNN architecture.
@@ -137,27 +137,27 @@ type ModelSpec struct {
 	// +kubebuilder:validation:Enum=GCN;GAT
 	// +kubebuilder:default=GCN
 	// +optional
-	Architecture Architecture `json:"architecture"`
+	Architecture Architecture `json:"architecture,omitempty"`
 
 	// Layers is the number of GNN layers.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	// +kubebuilder:default=2
 	// +optional
-	Layers int32 `json:"layers"`
+	Layers int32 `json:"layers,omitempty"`
 
 	// Hidden is the width of every hidden layer.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
 	// +kubebuilder:default=16
 	// +optional
-	Hidden int32 `json:"hidden"`
+	Hidden int32 `json:"hidden,omitempty"`
 
 	// Dropout is the dropout rate on layer inputs, in [0, 1).
 	// +kubebuilder:validation:XValidation:rule="double(self) < 1.0",message="spec.model.dropout must be in [0, 1)"
 	// +kubebuilder:default="0.5"
 	// +optional
-	Dropout Decimal `json:"dropout"`
+	Dropout Decimal `json:"dropout,omitempty"`
 
 	// Heads is the number of attention heads of a GAT (8 when unset).
 	// +kubebuilder:validation:Minimum=1
@@ -184,18 +184,18 @@ type TrainingSpec struct {
 	// +kubebuilder:validation:Maximum=1000000
 	// +kubebuilder:default=200
 	// +optional
-	Epochs int32 `json:"epochs"`
+	Epochs int32 `json:"epochs,omitempty"`
 
 	// LearningRate is Adam's step size, greater than 0.
 	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.training.learningRate must be greater than 0"
 	// +kubebuilder:default="0.01"
 	// +optional
-	LearningRate Decimal `json:"learningRate"`
+	LearningRate Decimal `json:"learningRate,omitempty"`
 
 	// WeightDecay is the L2 penalty on the weights.
 	// +kubebuilder:default="0.0005"
 	// +optional
-	WeightDecay Decimal `json:"weightDecay"`
+	WeightDecay Decimal `json:"weightDecay,omitempty"`
 
 	// TargetAccuracy, in (0, 1], ends the job early (Succeeded) once the
 	// validation accuracy reaches it.
@@ -210,7 +210,7 @@ type TrainingSpec struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self == 'sync' : (self >= 0 && self <= 16)",message="spec.training.staleness must be \"sync\" or an integer in [0, 16]"
 	// +kubebuilder:default=0
 	// +optional
-	Staleness intstr.IntOrString `json:"staleness"`
+	Staleness intstr.IntOrString `json:"staleness,omitempty"`
 
 	// Intervals is the number of vertex intervals per graph server; unset
 	// means as many as the tensor backend runs concurrently.
@@ -222,7 +222,7 @@ type TrainingSpec struct {
 	// Seed seeds weight initialisation and dropout.
 	// +kubebuilder:default=1
 	// +optional
-	Seed int64 `json:"seed"`
+	Seed int64 `json:"seed,omitempty"`
 }
 
 // ServerPodSpec is the scheduling part shared by graph and parameter servers.
@@ -249,7 +249,7 @@ type GraphServerSpec struct {
 	// +kubebuilder:validation:Maximum=256
 	// +kubebuilder:default=1
 	// +optional
-	Replicas int32 `json:"replicas"`
+	Replicas int32 `json:"replicas,omitempty"`
 
 	ServerPodSpec `json:",inline"`
 }
@@ -262,7 +262,7 @@ type ParameterServerSpec struct {
 	// +kubebuilder:validation:Maximum=32
 	// +kubebuilder:default=1
 	// +optional
-	Replicas int32 `json:"replicas"`
+	Replicas int32 `json:"replicas,omitempty"`
 
 	ServerPodSpec `json:",inline"`
 }
@@ -301,6 +301,15 @@ type RunPolicy struct {
 	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.runPolicy.budgetUSD must be greater than 0"
 	// +optional
 	BudgetUSD *Decimal `json:"budgetUSD,omitempty"`
+}
+
+// Backend returns the tensor backend: spec.tensorBackend, or the CPU backend
+// the API server defaults it to when it is unset.
+func (s *GNNTrainingJobSpec) Backend() TensorBackendSpec {
+	if s.TensorBackend == nil {
+		return TensorBackendSpec{CPU: &CPUBackend{}}
+	}
+	return *s.TensorBackend
 }
 
 func init() {

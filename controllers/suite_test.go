@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// The envtest suite: one real kube-apiserver and etcd for the package, one
+// manager running the reconciler on a fake clock, and a direct (uncached)
+// client for the tests.
+var (
+	testEnv    *envtest.Environment
+	restConfig *rest.Config
+	k8sClient  client.Client
+	testScheme = runtime.NewScheme()
+	fakeClock  = clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	// direct reconciles on the same clock, to assert exact requeues.
+	direct *GNNTrainingJobReconciler
+	// envtestSkip is set when no API server binaries exist outside CI.
+	envtestSkip string
+)
+
+const testImage = "dorylus-gnn/dorylus:test"
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
+	utilruntime.Must(dorylusv1alpha1.AddToScheme(testScheme))
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+// assetsDir finds the kube-apiserver and etcd binaries: KUBEBUILDER_ASSETS,
+// else the cache hack/envtest.sh builds into.
+func assetsDir() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	if dir := os.Getenv("DORYLUS_ENVTEST_DIR"); dir != "" {
+		return dir
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "dorylus", "k8s-v1.37.2")
+}
+
+func runSuite(m *testing.M) int {
+	dir := assetsDir()
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			msg := fmt.Sprintf("envtest: %s not found in %s (run hack/envtest.sh or make envtest)", bin, dir)
+			if os.Getenv("CI") != "" {
+				fmt.Fprintln(os.Stderr, msg+"; CI is set, so this fails the suite")
+				return 1
+			}
+			envtestSkip = msg
+			return m.Run()
+		}
+	}
+	logOpts := []zap.Opts{zap.WriteTo(os.Stderr)}
+	if os.Getenv("DORYLUS_TEST_VERBOSE") == "" {
+		logOpts = append(logOpts, zap.Level(zapcore.ErrorLevel))
+	}
+	logf.SetLogger(zap.New(logOpts...))
+	testEnv = &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases"), filepath.Join("testdata", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := testEnv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "envtest start:", err)
+		return 1
+	}
+	defer func() {
+		if err := testEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "envtest stop:", err)
+		}
+	}()
+	cfg.QPS, cfg.Burst = 500, 1000
+	restConfig = cfg
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, r, err := newTestManager(cfg, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	direct = r
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
+}
+
+// newTestManager builds a manager like main.go's (same cache, client and
+// controller setup) on the fake clock. wrap, when set, wraps the client the
+// reconciler writes with.
+func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  CacheOptions(),
+		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Controller:             config.Controller{SkipNameValidation: ptrTrue()},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	knative, err := KnativeServed(mgr.GetRESTMapper())
+	if err != nil {
+		return nil, nil, err
+	}
+	c := mgr.GetClient()
+	if wrap != nil {
+		c = wrap(c)
+	}
+	r := &GNNTrainingJobReconciler{
+		Client:           c,
+		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
+		Clock:            fakeClock,
+		RuntimeImage:     testImage,
+		KnativeAvailable: knative,
+	}
+	if err := r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 8}); err != nil {
+		return nil, nil, err
+	}
+	return mgr, r, nil
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+// needEnv skips a test when the suite runs without an API server.
+func needEnv(t *testing.T) {
+	t.Helper()
+	if envtestSkip != "" {
+		t.Skip(envtestSkip)
+	}
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// eventually polls f until it returns nil, failing the test with its last
+// error after timeout.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: still failing after 20s: %v", what, err)
+}
