@@ -171,7 +171,9 @@ func (c GATConfig) checkLayer(l int, p GATLayer) error {
 		return fmt.Errorf("gat: layer %d of %d: %w", l, c.Layers, ErrShape)
 	}
 	s := c.Shape(l)
-	ok := func(d *tensor.Dense, r, k int) bool { return d != nil && d.Rows == r && d.Cols == k && len(d.Data) == r*k }
+	ok := func(d *tensor.Dense, r, k int) bool {
+		return d != nil && d.Rows == r && d.Cols == k && len(d.Data) == r*k
+	}
 	if !ok(p.W, s.In, s.Width()) || !ok(p.ADst, s.Heads, s.F) || !ok(p.ASrc, s.Heads, s.F) || !ok(p.Bias, 1, s.Out) {
 		return fmt.Errorf("gat: layer %d wants W %dx%d, attention %dx%d, bias 1x%d: %w", l, s.In, s.Width(), s.Heads, s.F, s.Out, ErrShape)
 	}
