@@ -1,0 +1,113 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+)
+
+// MaxMessage is the largest message a server or client accepts: an interval's rows can be
+// large, and they travel as one batch.
+const MaxMessage = 1 << 30
+
+// Health-check timing: a peer that has answered once and then fails every check for DeadAfter
+// is reported dead.
+const (
+	CheckEvery   = 500 * time.Millisecond
+	CheckTimeout = 2 * time.Second
+	DeadAfter    = 3 * time.Second
+)
+
+// NewServer returns a gRPC server with the data plane's limits and keepalive policy, serving
+// health with status NOT_SERVING until the caller sets SERVING.
+func NewServer() (*grpc.Server, *health.Server) {
+	s := grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
+	)
+	h := health.NewServer()
+	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s, h)
+	return s, h
+}
+
+// Dial returns a client connection to addr (plain TCP: the data plane runs inside one
+// cluster network) with the data plane's limits and keepalive. It does not wait for the peer.
+func Dial(addr string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// WaitServing polls the peer's health until it reports SERVING, ctx ends, or startup passes;
+// name (e.g. "graph server 1 at host:port") is used in the error.
+func WaitServing(ctx context.Context, conn *grpc.ClientConn, name string, startup time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, startup)
+	defer cancel()
+	hc := healthpb.NewHealthClient(conn)
+	var last error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, CheckTimeout)
+		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		ccancel()
+		switch {
+		case err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING:
+			return nil
+		case err == nil:
+			last = fmt.Errorf("status %v", resp.Status)
+		default:
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return fmt.Errorf("%s not ready after %v: %v", name, startup, last)
+			}
+			return ctx.Err()
+		case <-time.After(CheckEvery):
+		}
+	}
+}
+
+// Monitor checks the peer's health every CheckEvery until ctx ends (returning nil) or the peer
+// has failed every check for DeadAfter or reports that it stopped serving (returning an error
+// naming it). Call it after WaitServing.
+func Monitor(ctx context.Context, conn *grpc.ClientConn, name string) error {
+	hc := healthpb.NewHealthClient(conn)
+	lastOK := time.Now()
+	tick := time.NewTicker(CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING:
+			lastOK = time.Now()
+		case err == nil:
+			return fmt.Errorf("%s stopped serving (health %v)", name, resp.Status)
+		case time.Since(lastOK) >= DeadAfter:
+			return fmt.Errorf("%s unreachable for %v: %w", name, time.Since(lastOK).Round(100*time.Millisecond), err)
+		}
+	}
+}

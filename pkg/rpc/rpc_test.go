@@ -1,0 +1,84 @@
+package rpc
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+func TestTensorRoundTrip(t *testing.T) {
+	d := &tensor.Dense{Rows: 2, Cols: 3, Data: []float32{1, -2.5, 3e-8, 4, 0, -0}}
+	msg := NewTensor(d)
+	if len(msg.Data) != 24 || msg.Data[4] != 0x00 || msg.Data[7] != 0xc0 { // -2.5 = 0xc0200000
+		t.Fatalf("not little-endian float32: % x", msg.Data)
+	}
+	out := tensor.NewDense(2, 3)
+	if err := msg.DecodeInto(out); err != nil {
+		t.Fatal(err)
+	}
+	for i := range d.Data {
+		if out.Data[i] != d.Data[i] {
+			t.Fatalf("value %d: %v, want %v", i, out.Data[i], d.Data[i])
+		}
+	}
+	if err := msg.DecodeInto(tensor.NewDense(3, 2)); err == nil {
+		t.Error("a 2×3 tensor decoded into a 3×2 block")
+	}
+	msg.Data = msg.Data[:20]
+	if err := msg.Shape(2, 3); err == nil {
+		t.Error("a short payload passed the shape check")
+	}
+	rows := []int32{0, 7, 1 << 20}
+	back := make([]int32, 3)
+	if err := DecodeInt32s(back, Int32Bytes(rows)); err != nil || back[2] != 1<<20 {
+		t.Fatalf("int32 round trip: %v %v", back, err)
+	}
+}
+
+// TestMonitorReportsDeadPeer starts a server, waits for it, stops it, and expects Monitor to
+// name it within a few seconds.
+func TestMonitorReportsDeadPeer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, h := NewServer()
+	go srv.Serve(lis)
+	conn, err := Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	go func() { time.Sleep(300 * time.Millisecond); h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) }()
+	if err := WaitServing(ctx, conn, "peer", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Monitor(ctx, conn, "graph server 9") }()
+	time.Sleep(time.Second)
+	stopped := time.Now()
+	srv.Stop()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "graph server 9") {
+			t.Fatalf("monitor returned %v", err)
+		}
+		if took := time.Since(stopped); took > DeadAfter+2*time.Second {
+			t.Errorf("dead peer reported after %v", took)
+		}
+	case <-time.After(DeadAfter + 5*time.Second):
+		t.Fatal("dead peer not reported")
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := WaitServing(cctx, conn, "graph server 9", 10*time.Second); err == nil {
+		t.Error("a stopped server is ready")
+	}
+}
