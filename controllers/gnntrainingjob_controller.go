@@ -64,9 +64,12 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !managedByUs(job) || !job.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	now := metav1.NewTime(r.Clock.Now()).Rfc3339Copy()
+	// Timestamps are stored at the API's one-second precision; requeues are
+	// computed from the exact clock.
+	exact := r.Clock.Now()
+	now := metav1.NewTime(exact).Rfc3339Copy()
 
-	if expired, after, ok := ttlExpiry(job, now.Time); ok {
+	if expired, after, ok := ttlExpiry(job, exact); ok {
 		if !expired {
 			return ctrl.Result{RequeueAfter: after}, nil
 		}
@@ -89,7 +92,7 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !finished {
 		running := !isSuspended(job)
 		start := nextStartTime(job, running, now)
-		in.verdict = decide(job, max(job.Status.ServerRestarts, obs.restarts), start, now.Time)
+		in.verdict = decide(job, max(job.Status.ServerRestarts, obs.restarts), start, exact)
 	}
 	running := !finished && in.verdict == nil && !isSuspended(job)
 	in.applyErr = r.applyChildren(ctx, job, running)
@@ -104,7 +107,7 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if in.applyErr != nil {
 		return ctrl.Result{}, in.applyErr
 	}
-	return ctrl.Result{RequeueAfter: r.nextWake(job, status, now.Time)}, nil
+	return ctrl.Result{RequeueAfter: r.nextWake(job, status, exact)}, nil
 }
 
 // nextWake is when a time-based policy next needs a reconcile: the TTL of a
@@ -132,6 +135,13 @@ func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylus
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
 		return err
+	}
+	for k, v := range m {
+		// Empty structs convert to a typed nil map, sent as null, which the
+		// schema refuses; an absent field means the same.
+		if mm, ok := v.(map[string]any); v == nil || ok && len(mm) == 0 {
+			delete(m, k)
+		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": m}}
 	u.SetGroupVersionKind(dorylusv1alpha1.GroupVersion.WithKind("GNNTrainingJob"))

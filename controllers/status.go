@@ -53,10 +53,13 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 		ServerRestarts:     old.ServerRestarts,
 		Progress:           old.Progress,
 	}
-	finished := isFinished(job) || in.verdict != nil
+	// active: the job was running when this reconcile began; running: it
+	// still is once this reconcile's verdict, if any, applies.
 	suspended := isSuspended(job)
+	active := !isFinished(job) && !suspended
+	finished := isFinished(job) || in.verdict != nil
 	running := !finished && !suspended
-	if running {
+	if active {
 		st.StartTime = nextStartTime(job, true, in.now)
 		st.ServerRestarts = max(old.ServerRestarts, in.obs.restarts)
 	}

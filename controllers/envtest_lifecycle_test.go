@@ -1,0 +1,324 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+)
+
+// TestConditionsThroughALife drives a job from creation to success: servers
+// become ready, graph server 0 reports, the last epoch ends the job and the
+// servers are scaled down.
+func TestConditionsThroughALife(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "life", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.GraphServers.Replicas = 2
+		j.Spec.Training.Epochs = 5
+	}))
+	job := waitCondition(t, ns, "life", dorylusv1alpha1.ConditionReady, metav1.ConditionFalse, dorylusv1alpha1.ReasonServersNotReady)
+	for typ, reason := range map[string]string{
+		dorylusv1alpha1.ConditionCreated: dorylusv1alpha1.ReasonChildrenCreated, dorylusv1alpha1.ConditionTraining: dorylusv1alpha1.ReasonWaitingForServers,
+		dorylusv1alpha1.ConditionSuspended: dorylusv1alpha1.ReasonNotSuspended,
+	} {
+		if c := findCond(job, typ); c == nil || c.Reason != reason {
+			t.Errorf("%s condition %+v, want reason %s", typ, c, reason)
+		}
+	}
+	if findCond(job, dorylusv1alpha1.ConditionSucceeded) != nil || findCond(job, dorylusv1alpha1.ConditionFailed) != nil {
+		t.Errorf("a new job has terminal conditions: %+v", job.Status.Conditions)
+	}
+
+	setStatefulSetReady(t, ns, "life-gs", 1)
+	eventually(t, "one of two graph servers ready", func() error {
+		if st := getJob(t, ns, "life").Status; st.GraphServers.ReadyReplicas != 1 || st.GraphServers.Replicas != 2 {
+			return fmt.Errorf("graph servers %+v", st.GraphServers)
+		}
+		return nil
+	})
+	setStatefulSetReady(t, ns, "life-gs", 2)
+	setDeploymentAvailable(t, ns, "life-ps-0")
+	waitCondition(t, ns, "life", dorylusv1alpha1.ConditionReady, metav1.ConditionTrue, dorylusv1alpha1.ReasonServersReady)
+	waitCondition(t, ns, "life", dorylusv1alpha1.ConditionTraining, metav1.ConditionTrue, dorylusv1alpha1.ReasonTraining)
+
+	report(t, ns, "life", jobstatus.Progress{Epoch: 3, Loss: 0.9, TrainAccuracy: 0.7, ValAccuracy: 0.6, TestAccuracy: 0.55, CostUSD: 0.01})
+	eventually(t, "progress visible", func() error {
+		p := getJob(t, ns, "life").Status.Progress
+		if p == nil || p.Epoch != 3 || *p.ValAccuracy != "0.6000" || *p.CostUSD != "0.0100" {
+			return fmt.Errorf("progress %+v", p)
+		}
+		return nil
+	})
+	report(t, ns, "life", jobstatus.Progress{Epoch: 5, Loss: 0.5, TrainAccuracy: 0.9, ValAccuracy: 0.8, TestAccuracy: 0.79, CostUSD: 0.02})
+	job = waitCondition(t, ns, "life", dorylusv1alpha1.ConditionSucceeded, metav1.ConditionTrue, dorylusv1alpha1.ReasonEpochsCompleted)
+	if c := findCond(job, dorylusv1alpha1.ConditionSucceeded); c.Message != "completed 5 of 5 epochs" {
+		t.Errorf("Succeeded message %q", c.Message)
+	}
+	if job.Status.CompletionTime == nil {
+		t.Error("no completionTime on a succeeded job")
+	}
+	if p := job.Status.Progress; p == nil || p.Epoch != 5 || *p.TestAccuracy != "0.7900" {
+		t.Errorf("the operator's status write lost graph server 0's progress: %+v", p)
+	}
+	waitCondition(t, ns, "life", dorylusv1alpha1.ConditionReady, metav1.ConditionFalse, dorylusv1alpha1.ReasonFinished)
+	waitCondition(t, ns, "life", dorylusv1alpha1.ConditionTraining, metav1.ConditionFalse, dorylusv1alpha1.ReasonFinished)
+	waitScaled(t, ns, "life", 0, 0)
+
+	// Events follow the written conditions.
+	eventually(t, "events", func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		seen := map[string]string{}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "life" {
+				seen[e.Reason] = e.Type
+			}
+		}
+		for reason, typ := range map[string]string{"ChildrenCreated": "Normal", "ServersReady": "Normal", "Training": "Normal", "EpochsCompleted": "Normal"} {
+			if seen[reason] != typ {
+				return fmt.Errorf("no %s event %s in %v", typ, reason, seen)
+			}
+		}
+		return nil
+	})
+}
+
+// TestSuspendAndResume scales to zero and back, keeping the job and
+// resetting startTime on resume.
+func TestSuspendAndResume(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "pause", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.RunPolicy.Suspend = ptr.To(true)
+		j.Spec.GraphServers.Replicas = 3
+	}))
+	job := waitCondition(t, ns, "pause", dorylusv1alpha1.ConditionSuspended, metav1.ConditionTrue, dorylusv1alpha1.ReasonSuspended)
+	if job.Status.StartTime != nil {
+		t.Errorf("a job created suspended has startTime %v", job.Status.StartTime)
+	}
+	waitCondition(t, ns, "pause", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	waitCondition(t, ns, "pause", dorylusv1alpha1.ConditionReady, metav1.ConditionFalse, dorylusv1alpha1.ReasonSuspended)
+	waitScaled(t, ns, "pause", 0, 0)
+
+	if err := updateJob(t, ns, "pause", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.RunPolicy.Suspend = ptr.To(false) }); err != nil {
+		t.Fatal(err)
+	}
+	job = waitCondition(t, ns, "pause", dorylusv1alpha1.ConditionSuspended, metav1.ConditionFalse, dorylusv1alpha1.ReasonResumed)
+	waitScaled(t, ns, "pause", 3, 1)
+	firstStart := job.Status.StartTime
+	if firstStart == nil {
+		t.Fatal("no startTime after the first start")
+	}
+
+	if err := updateJob(t, ns, "pause", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.RunPolicy.Suspend = ptr.To(true) }); err != nil {
+		t.Fatalf("suspending a started job: %v", err)
+	}
+	job = waitCondition(t, ns, "pause", dorylusv1alpha1.ConditionSuspended, metav1.ConditionTrue, dorylusv1alpha1.ReasonSuspended)
+	waitScaled(t, ns, "pause", 0, 0)
+	if !job.Status.StartTime.Equal(firstStart) {
+		t.Errorf("suspension changed startTime from %v to %v", firstStart, job.Status.StartTime)
+	}
+
+	fakeClock.Step(10 * time.Minute)
+	if err := updateJob(t, ns, "pause", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.RunPolicy.Suspend = ptr.To(false) }); err != nil {
+		t.Fatal(err)
+	}
+	job = waitCondition(t, ns, "pause", dorylusv1alpha1.ConditionSuspended, metav1.ConditionFalse, dorylusv1alpha1.ReasonResumed)
+	waitScaled(t, ns, "pause", 3, 1)
+	if !job.Status.StartTime.After(firstStart.Time) {
+		t.Errorf("resume kept startTime %v, want it reset past %v", job.Status.StartTime, firstStart)
+	}
+}
+
+// TestTTLAfterFinished requeues at exactly the TTL on the injected clock and
+// deletes the job when it expires.
+func TestTTLAfterFinished(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "ttl", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Epochs = 1
+		j.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](100)
+	}))
+	waitCondition(t, ns, "ttl", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	report(t, ns, "ttl", jobstatus.Progress{Epoch: 1})
+	job := waitCondition(t, ns, "ttl", dorylusv1alpha1.ConditionSucceeded, metav1.ConditionTrue, "")
+	done := job.Status.CompletionTime.Time
+
+	fakeClock.SetTime(done.Add(40 * time.Second))
+	if res := reconcileNow(t, ns, "ttl"); res.RequeueAfter != 60*time.Second {
+		t.Errorf("requeue 40s after finishing: %v, want exactly 60s", res.RequeueAfter)
+	}
+	fakeClock.SetTime(done.Add(99*time.Second + 500*time.Millisecond))
+	if res := reconcileNow(t, ns, "ttl"); res.RequeueAfter != 500*time.Millisecond {
+		t.Errorf("requeue 99.5s after finishing: %v, want exactly 500ms", res.RequeueAfter)
+	}
+	fakeClock.SetTime(done.Add(100 * time.Second))
+	reconcileNow(t, ns, "ttl")
+	err := getObj(t, ns, "ttl", &dorylusv1alpha1.GNNTrainingJob{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("job still there after its TTL (err %v)", err)
+	}
+}
+
+// TestActiveDeadline fails a running job at exactly its deadline.
+func TestActiveDeadline(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "deadline", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](300)
+	}))
+	job := waitCondition(t, ns, "deadline", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	start := job.Status.StartTime.Time
+	fakeClock.SetTime(start.Add(120 * time.Second))
+	if res := reconcileNow(t, ns, "deadline"); res.RequeueAfter != 180*time.Second {
+		t.Errorf("requeue 120s in: %v, want exactly 180s", res.RequeueAfter)
+	}
+	fakeClock.SetTime(start.Add(300 * time.Second))
+	reconcileNow(t, ns, "deadline")
+	job = waitCondition(t, ns, "deadline", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonDeadlineExceeded)
+	if !job.Status.CompletionTime.Time.Equal(start.Add(300 * time.Second)) {
+		t.Errorf("completionTime %v, want the deadline %v", job.Status.CompletionTime, start.Add(300*time.Second))
+	}
+	waitScaled(t, ns, "deadline", 0, 0)
+	if res := reconcileNow(t, ns, "deadline"); res.RequeueAfter != 0 {
+		t.Errorf("a failed job without TTL requeues after %v", res.RequeueAfter)
+	}
+}
+
+// TestBudgetStop fails the job once the reported cost reaches the budget.
+func TestBudgetStop(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "budget", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.RunPolicy.BudgetUSD = ptr.To[dorylusv1alpha1.Decimal]("1.50")
+	}))
+	waitCondition(t, ns, "budget", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	report(t, ns, "budget", jobstatus.Progress{Epoch: 10, CostUSD: 1.49})
+	eventually(t, "cost under budget reported", func() error {
+		if p := getJob(t, ns, "budget").Status.Progress; p == nil || p.Epoch != 10 {
+			return fmt.Errorf("progress %+v", p)
+		}
+		return nil
+	})
+	reconcileNow(t, ns, "budget")
+	if c := findCond(getJob(t, ns, "budget"), dorylusv1alpha1.ConditionFailed); c != nil {
+		t.Fatalf("failed under budget: %+v", c)
+	}
+	report(t, ns, "budget", jobstatus.Progress{Epoch: 11, CostUSD: 1.5})
+	job := waitCondition(t, ns, "budget", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonBudgetExceeded)
+	if c := findCond(job, dorylusv1alpha1.ConditionFailed); c.Message != "cost 1.5000 USD reached spec.runPolicy.budgetUSD 1.50" {
+		t.Errorf("Failed message %q", c.Message)
+	}
+	waitScaled(t, ns, "budget", 0, 0)
+	expectEvent(t, ns, "budget", "BudgetExceeded", corev1.EventTypeWarning)
+}
+
+// TestBackoffLimit counts server container restarts from the job's pods.
+func TestBackoffLimit(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "crashy", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](2)
+	}))
+	waitCondition(t, ns, "crashy", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	setRestarts := func(pod string, role string, n int32) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, Labels: childLabels(userJob(ns, "crashy"), role)},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: role, Image: testImage}}},
+		}
+		if err := k8sClient.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		eventually(t, "pod status", func() error {
+			if err := getObj(t, ns, pod, p); err != nil {
+				return err
+			}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: role, Image: testImage, RestartCount: n}}
+			return k8sClient.Status().Update(context.Background(), p)
+		})
+	}
+	setRestarts("crashy-gs-0", RoleGraphServer, 1)
+	setRestarts("crashy-ps-0-abc", RoleParamServer, 1)
+	eventually(t, "restarts counted", func() error {
+		if n := getJob(t, ns, "crashy").Status.ServerRestarts; n != 2 {
+			return fmt.Errorf("serverRestarts %d, want 2", n)
+		}
+		return nil
+	})
+	if findCond(getJob(t, ns, "crashy"), dorylusv1alpha1.ConditionFailed) != nil {
+		t.Fatal("failed at the backoff limit, want only above it")
+	}
+	setRestarts("crashy-gs-0", RoleGraphServer, 2)
+	job := waitCondition(t, ns, "crashy", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonBackoffLimitExceeded)
+	if job.Status.ServerRestarts != 3 {
+		t.Errorf("serverRestarts %d, want 3", job.Status.ServerRestarts)
+	}
+	waitScaled(t, ns, "crashy", 0, 0)
+}
+
+// TestTrainingError fails the job when graph server 0 reports a NaN.
+func TestTrainingError(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "nan"))
+	waitCondition(t, ns, "nan", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	report(t, ns, "nan", jobstatus.Progress{Epoch: 4, Loss: nan()})
+	job := waitCondition(t, ns, "nan", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonTrainingError)
+	if c := findCond(job, dorylusv1alpha1.ConditionFailed); c.Message != "graph server 0 reported: loss is NaN at epoch 4" {
+		t.Errorf("Failed message %q", c.Message)
+	}
+	expectEvent(t, ns, "nan", "TrainingError", corev1.EventTypeWarning)
+}
+
+// TestDelete removes the job; its children carry the owner reference the
+// garbage collector (absent from envtest) follows.
+func TestDelete(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	job := createJob(t, userJob(ns, "gone"))
+	waitCondition(t, ns, "gone", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	if err := k8sClient.Delete(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "job deleted", func() error {
+		if err := getObj(t, ns, "gone", &dorylusv1alpha1.GNNTrainingJob{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	if res := reconcileNow(t, ns, "gone"); res.RequeueAfter != 0 {
+		t.Errorf("reconcile of a deleted job requeues after %v", res.RequeueAfter)
+	}
+}
+
+func expectEvent(t *testing.T, ns, job, reason, typ string) {
+	t.Helper()
+	eventually(t, "event "+reason, func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == job && e.Reason == reason && e.Type == typ {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event %s among %d", typ, reason, len(list.Items))
+	})
+}
+
+func nan() float64 { return math.NaN() }
