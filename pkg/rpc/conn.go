@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -110,4 +111,26 @@ func Monitor(ctx context.Context, conn *grpc.ClientConn, name string) error {
 			return fmt.Errorf("%s unreachable for %v: %w", name, time.Since(lastOK).Round(100*time.Millisecond), err)
 		}
 	}
+}
+
+// Serve runs srv on lis, with health SERVING, until ctx ends; then it stops serving
+// gracefully, cutting off calls still running after a second.
+func Serve(ctx context.Context, lis net.Listener, srv *grpc.Server, h *health.Server) error {
+	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	h.Shutdown()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		srv.Stop()
+	}
+	return nil
 }

@@ -56,7 +56,10 @@ func TestMonitorReportsDeadPeer(t *testing.T) {
 	}
 	defer conn.Close()
 	ctx := context.Background()
-	go func() { time.Sleep(300 * time.Millisecond); h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) }()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	}()
 	if err := WaitServing(ctx, conn, "peer", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,386 @@
+// Package paramserver is the parameter-server role of the data plane: one shard of the model's
+// weights, sharded by layer (layer l lives on shard l mod M), its Adam state, and the weight
+// versions graph servers still read (weight stashing, DESIGN.md section 5).
+//
+// Every graph server sends Init with the model's shape and optimiser settings; the first one
+// initialises the weights (Glorot, from the seed, exactly as pkg/model's single-process trainer
+// does) and later ones must agree. Versions count updates: version 0 is the initial weights.
+//
+// In synchronous mode a shard applies one update per epoch: it waits for the gradients of
+// every interval of every graph server (Init's contributions), sums them in the order of
+// (partition, interval) and takes one Adam step, so a run equals the single-process trainer up
+// to float summation order. In asynchronous mode each pushed gradient is applied as it
+// arrives, to the newest weights; since a pushed gradient is an interval's share of the loss
+// gradient and Adam normalises step sizes, the learning rate and the weight decay are divided
+// by the number of contributions per epoch, so that an epoch's updates move the weights about
+// as far as one synchronous step.
+//
+// A shard keeps the newest version and every version some graph server may still read: its
+// Keep report (carried by Pull and Push) lists the versions it pinned and the newest version it
+// knows, and it will only ever pin that one or newer. Until every graph server has reported,
+// nothing is dropped. Buffers of dropped versions are reused.
+package paramserver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// Shard is one parameter-server shard; it implements rpc.ParamServerServer.
+type Shard struct {
+	rpc.UnimplementedParamServerServer
+	id, shards int
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced whenever newest moves
+	init     *rpc.InitRequest
+	layers   []int                      // global layer index of each held layer
+	versions map[uint64][]*tensor.Dense // weights of the held layers per version
+	newest   uint64
+	free     [][]*tensor.Dense // buffers of dropped versions
+	adam     *model.Adam
+	keep     []keepReport // per graph server
+	// synchronous mode: the current epoch's gradients, one set per contribution
+	pending  [][]*tensor.Dense
+	have     []bool
+	received int
+	sum      []*tensor.Dense
+}
+
+type keepReport struct {
+	known  bool
+	seq    uint64
+	pinned []uint64
+	newest uint64
+}
+
+// New returns shard id of shards, waiting for Init.
+func New(id, shards int) (*Shard, error) {
+	if shards < 1 || id < 0 || id >= shards {
+		return nil, fmt.Errorf("paramserver: shard %d of %d", id, shards)
+	}
+	return &Shard{id: id, shards: shards, changed: make(chan struct{}), versions: map[uint64][]*tensor.Dense{}}, nil
+}
+
+// Newest returns the newest version.
+func (s *Shard) Newest() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newest
+}
+
+// Versions returns the versions the shard holds, ascending.
+func (s *Shard) Versions() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]uint64, 0, len(s.versions))
+	for v := range s.versions {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Init implements rpc.ParamServerServer.
+func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.init != nil {
+		a, b := proto.Clone(s.init).(*rpc.InitRequest), proto.Clone(req).(*rpc.InitRequest)
+		a.GraphServer, b.GraphServer = 0, 0
+		if !proto.Equal(a, b) {
+			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: graph server %d describes another run or model (%v) than graph server %d did (%v)",
+				s.id, req.GraphServer, b, s.init.GraphServer, a)
+		}
+		return s.initReply(), nil
+	}
+	if err := s.setup(req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %v", s.id, err)
+	}
+	return s.initReply(), nil
+}
+
+func (s *Shard) initReply() *rpc.InitReply {
+	r := &rpc.InitReply{Version: s.newest}
+	for _, l := range s.layers {
+		r.Layers = append(r.Layers, uint32(l))
+	}
+	return r
+}
+
+// setup initialises the shard from the first Init.
+func (s *Shard) setup(req *rpc.InitRequest) error {
+	L := len(req.Dims) - 1
+	switch {
+	case L < 1:
+		return fmt.Errorf("model with %d layer widths", len(req.Dims))
+	case req.GraphServers < 1 || req.Contributions < req.GraphServers || req.Contributions%req.GraphServers != 0:
+		return fmt.Errorf("%d contributions from %d graph servers: want a whole number of intervals per server", req.Contributions, req.GraphServers)
+	case !(req.LearningRate > 0) || !(req.WeightDecay >= 0):
+		return fmt.Errorf("learning rate %g, weight decay %g", req.LearningRate, req.WeightDecay)
+	}
+	cfg := model.GCNConfig{InDim: int(req.Dims[0]), Classes: int(req.Dims[L]), Layers: L}
+	if L > 1 {
+		cfg.Hidden = int(req.Dims[1])
+	}
+	for i, d := range cfg.Dims() {
+		if uint32(d) != req.Dims[i] {
+			return fmt.Errorf("layer widths %v: every hidden layer must have the same width", req.Dims)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	all := cfg.InitWeights(req.Seed)
+	lr, wd := req.LearningRate, req.WeightDecay
+	if !req.Sync {
+		n := float32(req.Contributions)
+		lr, wd = lr/n, wd/n
+	}
+	decay := model.DefaultAdam(lr, wd, L).WeightDecay
+	var held []*tensor.Dense
+	adamCfg := model.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	for l := s.id; l < L; l += s.shards {
+		s.layers = append(s.layers, l)
+		held = append(held, all[l])
+		adamCfg.WeightDecay = append(adamCfg.WeightDecay, decay[l])
+	}
+	adam, err := model.NewAdam(adamCfg, held)
+	if err != nil {
+		return err
+	}
+	s.adam = adam
+	s.versions[0] = held
+	s.keep = make([]keepReport, req.GraphServers)
+	if req.Sync {
+		s.pending = make([][]*tensor.Dense, req.Contributions)
+		s.have = make([]bool, req.Contributions)
+		s.sum = s.alloc()
+	}
+	s.init = req
+	return nil
+}
+
+// alloc returns a set of buffers shaped like the held layers, reusing a dropped version's.
+func (s *Shard) alloc() []*tensor.Dense {
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free = s.free[:n-1]
+		return b
+	}
+	out := make([]*tensor.Dense, len(s.layers))
+	for i, w := range s.versions[0] {
+		out[i] = tensor.NewDense(w.Rows, w.Cols)
+	}
+	return out
+}
+
+func (s *Shard) ready() error {
+	if s.init == nil {
+		return status.Errorf(codes.FailedPrecondition, "parameter server %d: no graph server has sent Init yet", s.id)
+	}
+	return nil
+}
+
+// Pull implements rpc.ParamServerServer: it waits until the version exists.
+func (s *Shard) Pull(ctx context.Context, req *rpc.PullRequest) (*rpc.PullReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	s.noteKeep(req.GraphServer, req.Keep)
+	for s.newest < req.Version {
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-ch:
+		}
+		s.mu.Lock()
+	}
+	ws, ok := s.versions[req.Version]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "parameter server %d: version %d was dropped (newest %d)", s.id, req.Version, s.newest)
+	}
+	reply := &rpc.PullReply{Version: req.Version}
+	for i, w := range ws {
+		// A copy: the version's buffers may be reused once it is dropped.
+		t := &rpc.Tensor{Rows: uint32(w.Rows), Cols: uint32(w.Cols), Data: slices.Clone(rpc.Float32Bytes(w.Data))}
+		reply.Layers = append(reply.Layers, &rpc.LayerTensor{Layer: uint32(s.layers[i]), Tensor: t})
+	}
+	return reply, nil
+}
+
+// Push implements rpc.ParamServerServer.
+func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	s.noteKeep(req.GraphServer, req.Keep)
+	t := req.Task
+	if t == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: push without a task", s.id)
+	}
+	who := fmt.Sprintf("p%d/i%d epoch %d", t.Partition, t.Interval, t.Epoch)
+	if len(req.Grads) != len(s.layers) {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s pushed %d gradients, the shard holds %d layers", s.id, who, len(req.Grads), len(s.layers))
+	}
+	var grads []*tensor.Dense
+	if s.init.Sync {
+		k := int(s.init.Contributions / s.init.GraphServers)
+		slot := int(t.Partition)*k + int(t.Interval)
+		switch {
+		case int(t.Interval) >= k || slot >= len(s.pending):
+			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s is not one of the %d intervals per server", s.id, who, k)
+		case req.Version != s.newest || uint64(t.Epoch) != s.newest:
+			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %s pushed gradients of version %d in synchronous mode at version %d", s.id, who, req.Version, s.newest)
+		case s.have[slot]:
+			return nil, status.Errorf(codes.AlreadyExists, "parameter server %d: %s pushed twice", s.id, who)
+		}
+		if s.pending[slot] == nil {
+			s.pending[slot] = s.alloc()
+		}
+		grads = s.pending[slot]
+	} else {
+		grads = s.sum
+		if grads == nil {
+			s.sum = s.alloc()
+			grads = s.sum
+		}
+	}
+	for i, g := range req.Grads {
+		if g.Layer != uint32(s.layers[i]) {
+			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s: gradient %d is of layer %d, want %d", s.id, who, i, g.Layer, s.layers[i])
+		}
+		if err := g.Tensor.DecodeInto(grads[i]); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s: layer %d: %v", s.id, who, g.Layer, err)
+		}
+		if !finite(grads[i].Data) {
+			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s: the gradient of layer %d is not finite (NaN or infinite); lower the learning rate", s.id, who, g.Layer)
+		}
+	}
+	if s.init.Sync {
+		slot := int(t.Partition)*int(s.init.Contributions/s.init.GraphServers) + int(t.Interval)
+		s.have[slot] = true
+		s.received++
+		if s.received < len(s.pending) {
+			return &rpc.PushReply{Version: s.newest}, nil
+		}
+		for i := range s.sum {
+			s.sum[i].Zero()
+			for _, p := range s.pending {
+				tensor.AddInPlace(s.sum[i], p[i])
+			}
+		}
+		clear(s.have)
+		s.received = 0
+		grads = s.sum
+	}
+	if err := s.step(grads); err != nil {
+		return nil, status.Errorf(codes.Internal, "parameter server %d: %s: %v", s.id, who, err)
+	}
+	return &rpc.PushReply{Version: s.newest}, nil
+}
+
+// step makes a new version: the newest weights after one Adam step with grads.
+func (s *Shard) step(grads []*tensor.Dense) error {
+	next := s.alloc()
+	for i, w := range s.versions[s.newest] {
+		tensor.Copy(next[i], w)
+	}
+	if err := s.adam.Step(next, grads); err != nil {
+		s.free = append(s.free, next)
+		return err
+	}
+	s.newest++
+	s.versions[s.newest] = next
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.collect()
+	return nil
+}
+
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// noteKeep records a graph server's Keep report, if newer than its last, and drops versions.
+func (s *Shard) noteKeep(gs uint32, k *rpc.Keep) {
+	if k == nil || int(gs) >= len(s.keep) {
+		return
+	}
+	r := &s.keep[gs]
+	if r.known && k.Seq <= r.seq {
+		return
+	}
+	*r = keepReport{known: true, seq: k.Seq, pinned: append(r.pinned[:0], k.Pinned...), newest: k.Newest}
+	s.collect()
+}
+
+// collect drops every version no graph server may read any more.
+func (s *Shard) collect() {
+	for _, r := range s.keep {
+		if !r.known {
+			return
+		}
+	}
+	for v, ws := range s.versions {
+		if v == s.newest || s.needed(v) {
+			continue
+		}
+		delete(s.versions, v)
+		s.free = append(s.free, ws)
+	}
+}
+
+func (s *Shard) needed(v uint64) bool {
+	for _, r := range s.keep {
+		if v >= r.newest || slices.Contains(r.pinned, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Watch implements rpc.ParamServerServer: it streams the newest version whenever it moves.
+func (s *Shard) Watch(_ *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) error {
+	ctx := stream.Context()
+	sent := uint64(math.MaxUint64)
+	for {
+		s.mu.Lock()
+		v, ch := s.newest, s.changed
+		s.mu.Unlock()
+		if v != sent {
+			if err := stream.Send(&rpc.VersionUpdate{Version: v}); err != nil {
+				return err
+			}
+			sent = v
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ch:
+		}
+	}
+}

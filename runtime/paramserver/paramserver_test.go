@@ -1,0 +1,232 @@
+package paramserver
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+var dims = []uint32{6, 4, 3}
+
+func initReq(gs uint32, sync bool) *rpc.InitRequest {
+	return &rpc.InitRequest{GraphServer: gs, Dims: dims, Seed: 7, LearningRate: 0.01, WeightDecay: 5e-4,
+		Sync: sync, Contributions: 4, GraphServers: 2, Run: "test"}
+}
+
+func gradient(rng *rand.Rand, l int) *tensor.Dense {
+	g := tensor.NewDense(int(dims[l]), int(dims[l+1]))
+	for i := range g.Data {
+		g.Data[i] = float32(rng.NormFloat64())
+	}
+	return g
+}
+
+func push(t *testing.T, s *Shard, p, i, epoch int, version uint64, grads map[int]*tensor.Dense) (*rpc.PushReply, error) {
+	t.Helper()
+	req := &rpc.PushRequest{GraphServer: uint32(p), Version: version,
+		Task: &rpc.TaskRef{Partition: uint32(p), Interval: uint32(i), Epoch: uint32(epoch)}}
+	for _, l := range s.layers {
+		req.Grads = append(req.Grads, &rpc.LayerTensor{Layer: uint32(l), Tensor: rpc.NewTensor(grads[l])})
+	}
+	return s.Push(context.Background(), req)
+}
+
+func pull(t *testing.T, s *Shard, v uint64) []*tensor.Dense {
+	t.Helper()
+	r, err := s.Pull(context.Background(), &rpc.PullRequest{Version: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*tensor.Dense
+	for _, lt := range r.Layers {
+		w := tensor.NewDense(int(lt.Tensor.Rows), int(lt.Tensor.Cols))
+		if err := lt.Tensor.DecodeInto(w); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// TestSyncStepEqualsSummedAdam pushes four intervals' gradients to two shards and checks that
+// the new version is one Adam step with the sum, as the single-process trainer takes it.
+func TestSyncStepEqualsSummedAdam(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	shards := []*Shard{mustShard(t, 0, 2), mustShard(t, 1, 2)}
+	for _, s := range shards {
+		for gs := range 2 {
+			if _, err := s.Init(context.Background(), initReq(uint32(gs), true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cfg := model.GCNConfig{InDim: 6, Hidden: 4, Classes: 3, Layers: 2}
+	ref := cfg.InitWeights(7)
+	adam, _ := model.NewAdam(model.DefaultAdam(0.01, 5e-4, 2), ref)
+	for epoch := range 3 {
+		sum := []*tensor.Dense{tensor.NewDense(6, 4), tensor.NewDense(4, 3)}
+		for c := range 4 {
+			g := map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}
+			tensor.AddInPlace(sum[0], g[0])
+			tensor.AddInPlace(sum[1], g[1])
+			for _, s := range shards {
+				r, err := push(t, s, c/2, c%2, epoch, uint64(epoch), g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := uint64(epoch + boolInt(c == 3)); r.Version != want {
+					t.Fatalf("epoch %d push %d: version %d, want %d", epoch, c, r.Version, want)
+				}
+			}
+		}
+		if err := adam.Step(ref, sum); err != nil {
+			t.Fatal(err)
+		}
+		for l, s := range shards {
+			got := pull(t, s, uint64(epoch+1))[0]
+			for i, v := range got.Data {
+				if math.Abs(float64(v-ref[l].Data[i])) > 1e-6 {
+					t.Fatalf("epoch %d layer %d element %d: %v, want %v", epoch, l, i, v, ref[l].Data[i])
+				}
+			}
+		}
+	}
+	s := shards[0]
+	if _, err := push(t, s, 0, 0, 3, 2, map[int]*tensor.Dense{0: gradient(rng, 0)}); err == nil {
+		t.Error("a gradient of an old version was accepted in synchronous mode")
+	}
+	if _, err := push(t, s, 0, 0, 3, 3, map[int]*tensor.Dense{0: gradient(rng, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := push(t, s, 0, 0, 3, 3, map[int]*tensor.Dense{0: gradient(rng, 0)}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a second push of the same interval: %v", err)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func mustShard(t *testing.T, id, n int) *Shard {
+	t.Helper()
+	s, err := New(id, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestAsyncVersionsAndCollection applies each push at once and drops versions no graph server
+// may still read.
+func TestAsyncVersionsAndCollection(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := mustShard(t, 0, 1)
+	for gs := range 2 {
+		if _, err := s.Init(context.Background(), initReq(uint32(gs), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range 6 {
+		r, err := push(t, s, k%2, 0, 0, 0, map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)})
+		if err != nil || r.Version != uint64(k+1) {
+			t.Fatalf("push %d: version %v, %v", k, r, err)
+		}
+	}
+	if got := s.Versions(); len(got) != 7 {
+		t.Fatalf("before every graph server reported, versions %v were dropped", got)
+	}
+	ctx := context.Background()
+	s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 6, Keep: &rpc.Keep{Seq: 1, Pinned: []uint64{2}, Newest: 5}})
+	s.Pull(ctx, &rpc.PullRequest{GraphServer: 1, Version: 6, Keep: &rpc.Keep{Seq: 1, Pinned: []uint64{3, 4}, Newest: 6}})
+	if got := s.Versions(); !slices.Equal(got, []uint64{2, 3, 4, 5, 6}) {
+		t.Errorf("kept versions %v, want 2 3 4 5 6", got)
+	}
+	s.Pull(ctx, &rpc.PullRequest{GraphServer: 1, Version: 6, Keep: &rpc.Keep{Seq: 0, Pinned: nil, Newest: 0}}) // stale: ignored
+	s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 6, Keep: &rpc.Keep{Seq: 2, Newest: 6}})
+	if got := s.Versions(); !slices.Equal(got, []uint64{3, 4, 6}) {
+		t.Errorf("kept versions %v, want 3 4 6", got)
+	}
+	if _, err := s.Pull(ctx, &rpc.PullRequest{Version: 2}); err == nil || !strings.Contains(err.Error(), "dropped") {
+		t.Errorf("pull of a dropped version: %v", err)
+	}
+	nan := gradient(rng, 0)
+	nan.Data[3] = float32(math.NaN())
+	if _, err := push(t, s, 0, 0, 1, 6, map[int]*tensor.Dense{0: nan, 1: gradient(rng, 1)}); err == nil || !strings.Contains(err.Error(), "not finite") {
+		t.Errorf("NaN gradient: %v", err)
+	}
+	bad := initReq(1, false)
+	bad.Seed = 8
+	if _, err := s.Init(ctx, bad); err == nil {
+		t.Error("an Init of another model was accepted")
+	}
+}
+
+// TestPullWaitsOverGRPC serves a shard on loopback, pulls a version that does not exist yet,
+// and watches it appear.
+func TestPullWaitsOverGRPC(t *testing.T) {
+	s := mustShard(t, 0, 1)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, h := rpc.NewServer()
+	rpc.RegisterParamServerServer(srv, s)
+	go rpc.Serve(ctx, lis, srv, h)
+	conn, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rpc.NewParamServerClient(conn)
+	if _, err := c.Pull(ctx, &rpc.PullRequest{}); err == nil {
+		t.Error("pull before Init succeeded")
+	}
+	if _, err := c.Init(ctx, initReq(0, false)); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := c.Watch(ctx, &rpc.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := watch.Recv(); err != nil || u.Version != 0 {
+		t.Fatalf("first update %v, %v", u, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		r, err := c.Pull(ctx, &rpc.PullRequest{Version: 1})
+		if err == nil && (r.Version != 1 || len(r.Layers) != 2) {
+			t.Errorf("pulled %v", r)
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	rng := rand.New(rand.NewPCG(5, 6))
+	if _, err := push(t, s, 0, 0, 0, 0, map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if u, err := watch.Recv(); err != nil || u.Version != 1 {
+		t.Fatalf("second update %v, %v", u, err)
+	}
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	if _, err := c.Pull(short, &rpc.PullRequest{Version: 9}); err == nil {
+		t.Error("a pull of a version that never comes returned")
+	}
+}
