@@ -154,7 +154,7 @@ type ModelSpec struct {
 	Hidden int32 `json:"hidden,omitempty"`
 
 	// Dropout is the dropout rate on layer inputs, in [0, 1).
-	// +kubebuilder:validation:XValidation:rule="double(self) < 1.0",message="spec.model.dropout must be in [0, 1)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?$') || double(self) < 1.0",message="spec.model.dropout must be in [0, 1)"
 	// +kubebuilder:default="0.5"
 	// +optional
 	Dropout Decimal `json:"dropout,omitempty"`
@@ -187,7 +187,7 @@ type TrainingSpec struct {
 	Epochs int32 `json:"epochs,omitempty"`
 
 	// LearningRate is Adam's step size, greater than 0.
-	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.training.learningRate must be greater than 0"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?$') || double(self) > 0.0",message="spec.training.learningRate must be greater than 0"
 	// +kubebuilder:default="0.01"
 	// +optional
 	LearningRate Decimal `json:"learningRate,omitempty"`
@@ -199,7 +199,7 @@ type TrainingSpec struct {
 
 	// TargetAccuracy, in (0, 1], ends the job early (Succeeded) once the
 	// validation accuracy reaches it.
-	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0 && double(self) <= 1.0",message="spec.training.targetAccuracy must be in (0, 1]"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",message="spec.training.targetAccuracy must be in (0, 1]"
 	// +optional
 	TargetAccuracy *Decimal `json:"targetAccuracy,omitempty"`
 
@@ -298,7 +298,7 @@ type RunPolicy struct {
 
 	// BudgetUSD stops the job (Failed, reason BudgetExceeded) once the cost
 	// reported in status.progress.costUSD reaches it.
-	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.runPolicy.budgetUSD must be greater than 0"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?$') || double(self) > 0.0",message="spec.runPolicy.budgetUSD must be greater than 0"
 	// +optional
 	BudgetUSD *Decimal `json:"budgetUSD,omitempty"`
 }

@@ -1,0 +1,193 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// manifest is a valid minimal GNNTrainingJob as a user writes it.
+func manifest(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "dorylus.dev/v1alpha1",
+		"kind":       "GNNTrainingJob",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec":       map[string]any{"dataset": map[string]any{"builtin": map[string]any{"name": "cora"}}},
+	}}
+}
+
+// edit is a change to a manifest: set a dotted path to a value, or delete it.
+type edit func(u *unstructured.Unstructured)
+
+func set(path string, v any) edit {
+	return func(u *unstructured.Unstructured) {
+		if err := unstructured.SetNestedField(u.Object, v, strings.Split(path, ".")...); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func del(path string) edit {
+	return func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, strings.Split(path, ".")...) }
+}
+
+type obj = map[string]any
+
+// invalidManifests are refused at admission; field and message are parts of
+// the API server's error that say where and why.
+var invalidManifests = []struct {
+	name           string
+	edits          []edit
+	field, message string
+}{
+	{"no dataset source", []edit{set("spec.dataset", obj{})}, "spec.dataset", "exactly one of builtin, s3, pvc, http"},
+	{"two dataset sources", []edit{set("spec.dataset.s3", obj{"bucket": "graphs"})}, "spec.dataset", "exactly one of builtin, s3, pvc, http"},
+	{"unknown builtin dataset", []edit{set("spec.dataset.builtin.name", "imagenet")}, "spec.dataset.builtin.name", "Unsupported value"},
+	{"bad bucket name", []edit{set("spec.dataset", obj{"s3": obj{"bucket": "Bad_Bucket"}})}, "spec.dataset.s3.bucket", "should match"},
+	{"bad dataset format", []edit{set("spec.dataset.format", "CSV")}, "spec.dataset.format", "Unsupported value"},
+	{"pvc path escapes", []edit{set("spec.dataset", obj{"pvc": obj{"claimName": "graphs", "path": "a/../../etc"}})}, "spec.dataset.pvc.path", "must not contain '..'"},
+	{"ftp dataset url", []edit{set("spec.dataset", obj{"http": obj{"url": "ftp://example.org/cora.tgz"}})}, "spec.dataset.http.url", "should match"},
+	{"bad sha256", []edit{set("spec.dataset", obj{"http": obj{"url": "https://example.org/c.tgz", "sha256": "xyz"}})}, "spec.dataset.http.sha256", "should match"},
+	{"unknown architecture", []edit{set("spec.model.architecture", "GraphSAGE")}, "spec.model.architecture", "Unsupported value"},
+	{"zero layers", []edit{set("spec.model.layers", int64(0))}, "spec.model.layers", "greater than or equal to 1"},
+	{"too many layers", []edit{set("spec.model.layers", int64(17))}, "spec.model.layers", "less than or equal to 16"},
+	{"dropout of one", []edit{set("spec.model.dropout", "1.0")}, "spec.model.dropout", "must be in [0, 1)"},
+	{"dropout not a number", []edit{set("spec.model.dropout", "half")}, "spec.model.dropout", "should match"},
+	{"heads on a GCN", []edit{set("spec.model.heads", int64(4))}, "spec.model", "heads applies only to architecture GAT"},
+	{"zero epochs", []edit{set("spec.training.epochs", int64(0))}, "spec.training.epochs", "greater than or equal to 1"},
+	{"zero learning rate", []edit{set("spec.training.learningRate", "0")}, "spec.training.learningRate", "must be greater than 0"},
+	{"negative weight decay", []edit{set("spec.training.weightDecay", "-0.1")}, "spec.training.weightDecay", "should match"},
+	{"target accuracy above one", []edit{set("spec.training.targetAccuracy", "1.5")}, "spec.training.targetAccuracy", "must be in (0, 1]"},
+	{"staleness word", []edit{set("spec.training.staleness", "fast")}, "spec.training.staleness", `must be "sync" or an integer in [0, 16]`},
+	{"staleness too large", []edit{set("spec.training.staleness", int64(17))}, "spec.training.staleness", `must be "sync" or an integer in [0, 16]`},
+	{"zero intervals", []edit{set("spec.training.intervals", int64(0))}, "spec.training.intervals", "greater than or equal to 1"},
+	{"zero graph servers", []edit{set("spec.graphServers.replicas", int64(0))}, "spec.graphServers.replicas", "greater than or equal to 1"},
+	{"too many graph servers", []edit{set("spec.graphServers.replicas", int64(300))}, "spec.graphServers.replicas", "less than or equal to 256"},
+	{"zero parameter servers", []edit{set("spec.parameterServers.replicas", int64(0))}, "spec.parameterServers.replicas", "greater than or equal to 1"},
+	{"two tensor backends", []edit{set("spec.tensorBackend", obj{"cpu": obj{}, "knative": obj{"url": "http://fn"}})}, "spec.tensorBackend", "exactly one of cpu, lambda, knative"},
+	{"empty tensor backend", []edit{set("spec.tensorBackend", obj{})}, "spec.tensorBackend", "exactly one of cpu, lambda, knative"},
+	{"lambda without credentials", []edit{set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "us-east-1", "credentials": obj{}}})},
+		"spec.tensorBackend.lambda.credentials", "exactly one of roleARN, secretRef"},
+	{"lambda with two credentials", []edit{set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "us-east-1",
+		"credentials": obj{"roleARN": "arn:aws:iam::123456789012:role/r", "secretRef": obj{"name": "aws"}}}})},
+		"spec.tensorBackend.lambda.credentials", "exactly one of roleARN, secretRef"},
+	{"lambda bad role ARN", []edit{set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "us-east-1",
+		"credentials": obj{"roleARN": "role/r"}}})}, "spec.tensorBackend.lambda.credentials.roleARN", "should match"},
+	{"lambda bad region", []edit{set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "mars",
+		"credentials": obj{"secretRef": obj{"name": "aws"}}}})}, "spec.tensorBackend.lambda.region", "should match"},
+	{"lambda too little memory", []edit{set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "us-east-1", "memoryMB": int64(64),
+		"credentials": obj{"secretRef": obj{"name": "aws"}}}})}, "spec.tensorBackend.lambda.memoryMB", "greater than or equal to 128"},
+	{"lambda without a function", []edit{set("spec.tensorBackend", obj{"lambda": obj{"region": "us-east-1",
+		"credentials": obj{"secretRef": obj{"name": "aws"}}}})}, "spec.tensorBackend.lambda.functionName", "Required value"},
+	{"knative url and service", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "http://fn", "service": obj{}}})},
+		"spec.tensorBackend.knative", "exactly one of url, service"},
+	{"knative neither", []edit{set("spec.tensorBackend", obj{"knative": obj{}})}, "spec.tensorBackend.knative", "exactly one of url, service"},
+	{"knative url not http", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "grpc://fn"}})}, "spec.tensorBackend.knative.url", "should match"},
+	{"knative min above max", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{"minScale": int64(5), "maxScale": int64(2)}}})},
+		"spec.tensorBackend.knative.service", "minScale must not exceed maxScale"},
+	{"checkpoint with two destinations", []edit{set("spec.checkpoint", obj{"pvc": obj{"claimName": "c"}, "s3": obj{"bucket": "ckpt"}})},
+		"spec.checkpoint", "exactly one of s3, pvc"},
+	{"checkpoint without destination", []edit{set("spec.checkpoint", obj{"intervalEpochs": int64(5)})}, "spec.checkpoint", "exactly one of s3, pvc"},
+	{"checkpoint every zero epochs", []edit{set("spec.checkpoint", obj{"intervalEpochs": int64(0), "pvc": obj{"claimName": "c"}})},
+		"spec.checkpoint.intervalEpochs", "greater than or equal to 1"},
+	{"negative backoff limit", []edit{set("spec.runPolicy.backoffLimit", int64(-1))}, "spec.runPolicy.backoffLimit", "greater than or equal to 0"},
+	{"zero deadline", []edit{set("spec.runPolicy.activeDeadlineSeconds", int64(0))}, "spec.runPolicy.activeDeadlineSeconds", "greater than or equal to 1"},
+	{"negative ttl", []edit{set("spec.runPolicy.ttlSecondsAfterFinished", int64(-5))}, "spec.runPolicy.ttlSecondsAfterFinished", "greater than or equal to 0"},
+	{"negative budget", []edit{set("spec.runPolicy.budgetUSD", "-5")}, "spec.runPolicy.budgetUSD", "should match"},
+	{"zero budget", []edit{set("spec.runPolicy.budgetUSD", "0")}, "spec.runPolicy.budgetUSD", "must be greater than 0"},
+	{"managedBy not a path", []edit{set("spec.managedBy", "not a controller")}, "spec.managedBy", "should match"},
+	{"name too long", []edit{set("metadata.name", strings.Repeat("a", 41))}, "", "metadata.name must be at most 40 characters"},
+	{"name starts with a digit", []edit{set("metadata.name", "1cora")}, "", "metadata.name must be a DNS-1035 label"},
+	{"no dataset at all", []edit{del("spec.dataset")}, "spec.dataset", "Required value"},
+}
+
+// TestInvalidManifestsAreRefused sends each invalid manifest to the API
+// server and checks the refusal names the field and the reason.
+func TestInvalidManifestsAreRefused(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, manifest(ns, "valid"), client.DryRunAll); err != nil {
+		t.Fatalf("the base manifest is refused: %v", err)
+	}
+	refused := 0
+	for _, tc := range invalidManifests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := manifest(ns, "job")
+			for _, e := range tc.edits {
+				e(u)
+			}
+			err := k8sClient.Create(ctx, u, client.DryRunAll)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("refused, but not as invalid: %v", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.field) || !strings.Contains(msg, tc.message) {
+				t.Errorf("error %q does not name field %q with %q", msg, tc.field, tc.message)
+			}
+			refused++
+		})
+	}
+	t.Logf("invalid manifests refused at admission: %d of %d", refused, len(invalidManifests))
+}
+
+// TestSpecFreezesOnceTrainingStarted checks the transition rules: what may
+// not change after status.startTime is set, and what may.
+func TestSpecFreezesOnceTrainingStarted(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "frozen"))
+	eventually(t, "training started", func() error {
+		if getJob(t, ns, "frozen").Status.StartTime == nil {
+			return errNotYet
+		}
+		return nil
+	})
+	refusals := []struct {
+		name    string
+		mutate  func(*dorylusv1alpha1.GNNTrainingJob)
+		message string
+	}{
+		{"dataset", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Dataset.Builtin.Name = "citeseer" }, "spec.dataset is immutable once training has started"},
+		{"model", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Model.Layers = 3 }, "spec.model is immutable once training has started"},
+		{"training", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Training.Epochs = 10 }, "spec.training is immutable once training has started"},
+		{"backend", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{URL: "http://fn"}}
+		}, "spec.tensorBackend is immutable once training has started"},
+		{"checkpoint", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "c"}}
+		}, "spec.checkpoint is immutable once training has started"},
+		{"partitions", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.GraphServers.Replicas = 4 }, "spec.graphServers.replicas (the partition count) is immutable"},
+		{"shards", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.ParameterServers.Replicas = 2 }, "spec.parameterServers.replicas (the shard count) is immutable"},
+		{"managedBy", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.ManagedBy = ptr.To("example.com/other") }, "spec.managedBy is immutable"},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			err := updateJob(t, ns, "frozen", tc.mutate)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("update of %s: got %v, want an Invalid error with %q", tc.name, err, tc.message)
+			}
+		})
+	}
+	if err := updateJob(t, ns, "frozen", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.RunPolicy.Suspend = ptr.To(true)
+		j.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](60)
+		j.Spec.GraphServers.NodeSelector = map[string]string{"pool": "big"}
+	}); err != nil {
+		t.Errorf("run policy and scheduling changes after the start were refused: %v", err)
+	}
+	waitCondition(t, ns, "frozen", dorylusv1alpha1.ConditionSuspended, metav1.ConditionTrue, "")
+}
+
+var errNotYet = apierrors.NewServiceUnavailable("not yet")
