@@ -36,7 +36,9 @@ func set(path string, v any) edit {
 }
 
 func del(path string) edit {
-	return func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, strings.Split(path, ".")...) }
+	return func(u *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(u.Object, strings.Split(path, ".")...)
+	}
 }
 
 type obj = map[string]any
