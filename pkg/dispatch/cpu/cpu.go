@@ -1,0 +1,91 @@
+// Package cpu is the goroutine-pool tensor backend: it runs tensor tasks inside the graph
+// server with dispatch.Execute, at most Workers at a time, optionally after an injected
+// latency that stands in for a remote function call, so the pipeline's latency hiding can be
+// studied on one machine.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+)
+
+// Options configures a Backend.
+type Options struct {
+	// Workers is how many tasks run at once (GOMAXPROCS when 0). The tasks' kernels share the
+	// process's kernel pool, so more workers than cores only overlap waiting.
+	Workers int
+	// Latency is added to every task, inside its worker slot, as a remote call would add it.
+	Latency time.Duration
+	// Wire sends every request and result through the wire encoding (dispatch.EncodeRequest,
+	// EncodeResult), as a remote backend must, to exercise and measure that path.
+	Wire bool
+}
+
+// Backend is the goroutine-pool backend; it implements dispatch.Backend and
+// dispatch.StatsReporter.
+type Backend struct {
+	opts  Options
+	slots chan struct{}
+	calls atomic.Int64
+	busy  atomic.Int64 // nanoseconds
+}
+
+// New returns a backend with the given options.
+func New(o Options) (*Backend, error) {
+	if o.Workers < 0 || o.Latency < 0 {
+		return nil, fmt.Errorf("cpu backend: %d workers, latency %v: want non-negative values", o.Workers, o.Latency)
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{opts: o, slots: make(chan struct{}, o.Workers)}, nil
+}
+
+// Concurrency returns the number of workers.
+func (b *Backend) Concurrency() int { return b.opts.Workers }
+
+// Stats returns the tasks run and their summed time (latency included).
+func (b *Backend) Stats() dispatch.Stats {
+	return dispatch.Stats{Calls: b.calls.Load(), Busy: time.Duration(b.busy.Load())}
+}
+
+// Run runs the task once a worker is free.
+func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.TaskResult, error) {
+	select {
+	case b.slots <- struct{}{}:
+	case <-ctx.Done():
+		return dispatch.TaskResult{}, ctx.Err()
+	}
+	defer func() { <-b.slots }()
+	start := time.Now()
+	defer func() { b.calls.Add(1); b.busy.Add(int64(time.Since(start))) }()
+	if b.opts.Latency > 0 {
+		t := time.NewTimer(b.opts.Latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return dispatch.TaskResult{}, ctx.Err()
+		}
+	}
+	if !b.opts.Wire {
+		return dispatch.Execute(&req, req.Act)
+	}
+	if err := req.Validate(); err != nil {
+		return dispatch.TaskResult{}, err
+	}
+	remote, err := dispatch.DecodeRequest(dispatch.EncodeRequest(&req))
+	if err != nil {
+		return dispatch.TaskResult{}, err
+	}
+	res, err := dispatch.Execute(&remote, nil)
+	if err != nil {
+		return dispatch.TaskResult{}, err
+	}
+	return dispatch.DecodeResult(dispatch.EncodeResult(req.Op, res), req.Op, dispatch.TaskResult{Out: req.Out, DW: req.DW})
+}

@@ -1,0 +1,240 @@
+// Package dispatch is the tensor-backend interface of DESIGN.md section 6: graph servers hand
+// the tensor-parallel tasks (AV, the loss, ∇AV) of their intervals to a Backend, which runs
+// them where it likes — a goroutine pool in the graph server (package cpu), Lambda functions or
+// a Knative service — and Execute is the one task code every backend runs, the same pkg/model
+// calls the single-process trainer makes.
+//
+// A Backend has two required methods, Run and Concurrency; what only some backends have is an
+// optional interface (Closer, StatsReporter) checked with a type assertion.
+//
+// # Wire format
+//
+// A request travels to a remote worker as the bytes of EncodeRequest and its result comes back
+// as EncodeResult's: a versioned little-endian header followed by the tensors as raw
+// little-endian float32 (and int32) arrays, each with its shape. A worker refuses another
+// version with an error wrapping ErrWireVersion, so a newer worker never misreads an older
+// caller.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// Op is the tensor task a request asks for.
+type Op uint8
+
+// The tensor tasks of a GCN interval.
+const (
+	OpForward  Op = 1 // AV_l, l < L: P = drop(σ(input)) W
+	OpLoss     Op = 2 // AV_L: masked softmax cross-entropy of the logits and its gradient dZ_{L-1}
+	OpBackward Op = 3 // ∇AV_l: dW_l = Hᵀ dP and, for l ≥ 1, dZ_{l-1}
+)
+
+// String returns the task's name.
+func (o Op) String() string {
+	switch o {
+	case OpForward:
+		return "AV"
+	case OpLoss:
+		return "loss"
+	case OpBackward:
+		return "∇AV"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// TaskRequest is one tensor task on one interval of rows.
+type TaskRequest struct {
+	Op        Op
+	Model     model.GCNConfig
+	Layer     int    // the weight index l (OpForward, OpBackward)
+	RowOffset int    // global id of the interval's first row: keys the dropout masks
+	Key       uint64 // model.DropoutKey(seed, epoch, Layer)
+	Train     bool   // apply dropout
+
+	Features graph.Features // layer 0's input rows
+	Z        *tensor.Dense  // layer ≥ 1's input rows Z_{l-1}; OpLoss: the logits
+	W        *tensor.Dense  // the layer's weight (OpForward, OpBackward)
+	DP       *tensor.Dense  // OpBackward: dLoss/dP_l of the rows
+	Labels   []int32        // OpLoss: the label of each row
+	Rows     []int32        // OpLoss: the rows that count (the interval's training rows)
+	Total    int            // OpLoss: training rows of the whole graph
+
+	// Optional destinations, written when set: Out receives P (OpForward), dZ_{L-1} (OpLoss)
+	// or dZ_{l-1} (OpBackward, l ≥ 1); DW receives dW_l (overwritten).
+	Out, DW *tensor.Dense
+	// Act, when set, is an activation buffer an in-process backend may reuse; remote backends
+	// ignore it.
+	Act *model.Activation
+}
+
+// TaskResult is what a task produced.
+type TaskResult struct {
+	Out  *tensor.Dense // P, dZ_{L-1} or dZ_{l-1}; nil for ∇AV_0
+	DW   *tensor.Dense // OpBackward
+	Loss float64       // OpLoss: the rows' share of the mean training loss
+}
+
+// Backend runs tensor tasks. Run blocks until the task is done, ctx ends, or the backend
+// gives up on it; it is safe for concurrent use.
+type Backend interface {
+	Run(ctx context.Context, req TaskRequest) (TaskResult, error)
+	// Concurrency is how many tasks the backend runs at once; more calls wait.
+	Concurrency() int
+}
+
+// Closer is implemented by backends that hold resources.
+type Closer interface {
+	Close() error
+}
+
+// Stats counts a backend's work.
+type Stats struct {
+	Calls int64         // tasks run
+	Busy  time.Duration // summed time of the tasks, from start to result
+}
+
+// StatsReporter is implemented by backends that count their work.
+type StatsReporter interface {
+	Stats() Stats
+}
+
+// ErrRequest wraps every error Execute returns for a malformed request.
+var ErrRequest = errors.New("bad tensor task request")
+
+// NumRows returns the number of rows the request's task works on.
+func (r *TaskRequest) NumRows() int {
+	switch {
+	case r.Op != OpLoss && r.Layer == 0 && r.Features.Sparse != nil:
+		return r.Features.Sparse.Rows
+	case r.Op != OpLoss && r.Layer == 0 && r.Features.Dense != nil:
+		return r.Features.Dense.Rows
+	case r.Z != nil:
+		return r.Z.Rows
+	}
+	return 0
+}
+
+// Validate checks the request's shapes, so that no kernel sees a mismatch, and returns an
+// error wrapping ErrRequest for the first problem.
+func (r *TaskRequest) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %v layer %d: %s", ErrRequest, r.Op, r.Layer, fmt.Sprintf(format, args...))
+	}
+	if err := r.Model.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	dims := r.Model.Dims()
+	n := r.NumRows()
+	if r.Op == OpLoss {
+		switch {
+		case r.Z == nil || r.Z.Validate() != nil || r.Z.Cols != dims[len(dims)-1]:
+			return bad("logits must be a %d-column block", dims[len(dims)-1])
+		case len(r.Labels) != n:
+			return bad("%d labels for %d rows", len(r.Labels), n)
+		case r.Out != nil && (r.Out.Rows != n || r.Out.Cols != r.Z.Cols):
+			return bad("output is %dx%d, want %dx%d", r.Out.Rows, r.Out.Cols, n, r.Z.Cols)
+		}
+		for _, row := range r.Rows {
+			if row < 0 || int(row) >= n || r.Labels[row] < 0 || int(r.Labels[row]) >= r.Z.Cols {
+				return bad("row %d out of range or without a valid label", row)
+			}
+		}
+		return nil
+	}
+	if r.Op != OpForward && r.Op != OpBackward {
+		return bad("unknown op")
+	}
+	switch {
+	case r.Layer < 0 || r.Layer >= r.Model.Layers:
+		return bad("no such layer")
+	case r.W == nil || r.W.Validate() != nil || r.W.Rows != dims[r.Layer] || r.W.Cols != dims[r.Layer+1]:
+		return bad("weight must be %dx%d", dims[r.Layer], dims[r.Layer+1])
+	case r.Layer == 0 && r.Features.Sparse == nil && r.Features.Dense == nil:
+		return bad("no input features")
+	case r.Layer == 0 && r.Features.Sparse != nil && csrCheck(r.Features.Sparse) != nil:
+		return bad("input features: %v", csrCheck(r.Features.Sparse))
+	case r.Layer == 0 && r.Features.Sparse == nil && r.Features.Dense.Validate() != nil:
+		return bad("input features: %v", r.Features.Dense.Validate())
+	case r.Layer > 0 && (r.Z == nil || r.Z.Validate() != nil):
+		return bad("no valid input rows Z")
+	}
+	want := [2]int{n, dims[r.Layer+1]}
+	if r.Op == OpBackward {
+		if r.DP == nil || r.DP.Validate() != nil || r.DP.Rows != n || r.DP.Cols != dims[r.Layer+1] {
+			return bad("dP must be %dx%d", n, dims[r.Layer+1])
+		}
+		if r.DW != nil && (r.DW.Rows != r.W.Rows || r.DW.Cols != r.W.Cols) {
+			return bad("dW must be %dx%d", r.W.Rows, r.W.Cols)
+		}
+		want = [2]int{n, dims[r.Layer]}
+	}
+	if r.Out != nil && (r.Out.Rows != want[0] || r.Out.Cols != want[1]) {
+		return bad("output is %dx%d, want %dx%d", r.Out.Rows, r.Out.Cols, want[0], want[1])
+	}
+	return nil
+}
+
+// Execute runs a task in the calling goroutine with pkg/model's task functions. act is an
+// activation buffer to reuse (nil: a fresh one).
+func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
+	if err := req.Validate(); err != nil {
+		return TaskResult{}, err
+	}
+	if act == nil {
+		act = &model.Activation{}
+	}
+	n := req.NumRows()
+	out := req.Out
+	if req.Op == OpLoss {
+		if out == nil {
+			out = tensor.NewDense(n, req.Z.Cols)
+		}
+		loss, err := model.LossForward(req.Z, req.Labels, req.Rows, req.Total, out)
+		return TaskResult{Out: out, Loss: loss}, err
+	}
+	in := &model.AVInput{Layer: req.Layer, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, Key: req.Key, Train: req.Train}
+	if req.Op == OpForward {
+		if out == nil {
+			out = tensor.NewDense(n, req.W.Cols)
+		}
+		err := req.Model.AVForward(in, req.W, act, out)
+		return TaskResult{Out: out}, err
+	}
+	dw := req.DW
+	if dw == nil {
+		dw = tensor.NewDense(req.W.Rows, req.W.Cols)
+	} else {
+		dw.Zero()
+	}
+	if req.Layer == 0 {
+		out = nil
+	} else if out == nil {
+		out = tensor.NewDense(n, req.W.Rows)
+	}
+	if err := req.Model.Activate(in, act); err != nil {
+		return TaskResult{}, err
+	}
+	err := req.Model.AVBackward(in, req.W, act, req.DP, dw, out)
+	return TaskResult{Out: out, DW: dw}, err
+}
+
+// csrCheck validates a CSR without trusting its offsets (tensor.CSR.Validate slices by them).
+func csrCheck(m *tensor.CSR) error {
+	if m.Rows < 0 || len(m.RowPtr) != m.Rows+1 || m.RowPtr[0] != 0 || m.RowPtr[m.Rows] != int64(len(m.ColIdx)) {
+		return fmt.Errorf("csr: %d offsets for %d rows and %d entries", len(m.RowPtr), m.Rows, len(m.ColIdx))
+	}
+	for i := 1; i < len(m.RowPtr); i++ {
+		if m.RowPtr[i] < m.RowPtr[i-1] {
+			return fmt.Errorf("csr: offsets decrease at row %d", i-1)
+		}
+	}
+	return m.Validate()
+}

@@ -1,0 +1,193 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+var cfg = model.GCNConfig{InDim: 9, Hidden: 5, Classes: 3, Layers: 2, Dropout: 0.5}
+
+func dense(rng *rand.Rand, r, c int) *tensor.Dense {
+	d := tensor.NewDense(r, c)
+	for i := range d.Data {
+		d.Data[i] = float32(rng.NormFloat64())
+	}
+	return d
+}
+
+func sparse(rng *rand.Rand, r, c int) *tensor.CSR {
+	m := &tensor.CSR{Rows: r, Cols: c, RowPtr: make([]int64, r+1)}
+	for i := range r {
+		for j := range c {
+			if rng.IntN(3) == 0 {
+				m.ColIdx = append(m.ColIdx, int32(j))
+				m.Val = append(m.Val, rng.Float32())
+			}
+		}
+		m.RowPtr[i+1] = int64(len(m.ColIdx))
+	}
+	return m
+}
+
+// requests returns one request of every kind for an interval of 7 rows.
+func requests(rng *rand.Rand, feats graph.Features) []dispatch.TaskRequest {
+	base := dispatch.TaskRequest{Model: cfg, RowOffset: 40, Key: model.DropoutKey(1, 2, 0), Train: true}
+	fwd0 := base
+	fwd0.Op, fwd0.Layer, fwd0.Features, fwd0.W = dispatch.OpForward, 0, feats, dense(rng, 9, 5)
+	fwd1 := base
+	fwd1.Op, fwd1.Layer, fwd1.Z, fwd1.W = dispatch.OpForward, 1, dense(rng, 7, 5), dense(rng, 5, 3)
+	loss := dispatch.TaskRequest{Op: dispatch.OpLoss, Model: cfg, Z: dense(rng, 7, 3), Labels: []int32{0, 1, 2, -1, 1, 0, 2}, Rows: []int32{0, 2, 5}, Total: 10}
+	back0 := fwd0
+	back0.Op, back0.DP = dispatch.OpBackward, dense(rng, 7, 5)
+	back1 := fwd1
+	back1.Op, back1.DP = dispatch.OpBackward, dense(rng, 7, 3)
+	return []dispatch.TaskRequest{fwd0, fwd1, loss, back0, back1}
+}
+
+// TestExecuteMatchesModel checks Execute against pkg/model's task functions called directly.
+func TestExecuteMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	reqs := requests(rng, graph.Features{Sparse: sparse(rng, 7, 9)})
+	for _, req := range reqs {
+		got, err := dispatch.Execute(&req, nil)
+		if err != nil {
+			t.Fatalf("%v %d: %v", req.Op, req.Layer, err)
+		}
+		in := &model.AVInput{Layer: req.Layer, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, Key: req.Key, Train: req.Train}
+		var act model.Activation
+		switch req.Op {
+		case dispatch.OpForward:
+			want := tensor.NewDense(7, req.W.Cols)
+			if err := cfg.AVForward(in, req.W, &act, want); err != nil {
+				t.Fatal(err)
+			}
+			same(t, "P", got.Out, want)
+		case dispatch.OpLoss:
+			want := tensor.NewDense(7, 3)
+			loss, _ := model.LossForward(req.Z, req.Labels, req.Rows, req.Total, want)
+			same(t, "dZ", got.Out, want)
+			if got.Loss != loss {
+				t.Errorf("loss %v, want %v", got.Loss, loss)
+			}
+		case dispatch.OpBackward:
+			_ = cfg.Activate(in, &act)
+			dw := tensor.NewDense(req.W.Rows, req.W.Cols)
+			var dz *tensor.Dense
+			if req.Layer > 0 {
+				dz = tensor.NewDense(7, req.W.Rows)
+			}
+			if err := cfg.AVBackward(in, req.W, &act, req.DP, dw, dz); err != nil {
+				t.Fatal(err)
+			}
+			same(t, "dW", got.DW, dw)
+			if dz != nil {
+				same(t, "dZ", got.Out, dz)
+			}
+		}
+	}
+}
+
+func same(t *testing.T, what string, got, want *tensor.Dense) {
+	t.Helper()
+	if got == nil || got.Rows != want.Rows || got.Cols != want.Cols || !slices.Equal(got.Data, want.Data) {
+		t.Fatalf("%s differs", what)
+	}
+}
+
+// TestWireRoundTrip runs every request through the cpu backend with and without the wire
+// encoding, with sparse and dense features, and expects identical results.
+func TestWireRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	plain, _ := cpu.New(cpu.Options{Workers: 2})
+	wire, _ := cpu.New(cpu.Options{Workers: 2, Wire: true})
+	ctx := context.Background()
+	for _, feats := range []graph.Features{{Sparse: sparse(rng, 7, 9)}, {Dense: dense(rng, 7, 9)}} {
+		for _, req := range requests(rng, feats) {
+			a, err := plain.Run(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Out = tensor.NewDense(1, 1) // a wrong-shaped buffer is refused, not overrun
+			if _, err := wire.Run(ctx, req); !errors.Is(err, dispatch.ErrRequest) {
+				t.Errorf("%v: wrong output buffer: %v", req.Op, err)
+			}
+			req.Out = nil
+			b, err := wire.Run(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Loss != b.Loss || (a.Out != nil) != (b.Out != nil) || (a.DW != nil) != (b.DW != nil) {
+				t.Fatalf("%v: results differ", req.Op)
+			}
+			if a.Out != nil {
+				same(t, "out", b.Out, a.Out)
+			}
+			if a.DW != nil {
+				same(t, "dW", b.DW, a.DW)
+			}
+		}
+	}
+	if s := wire.Stats(); s.Calls != 20 {
+		t.Errorf("stats count %d calls, want 20", s.Calls)
+	}
+}
+
+// TestWireRefusals feeds the decoder other versions, truncations and corruptions.
+func TestWireRefusals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	req := requests(rng, graph.Features{Sparse: sparse(rng, 7, 9)})[0]
+	b := dispatch.EncodeRequest(&req)
+	newer := slices.Clone(b)
+	newer[4] = 2
+	if _, err := dispatch.DecodeRequest(newer); !errors.Is(err, dispatch.ErrWireVersion) {
+		t.Errorf("version 2: %v", err)
+	}
+	for n := 0; n < len(b); n += 7 {
+		if _, err := dispatch.DecodeRequest(b[:n]); err == nil {
+			t.Fatalf("a request truncated to %d bytes decoded", n)
+		}
+	}
+	for range 300 {
+		c := slices.Clone(b)
+		c[rng.IntN(len(c))] ^= byte(1 << rng.IntN(8))
+		if r, err := dispatch.DecodeRequest(c); err == nil {
+			_, _ = dispatch.Execute(&r, nil) // must return, not panic
+		}
+	}
+}
+
+// TestLatencyAndCancel checks that injected latency overlaps across workers and that a
+// cancelled context stops a waiting call.
+func TestLatencyAndCancel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	req := requests(rng, graph.Features{Dense: dense(rng, 7, 9)})[1]
+	b, _ := cpu.New(cpu.Options{Workers: 4, Latency: 30 * time.Millisecond})
+	start := time.Now()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { _, err := b.Run(context.Background(), req); errs <- err }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 60*time.Millisecond || took > 500*time.Millisecond {
+		t.Errorf("8 calls of 30 ms on 4 workers took %v", took)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if _, err := b.Run(ctx, req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled call: %v", err)
+	}
+}

@@ -1,0 +1,370 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// WireVersion is the version of the request and result encoding this build writes and reads.
+//
+// A request is a 64-byte header followed by its tensors; all integers are little-endian:
+//
+//	offset size  field
+//	 0      4    magic "DRYQ" (a result: "DRYS")
+//	 4      2    version
+//	 6      1    op
+//	 7      1    flags: bit 0 train
+//	 8      4    layer
+//	12      4    model layers
+//	16      4    model input width
+//	20      4    model hidden width
+//	24      4    model classes
+//	28      4    model dropout, float32 bits
+//	32      8    row offset (a result: the loss, float64 bits)
+//	40      8    dropout key
+//	48      8    total training rows
+//	56      4    number of tensors
+//	60      4    reserved (0)
+//
+// Each tensor has a 24-byte header — role (1 byte), type (1), reserved (2), rows (4), columns
+// (4), reserved (4), entries (8) — then its data: a dense block as rows·cols float32 values
+// row-major; an int32 vector as entries values; a CSR as int64 row offsets (rows+1), int32
+// column indices (entries) and, for the valued type, float32 values (entries).
+const WireVersion = 1
+
+// ErrWireVersion is wrapped by the error a decoder returns for another version's bytes.
+var ErrWireVersion = errors.New("unsupported tensor task wire version")
+
+const (
+	wireHeader       = 64
+	wireTensorHeader = 24
+	magicRequest     = "DRYQ"
+	magicResult      = "DRYS"
+)
+
+// Tensor roles.
+const (
+	roleFeatures = 1 + iota
+	roleZ
+	roleW
+	roleDP
+	roleLabels
+	roleRows
+	roleOut
+	roleDW
+)
+
+// Tensor types.
+const (
+	typeDense = 1 + iota
+	typeInt32
+	typeCSR       // with values
+	typeCSRUnit   // values all 1
+	maxWireValues = 1 << 31
+)
+
+var le = binary.LittleEndian
+
+// EncodeRequest returns the wire bytes of req (its Out, DW and Act are not sent).
+func EncodeRequest(req *TaskRequest) []byte {
+	b := make([]byte, wireHeader, wireHeader+requestSize(req))
+	copy(b, magicRequest)
+	le.PutUint16(b[4:], WireVersion)
+	b[6] = byte(req.Op)
+	if req.Train {
+		b[7] = 1
+	}
+	m := req.Model
+	le.PutUint32(b[8:], uint32(req.Layer))
+	le.PutUint32(b[12:], uint32(m.Layers))
+	le.PutUint32(b[16:], uint32(m.InDim))
+	le.PutUint32(b[20:], uint32(m.Hidden))
+	le.PutUint32(b[24:], uint32(m.Classes))
+	le.PutUint32(b[28:], math.Float32bits(m.Dropout))
+	le.PutUint64(b[32:], uint64(req.RowOffset))
+	le.PutUint64(b[40:], req.Key)
+	le.PutUint64(b[48:], uint64(req.Total))
+	count := 0
+	if f := req.Features; f.Sparse != nil {
+		b, count = appendCSR(b, roleFeatures, f.Sparse), count+1
+	} else if f.Dense != nil {
+		b, count = appendDense(b, roleFeatures, f.Dense), count+1
+	}
+	for _, t := range []struct {
+		role byte
+		d    *tensor.Dense
+	}{{roleZ, req.Z}, {roleW, req.W}, {roleDP, req.DP}} {
+		if t.d != nil {
+			b, count = appendDense(b, t.role, t.d), count+1
+		}
+	}
+	for _, t := range []struct {
+		role byte
+		v    []int32
+	}{{roleLabels, req.Labels}, {roleRows, req.Rows}} {
+		if t.v != nil {
+			b, count = appendInts(b, t.role, t.v), count+1
+		}
+	}
+	le.PutUint32(b[56:], uint32(count))
+	return b
+}
+
+// requestSize estimates the bytes of req's tensors.
+func requestSize(req *TaskRequest) int {
+	n := 8 * wireTensorHeader
+	for _, d := range []*tensor.Dense{req.Z, req.W, req.DP, req.Features.Dense} {
+		if d != nil {
+			n += 4 * len(d.Data)
+		}
+	}
+	if s := req.Features.Sparse; s != nil {
+		n += 8*len(s.RowPtr) + 8*len(s.ColIdx)
+	}
+	return n + 4*len(req.Labels) + 4*len(req.Rows)
+}
+
+func appendTensorHeader(b []byte, role, typ byte, rows, cols int, entries int64) []byte {
+	b = append(b, role, typ, 0, 0)
+	b = le.AppendUint32(b, uint32(rows))
+	b = le.AppendUint32(b, uint32(cols))
+	b = le.AppendUint32(b, 0)
+	return le.AppendUint64(b, uint64(entries))
+}
+
+func appendDense(b []byte, role byte, d *tensor.Dense) []byte {
+	b = appendTensorHeader(b, role, typeDense, d.Rows, d.Cols, int64(len(d.Data)))
+	b, _ = binary.Append(b, le, d.Data)
+	return b
+}
+
+func appendInts(b []byte, role byte, v []int32) []byte {
+	b = appendTensorHeader(b, role, typeInt32, len(v), 1, int64(len(v)))
+	b, _ = binary.Append(b, le, v)
+	return b
+}
+
+func appendCSR(b []byte, role byte, m *tensor.CSR) []byte {
+	typ := byte(typeCSR)
+	if m.Val == nil {
+		typ = typeCSRUnit
+	}
+	b = appendTensorHeader(b, role, typ, m.Rows, m.Cols, int64(len(m.ColIdx)))
+	b, _ = binary.Append(b, le, m.RowPtr)
+	b, _ = binary.Append(b, le, m.ColIdx)
+	if m.Val != nil {
+		b, _ = binary.Append(b, le, m.Val)
+	}
+	return b
+}
+
+// EncodeResult returns the wire bytes of a task's result.
+func EncodeResult(op Op, res TaskResult) []byte {
+	b := make([]byte, wireHeader)
+	copy(b, magicResult)
+	le.PutUint16(b[4:], WireVersion)
+	b[6] = byte(op)
+	le.PutUint64(b[32:], math.Float64bits(res.Loss))
+	count := 0
+	for _, t := range []struct {
+		role byte
+		d    *tensor.Dense
+	}{{roleOut, res.Out}, {roleDW, res.DW}} {
+		if t.d != nil {
+			b, count = appendDense(b, t.role, t.d), count+1
+		}
+	}
+	le.PutUint32(b[56:], uint32(count))
+	return b
+}
+
+// wireReader walks the bytes of a request or result.
+type wireReader struct {
+	b    []byte
+	what string
+}
+
+func (r *wireReader) fail(format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrRequest, r.what, fmt.Sprintf(format, args...))
+}
+
+// header checks the fixed header and returns it.
+func (r *wireReader) header(magic string) ([]byte, error) {
+	if len(r.b) < wireHeader || string(r.b[:4]) != magic {
+		return nil, r.fail("%d bytes without the %q header", len(r.b), magic)
+	}
+	if v := le.Uint16(r.b[4:]); v != WireVersion {
+		return nil, fmt.Errorf("%w: %s of wire version %d, this build reads version %d", ErrWireVersion, r.what, v, WireVersion)
+	}
+	h := r.b[:wireHeader]
+	r.b = r.b[wireHeader:]
+	return h, nil
+}
+
+// take returns the next n bytes.
+func (r *wireReader) take(n int64, what string) ([]byte, error) {
+	if n < 0 || n > int64(len(r.b)) {
+		return nil, r.fail("%s: %d bytes wanted, %d left", what, n, len(r.b))
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out, nil
+}
+
+// decodeSlice reads n little-endian values of T.
+func decodeSlice[T int32 | int64 | float32](r *wireReader, n int64, what string) ([]T, error) {
+	if n < 0 || n > maxWireValues {
+		return nil, r.fail("%s: %d values", what, n)
+	}
+	var zero T
+	raw, err := r.take(n*int64(binary.Size(zero)), what)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, n)
+	if _, err := binary.Decode(raw, le, out); err != nil {
+		return nil, r.fail("%s: %v", what, err)
+	}
+	return out, nil
+}
+
+// tensorValue is one decoded tensor.
+type tensorValue struct {
+	role  byte
+	dense *tensor.Dense
+	ints  []int32
+	csr   *tensor.CSR
+}
+
+func (r *wireReader) tensor() (tensorValue, error) {
+	h, err := r.take(wireTensorHeader, "tensor header")
+	if err != nil {
+		return tensorValue{}, err
+	}
+	t := tensorValue{role: h[0]}
+	rows, cols, entries := int64(le.Uint32(h[4:])), int64(le.Uint32(h[8:])), int64(le.Uint64(h[16:]))
+	switch h[1] {
+	case typeDense:
+		if rows*cols != entries {
+			return t, r.fail("dense tensor %dx%d with %d values", rows, cols, entries)
+		}
+		data, err := decodeSlice[float32](r, entries, "dense tensor")
+		if err != nil {
+			return t, err
+		}
+		t.dense = &tensor.Dense{Rows: int(rows), Cols: int(cols), Data: data}
+	case typeInt32:
+		t.ints, err = decodeSlice[int32](r, entries, "int32 vector")
+	case typeCSR, typeCSRUnit:
+		m := &tensor.CSR{Rows: int(rows), Cols: int(cols)}
+		if m.RowPtr, err = decodeSlice[int64](r, rows+1, "csr offsets"); err != nil {
+			return t, err
+		}
+		if m.ColIdx, err = decodeSlice[int32](r, entries, "csr columns"); err != nil {
+			return t, err
+		}
+		if h[1] == typeCSR {
+			if m.Val, err = decodeSlice[float32](r, entries, "csr values"); err != nil {
+				return t, err
+			}
+		}
+		t.csr = m
+	default:
+		return t, r.fail("tensor of unknown type %d", h[1])
+	}
+	return t, err
+}
+
+// DecodeRequest decodes the bytes of EncodeRequest. The request's shapes are checked when it
+// is executed.
+func DecodeRequest(b []byte) (TaskRequest, error) {
+	r := &wireReader{b: b, what: "tensor task request"}
+	h, err := r.header(magicRequest)
+	if err != nil {
+		return TaskRequest{}, err
+	}
+	req := TaskRequest{
+		Op: Op(h[6]), Train: h[7]&1 != 0, Layer: int(le.Uint32(h[8:])),
+		RowOffset: int(le.Uint64(h[32:])), Key: le.Uint64(h[40:]), Total: int(le.Uint64(h[48:])),
+	}
+	req.Model.Layers = int(le.Uint32(h[12:]))
+	req.Model.InDim = int(le.Uint32(h[16:]))
+	req.Model.Hidden = int(le.Uint32(h[20:]))
+	req.Model.Classes = int(le.Uint32(h[24:]))
+	req.Model.Dropout = math.Float32frombits(le.Uint32(h[28:]))
+	for range le.Uint32(h[56:]) {
+		t, err := r.tensor()
+		if err != nil {
+			return TaskRequest{}, err
+		}
+		switch {
+		case t.role == roleFeatures && t.csr != nil:
+			req.Features = graph.Features{Sparse: t.csr}
+		case t.role == roleFeatures && t.dense != nil:
+			req.Features = graph.Features{Dense: t.dense}
+		case t.role == roleZ && t.dense != nil:
+			req.Z = t.dense
+		case t.role == roleW && t.dense != nil:
+			req.W = t.dense
+		case t.role == roleDP && t.dense != nil:
+			req.DP = t.dense
+		case t.role == roleLabels && t.ints != nil:
+			req.Labels = t.ints
+		case t.role == roleRows && t.ints != nil:
+			req.Rows = t.ints
+		default:
+			return TaskRequest{}, r.fail("unexpected tensor of role %d", t.role)
+		}
+	}
+	if len(r.b) != 0 {
+		return TaskRequest{}, r.fail("%d trailing bytes", len(r.b))
+	}
+	return req, nil
+}
+
+// DecodeResult decodes the bytes of EncodeResult for a task of op. It copies the tensors into
+// into.Out and into.DW when those are set and of the right shape.
+func DecodeResult(b []byte, op Op, into TaskResult) (TaskResult, error) {
+	r := &wireReader{b: b, what: "tensor task result"}
+	h, err := r.header(magicResult)
+	if err != nil {
+		return TaskResult{}, err
+	}
+	if Op(h[6]) != op {
+		return TaskResult{}, r.fail("result of %v for a %v request", Op(h[6]), op)
+	}
+	res := TaskResult{Loss: math.Float64frombits(le.Uint64(h[32:]))}
+	for range le.Uint32(h[56:]) {
+		t, err := r.tensor()
+		if err != nil {
+			return TaskResult{}, err
+		}
+		dst := &res.Out
+		want := into.Out
+		switch {
+		case t.role == roleOut && t.dense != nil:
+		case t.role == roleDW && t.dense != nil:
+			dst, want = &res.DW, into.DW
+		default:
+			return TaskResult{}, r.fail("unexpected tensor of role %d", t.role)
+		}
+		if want == nil {
+			*dst = t.dense
+			continue
+		}
+		if want.Rows != t.dense.Rows || want.Cols != t.dense.Cols {
+			return TaskResult{}, r.fail("%dx%d result for a %dx%d buffer", t.dense.Rows, t.dense.Cols, want.Rows, want.Cols)
+		}
+		copy(want.Data, t.dense.Data)
+		*dst = want
+	}
+	if len(r.b) != 0 {
+		return TaskResult{}, r.fail("%d trailing bytes", len(r.b))
+	}
+	return res, nil
+}
