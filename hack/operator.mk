@@ -30,10 +30,10 @@ helm: ## Install the pinned helm (v4.3.2) into $(TOOLS_BIN)
 generate: controller-gen ## Generate the API's deepcopy code with controller-gen
 	$(CONTROLLER_GEN) object paths=./api/...
 
-manifests: controller-gen ## Generate the CRD and RBAC manifests (config/) and the chart's CRD template
+manifests: controller-gen ## Generate the CRD and RBAC manifests (config/) and sync the chart (CRDs, ClusterRole)
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	hack/chart-crds.sh
+	hack/sync-chart.sh
 
 check-generated: generate manifests ## Fail if the generated code, manifests or chart CRDs are stale
 	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated files are stale: run make generate manifests" >&2; exit 1; }
