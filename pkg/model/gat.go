@@ -190,10 +190,17 @@ func (c GATConfig) checkVertex(l, rows int, v *GATVertex) error {
 	return nil
 }
 
+// GATActivation is what one GAT AV task keeps for ∇AV: H = drop(σ(input)) and, above layer 0,
+// the ELU output before dropout. A stateless worker recomputes it with Activate.
+type GATActivation struct {
+	Activation               // H
+	ELU        *tensor.Dense // layer ≥ 1: ELU(Z_{l-1} + b_{l-1})
+}
+
 // Activate computes H = drop(σ(input)) into act, allocating act's buffers on first use and
 // reusing them afterwards: in layer 0 σ is the identity on the features, above it H =
 // drop(ELU(Z_{l-1} + b_{l-1})) with prevBias = b_{l-1} (nil in layer 0).
-func (c GATConfig) Activate(in *AVInput, prevBias *tensor.Dense, act *Activation) error {
+func (c GATConfig) Activate(in *AVInput, prevBias *tensor.Dense, act *GATActivation) error {
 	if in.Layer < 0 || in.Layer >= c.Layers {
 		return fmt.Errorf("gat AV: layer %d of %d: %w", in.Layer, c.Layers, ErrShape)
 	}
@@ -220,22 +227,16 @@ func (c GATConfig) Activate(in *AVInput, prevBias *tensor.Dense, act *Activation
 	if in.Z == nil || in.Z.Cols != width || prevBias == nil || len(prevBias.Data) != width {
 		return fmt.Errorf("gat AV %d: input must be %d columns wide with a bias of %d: %w", in.Layer, width, width, ErrShape)
 	}
+	act.ELU = reshape(act.ELU, in.Z.Rows, width)
 	act.Dense = reshape(act.Dense, in.Z.Rows, width)
-	c.preActivate(in.Z, prevBias, act.Dense)
-	tensor.Dropout(act.Dense, act.Dense, p, in.Key, in.RowOffset)
+	tensor.ELU(act.ELU, in.Z, prevBias.Data)
+	tensor.Dropout(act.Dense, act.ELU, p, in.Key, in.RowOffset)
 	return nil
-}
-
-// preActivate computes ELU(z + bias) into out.
-func (c GATConfig) preActivate(z, bias, out *tensor.Dense) {
-	tensor.Copy(out, z)
-	tensor.AddRowVector(out, bias.Data)
-	tensor.ELU(out, out)
 }
 
 // AVForward is the ApplyVertex task of layer l: H = drop(σ(input)) into act, then P = H W and
 // the scores s_dst = a_dstᵀ P, s_src = a_srcᵀ P of every head into out (rows of the interval).
-func (c GATConfig) AVForward(in *AVInput, prevBias *tensor.Dense, p GATLayer, act *Activation, out *GATVertex) error {
+func (c GATConfig) AVForward(in *AVInput, prevBias *tensor.Dense, p GATLayer, act *GATActivation, out *GATVertex) error {
 	if err := c.checkLayer(in.Layer, p); err != nil {
 		return err
 	}
@@ -260,9 +261,8 @@ func (c GATConfig) AVForward(in *AVInput, prevBias *tensor.Dense, p GATLayer, ac
 // from ∇GA and the score gradients from ∇AE. It adds the score gradients into dv.P, adds dW,
 // dADst and dASrc to g (g.Bias is not touched: the bias of layer l is applied, and its gradient
 // found, in the task above), and for l ≥ 1 writes dZ_{l-1} = dLoss/dZ_{l-1} into dZ and adds
-// its column sums to dPrevBias, the gradient of b_{l-1}. act is clobbered (it holds the ELU
-// output afterwards). In layer 0 dZ and dPrevBias may be nil.
-func (c GATConfig) AVBackward(in *AVInput, prevBias *tensor.Dense, p, g GATLayer, act *Activation, v, dv *GATVertex, dZ, dPrevBias *tensor.Dense) error {
+// its column sums to dPrevBias, the gradient of b_{l-1}. In layer 0 dZ and dPrevBias may be nil.
+func (c GATConfig) AVBackward(in *AVInput, p, g GATLayer, act *GATActivation, v, dv *GATVertex, dZ, dPrevBias *tensor.Dense) error {
 	if err := c.checkLayer(in.Layer, p); err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func (c GATConfig) AVBackward(in *AVInput, prevBias *tensor.Dense, p, g GATLayer
 	}
 	width := c.Shape(in.Layer).In
 	if dZ == nil || dZ.Rows != rows || dZ.Cols != width || dPrevBias == nil || len(dPrevBias.Data) != width ||
-		in.Z == nil || in.Z.Rows != rows || in.Z.Cols != width || prevBias == nil || len(prevBias.Data) != width {
+		act.ELU == nil || act.ELU.Rows != rows || act.ELU.Cols != width {
 		return fmt.Errorf("gat ∇AV %d: dZ must be %dx%d with a bias gradient of %d: %w", in.Layer, rows, width, width, ErrShape)
 	}
 	pDrop := float32(0)
@@ -300,8 +300,7 @@ func (c GATConfig) AVBackward(in *AVInput, prevBias *tensor.Dense, p, g GATLayer
 	}
 	tensor.MatMul(dZ, dv.P, false, p.W, true, 1, 0)
 	tensor.DropoutBackward(dZ, pDrop, in.Key, in.RowOffset)
-	c.preActivate(in.Z, prevBias, act.Dense) // H is dead: recompute ELU(Z + b) in its place
-	tensor.ELUBackward(dZ, act.Dense)
+	tensor.ELUBackward(dZ, act.ELU)
 	addColSums(dPrevBias, dZ)
 	return nil
 }

@@ -39,14 +39,14 @@ func TestGATAVHiddenLayerGradients(t *testing.T) {
 		prev := params[l-1].Bias
 		rP, rD, rS := randDense(rng, rows, s.Width(), 0), randDense(rng, rows, s.Heads, 0), randDense(rng, rows, s.Heads, 0)
 		loss := func() float64 { // Σ R ⊙ P + Σ R_dst ⊙ s_dst + Σ R_src ⊙ s_src
-			var act Activation
+			var act GATActivation
 			out := cfg.NewVertex(l, rows)
 			if err := cfg.AVForward(in, prev, params[l], &act, out); err != nil {
 				t.Fatal(err)
 			}
 			return dot(out.P, rP) + dot(out.DstScore, rD) + dot(out.SrcScore, rS)
 		}
-		var act Activation
+		var act GATActivation
 		v := cfg.NewVertex(l, rows)
 		if err := cfg.AVForward(in, prev, params[l], &act, v); err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestGATAVHiddenLayerGradients(t *testing.T) {
 		dv := &GATVertex{P: rP.Clone(), DstScore: rD, SrcScore: rS}
 		g := cfg.NewParams()
 		dZ := tensor.NewDense(rows, s.In)
-		if err := cfg.AVBackward(in, prev, params[l], g[l], &act, v, dv, dZ, g[l-1].Bias); err != nil {
+		if err := cfg.AVBackward(in, params[l], g[l], &act, v, dv, dZ, g[l-1].Bias); err != nil {
 			t.Fatal(err)
 		}
 		checkGrad(t, "dW", params[l].W, g[l].W, loss)
@@ -76,20 +76,20 @@ func TestGATAVInputLayerGradients(t *testing.T) {
 		in := &AVInput{Layer: 0, Features: f, RowOffset: 2, Key: DropoutKey(1, 2, 0), Train: true}
 		rP, rD, rS := randDense(rng, rows, s.Width(), 0), randDense(rng, rows, s.Heads, 0), randDense(rng, rows, s.Heads, 0)
 		loss := func() float64 {
-			var act Activation
+			var act GATActivation
 			out := cfg.NewVertex(0, rows)
 			if err := cfg.AVForward(in, nil, params[0], &act, out); err != nil {
 				t.Fatal(err)
 			}
 			return dot(out.P, rP) + dot(out.DstScore, rD) + dot(out.SrcScore, rS)
 		}
-		var act Activation
+		var act GATActivation
 		v := cfg.NewVertex(0, rows)
 		if err := cfg.AVForward(in, nil, params[0], &act, v); err != nil {
 			t.Fatal(err)
 		}
 		g := cfg.NewParams()
-		if err := cfg.AVBackward(in, nil, params[0], g[0], &act, v, &GATVertex{P: rP.Clone(), DstScore: rD, SrcScore: rS}, nil, nil); err != nil {
+		if err := cfg.AVBackward(in, params[0], g[0], &act, v, &GATVertex{P: rP.Clone(), DstScore: rD, SrcScore: rS}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		checkGrad(t, name+" dW", params[0].W, g[0].W, loss)

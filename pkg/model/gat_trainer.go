@@ -33,7 +33,7 @@ type GATTrainer struct {
 	flatG  []*tensor.Dense
 	adam   *Adam
 
-	act     []Activation    // per layer: H_l
+	act     []GATActivation // per layer: H_l
 	v, dv   []*GATVertex    // per layer: P_l and its scores; their gradients
 	alpha   []*tensor.Dense // per layer: α̃_l, one row per entry of adj
 	dAlpha  []*tensor.Dense // per layer: dLoss/dα̃_l, then dLoss/du_l
@@ -91,7 +91,7 @@ func NewGATTrainer(d *graph.Dataset, cfg GATTrainConfig) (*GATTrainer, error) {
 	}
 	t.adam = adam
 	nnz := int(t.adj.NNZ())
-	t.act = make([]Activation, g.Layers)
+	t.act = make([]GATActivation, g.Layers)
 	for l := 0; l < g.Layers; l++ {
 		s := g.Shape(l)
 		t.v = append(t.v, g.NewVertex(l, n))
@@ -226,7 +226,7 @@ func (t *GATTrainer) Epoch(epoch int) (float64, error) {
 		if l > 0 {
 			dzPrev, dbPrev = t.dz[l-1], t.grads[l-1].Bias
 		}
-		if err := g.AVBackward(t.input(l, epoch, true), t.prevBias(t.params, l), t.params[l], t.grads[l], &t.act[l], t.v[l], t.dv[l], dzPrev, dbPrev); err != nil {
+		if err := g.AVBackward(t.input(l, epoch, true), t.params[l], t.grads[l], &t.act[l], t.v[l], t.dv[l], dzPrev, dbPrev); err != nil {
 			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
 		}
 	}

@@ -1,5 +1,7 @@
 package tensor
 
+import "math"
+
 // Edge kernels of graph attention (GAT, Veličković et al. 2018) over a CSR adjacency block whose
 // row i lists the in-edges (j → i) of destination i: ColIdx holds the sources j, Val is ignored.
 //
@@ -139,12 +141,29 @@ func EdgeAttention(alpha *Dense, a *CSR, dst, src *Dense, slope float32) {
 	})
 }
 
-// leaky returns x for x > 0 and slope·x otherwise.
-func leaky(x, slope float32) float32 {
-	if x > 0 {
-		return x
-	}
-	return slope * x
+// leaky returns x for x > 0 and slope·x otherwise (0 ≤ slope ≤ 1), without a branch: the sign
+// of a logit is a coin flip, which a branch predictor cannot learn.
+func leaky(x, slope float32) float32 { return max(x, slope*x) }
+
+// leakyGrad returns the derivative of leaky at x: 1 for x > 0, slope otherwise.
+func leakyGrad(x, slope float32) float32 {
+	f := [2]float32{1, slope}
+	return f[(math.Float32bits(x)-1)>>31|math.Float32bits(x)>>31]
+}
+
+// expNeg returns e^x for x ≤ 0 (0 below -87) as expf does, small enough to inline.
+func expNeg(x float32) float32 {
+	x = max(x, -87)
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+		magic = 12582912 // 1.5·2²³: adding and subtracting it rounds to an integer
+	)
+	k := (x*log2e + magic) - magic
+	r := x - k*ln2hi - k*ln2lo
+	p := ((((((1.0/720)*r+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
+	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
 // softmaxRows turns the logits v (entries × heads, row-major) into a softmax over the entries,
@@ -161,7 +180,7 @@ func softmaxRows(v []float32, heads int, m []float32) {
 	for k := 0; k < len(v); k += heads {
 		row := v[k : k+heads]
 		for h, x := range row {
-			ex := expf(x - mx[h])
+			ex := expNeg(x - mx[h])
 			row[h] = ex
 			sum[h] += ex
 		}
@@ -267,9 +286,7 @@ func EdgeAttentionBackward(grad, dDst *Dense, a *CSR, dst, src *Dense, slope flo
 				sj := src.Data[int(a.ColIdx[k])*heads : int(a.ColIdx[k])*heads+heads]
 				gk := g[int(k-s)*heads : int(k-s)*heads+heads]
 				for h, v := range di {
-					if !(v+sj[h] > 0) {
-						gk[h] *= slope
-					}
+					gk[h] *= leakyGrad(v+sj[h], slope)
 					dd[h] += gk[h]
 				}
 			}

@@ -70,18 +70,27 @@ func HeadDotBackward(dx, da, ds, x, a *Dense) {
 	}
 }
 
-// ELU computes dst = x for x > 0 and e^x − 1 otherwise, element-wise (the exponential linear
-// unit with α = 1); dst and src may be the same matrix.
-func ELU(dst, src *Dense) {
+// ELU computes dst = ELU(src + bias) element-wise, with ELU(x) = x for x > 0 and e^x − 1
+// otherwise (the exponential linear unit with α = 1) and bias added to every row (nil for none);
+// dst and src may be the same matrix.
+func ELU(dst, src *Dense, bias []float32) {
 	must(CheckSameShape("ELU", dst, src))
-	n := src.Rows * src.Cols
-	ParallelFor(n, elemGrain, func(lo, hi int) {
-		s, d := src.Data[lo:hi], dst.Data[lo:hi]
-		for i, x := range s {
-			if !(x > 0) {
-				x = expf(x) - 1
+	if bias != nil && len(bias) != src.Cols {
+		must(shapeErr("ELU", "bias of %d for %d columns", len(bias), src.Cols))
+	}
+	w := src.Cols
+	if w == 0 {
+		return
+	}
+	ParallelFor(src.Rows, max(1, elemGrain/w), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s, d := src.Data[i*w:i*w+w], dst.Data[i*w:i*w+w]
+			for j, x := range s {
+				if bias != nil {
+					x += bias[j]
+				}
+				d[j] = max(x, 0) + (expNeg(min(x, 0)) - 1) // no branch on the sign
 			}
-			d[i] = x
 		}
 	})
 }
@@ -94,9 +103,7 @@ func ELUBackward(grad, out *Dense) {
 	ParallelFor(n, elemGrain, func(lo, hi int) {
 		o, g := out.Data[lo:hi], grad.Data[lo:hi]
 		for i, y := range o {
-			if !(y > 0) {
-				g[i] *= y + 1
-			}
+			g[i] *= min(y, 0) + 1
 		}
 	})
 }
