@@ -25,6 +25,7 @@ type trainOptions struct {
 	model       string
 	layers      int
 	hidden      int
+	heads       int
 	dropout     float64
 	lr          float64
 	weightDecay float64
@@ -50,17 +51,19 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
   dorylus train --dataset rmat:nodes=100000,edges=2000000,features=128,classes=16,seed=1 --hidden 128 --epochs 20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.applyModelDefaults(cmd)
 			return runTrain(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
-	f.StringVar(&o.model, "model", "gcn", "model to train: gcn")
-	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution layers")
-	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer")
-	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer, in [0, 1)")
+	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (gat changes the defaults of --hidden, --dropout and --lr to the GAT paper's 8, 0.6, 0.005)")
+	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")
+	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer (gat: features per head)")
+	f.IntVar(&o.heads, "heads", 8, "gat: attention heads of each hidden layer, concatenated (the output layer has one)")
+	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer (gat: and on the attention coefficients), in [0, 1)")
 	f.Float64Var(&o.lr, "lr", 0.01, "Adam learning rate")
-	f.Float64Var(&o.weightDecay, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight")
+	f.Float64Var(&o.weightDecay, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight (gat: on every parameter)")
 	f.IntVar(&o.epochs, "epochs", 200, "training epochs per run")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the first run (weights and dropout); run i uses seed+i-1")
 	f.IntVar(&o.runs, "runs", 1, "number of runs, with seeds seed, seed+1, …; accuracies are averaged")
@@ -71,14 +74,33 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	return cmd
 }
 
+// gatDefaults are the GAT paper's hyper-parameters (Veličković et al. 2018, Cora and CiteSeer),
+// used for the flags a --model gat run leaves unset.
+var gatDefaults = map[string]string{"hidden": "8", "dropout": "0.6", "lr": "0.005", "weight-decay": "5e-4"}
+
+// applyModelDefaults gives the flags the user did not set the defaults of the chosen model.
+func (o *trainOptions) applyModelDefaults(cmd *cobra.Command) {
+	if o.model != "gat" {
+		return
+	}
+	f := cmd.Flags()
+	for name, v := range gatDefaults {
+		if !f.Changed(name) {
+			_ = f.Set(name, v) // constant, valid values
+		}
+	}
+}
+
 func (o trainOptions) validate() error {
 	switch {
-	case o.model != "gcn":
-		return fmt.Errorf("--model %q: this build trains gcn", o.model)
+	case o.model != "gcn" && o.model != "gat":
+		return fmt.Errorf("--model %q: want gcn or gat", o.model)
 	case o.layers < 1:
 		return fmt.Errorf("--layers %d: want at least 1", o.layers)
 	case o.hidden < 1:
 		return fmt.Errorf("--hidden %d: want at least 1", o.hidden)
+	case o.heads < 1:
+		return fmt.Errorf("--heads %d: want at least 1", o.heads)
 	case !(o.dropout >= 0 && o.dropout < 1):
 		return fmt.Errorf("--dropout %g: want a rate in [0, 1)", o.dropout)
 	case !(o.lr > 0) || math.IsInf(o.lr, 0):
@@ -125,6 +147,7 @@ type trainReport struct {
 	Classes            int         `json:"classes"`
 	Layers             int         `json:"layers"`
 	Hidden             int         `json:"hidden"`
+	Heads              int         `json:"heads,omitempty"`
 	Epochs             int         `json:"epochs"`
 	Runs               int         `json:"runs"`
 	Threads            int         `json:"threads"`
@@ -155,6 +178,9 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		Dataset: d.Name, Model: o.model, Nodes: d.NumNodes(), Edges: d.Adj.NNZ(),
 		Features: d.NumFeatures(), Classes: d.NumClasses, Layers: o.layers, Hidden: o.hidden,
 		Epochs: o.epochs, Runs: o.runs, Threads: tensor.Threads(), LoadSeconds: loadSeconds,
+	}
+	if o.model == "gat" {
+		rep.Heads = o.heads
 	}
 	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes (loaded in %.2fs)\n",
 		d.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, loadSeconds)
@@ -193,14 +219,25 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	return nil
 }
 
-// trainOnce trains one seed and returns its result and the time of each epoch.
-func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, p *progress) (runResult, []float64, error) {
-	cfg := model.TrainConfig{
+// newLearner builds the trainer of the chosen model for one seed.
+func newLearner(d *graph.Dataset, o trainOptions, seed uint64) (model.Learner, error) {
+	if o.model == "gat" {
+		return model.NewGATTrainer(d, model.GATTrainConfig{
+			GAT: model.GATConfig{InDim: d.NumFeatures(), Hidden: o.hidden, Heads: o.heads, OutHeads: 1,
+				Classes: d.NumClasses, Layers: o.layers, Dropout: float32(o.dropout), AttentionDropout: float32(o.dropout)},
+			LR: float32(o.lr), WeightDecay: float32(o.weightDecay), Seed: seed,
+		})
+	}
+	return model.NewTrainer(d, model.TrainConfig{
 		GCN: model.GCNConfig{InDim: d.NumFeatures(), Hidden: o.hidden, Classes: d.NumClasses,
 			Layers: o.layers, Dropout: float32(o.dropout)},
 		LR: float32(o.lr), WeightDecay: float32(o.weightDecay), Seed: seed,
-	}
-	tr, err := model.NewTrainer(d, cfg)
+	})
+}
+
+// trainOnce trains one seed and returns its result and the time of each epoch.
+func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, p *progress) (runResult, []float64, error) {
+	tr, err := newLearner(d, o, seed)
 	if err != nil {
 		return runResult{}, nil, err
 	}
