@@ -24,11 +24,32 @@ type source struct {
 // WriteDataset writes one partition file per part of plan for d into dir (created if needed)
 // and returns the plan's quality.
 func WriteDataset(d *graph.Dataset, plan Plan, dir string) (Quality, error) {
+	src, err := datasetSource(d, plan)
+	if err != nil {
+		return Quality{}, err
+	}
+	return writeParts(src, plan.Bounds, dir)
+}
+
+// DatasetPart returns part p of plan for d in memory, as its partition file would hold it.
+func DatasetPart(d *graph.Dataset, plan Plan, p int) (*graph.PartitionData, error) {
+	src, err := datasetSource(d, plan)
+	if err != nil {
+		return nil, err
+	}
+	if p < 0 || p >= plan.Parts() {
+		return nil, fmt.Errorf("partition: part %d of %d: %w", p, plan.Parts(), ErrPlan)
+	}
+	return src.part(plan.Bounds, p)
+}
+
+// datasetSource returns d in the numbering of plan.
+func datasetSource(d *graph.Dataset, plan Plan) (*source, error) {
 	n := d.NumNodes()
 	if int(plan.Bounds[plan.Parts()]) != n || (plan.Perm != nil && len(plan.Perm) != n) {
-		return Quality{}, fmt.Errorf("partition: plan for %d vertices, dataset %s has %d: %w", plan.Bounds[plan.Parts()], d.Name, n, ErrPlan)
+		return nil, fmt.Errorf("partition: plan for %d vertices, dataset %s has %d: %w", plan.Bounds[plan.Parts()], d.Name, n, ErrPlan)
 	}
-	src := source{meta: d.Meta, classes: d.NumClasses, degree: make([]int32, n), labels: d.Labels}
+	src := &source{meta: d.Meta, classes: d.NumClasses, degree: make([]int32, n), labels: d.Labels}
 	old := func(v int) int { return v }
 	var inv []int32
 	if plan.Perm != nil {
@@ -61,11 +82,11 @@ func WriteDataset(d *graph.Dataset, plan Plan, dir string) (Quality, error) {
 	}
 	src.rows = func(lo, hi int) (*tensor.CSR, graph.Features, error) {
 		if inv == nil {
-			return sliceRows(d.Adj, lo, hi), sliceFeatures(d.Features, lo, hi), nil
+			return sliceRows(d.Adj, lo, hi), FeatureRows(d.Features, lo, hi), nil
 		}
 		return permutedRows(d.Adj, plan.Perm, inv, lo, hi), permutedFeatures(d.Features, plan.Perm, lo, hi), nil
 	}
-	return writeParts(&src, plan.Bounds, dir)
+	return src, nil
 }
 
 // WritePrepared partitions the whole-graph prepared file (or directory) src into parts
@@ -177,7 +198,7 @@ func sliceRows(m *tensor.CSR, lo, hi int) *tensor.CSR {
 }
 
 // sliceFeatures returns feature rows [lo, hi), sharing storage.
-func sliceFeatures(f graph.Features, lo, hi int) graph.Features {
+func FeatureRows(f graph.Features, lo, hi int) graph.Features {
 	switch {
 	case f.Sparse != nil:
 		return graph.Features{Sparse: sliceRows(f.Sparse, lo, hi)}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+)
+
+// serverFlags are the flags the graph-server and param-server commands share.
+type serverFlags struct {
+	config      string
+	listen      string
+	listenFD    int
+	stopOnStdin bool
+}
+
+func (f *serverFlags) add(fs *pflag.FlagSet, defaultPort int) {
+	fs.StringVar(&f.config, "config", "", "run config (JSON, the operator's "+jobconfig.ConfigMapKey+"); flags given as well override it")
+	fs.StringVar(&f.listen, "listen", fmt.Sprintf(":%d", defaultPort), "address to serve gRPC on")
+	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on this inherited listening socket instead of --listen")
+	fs.BoolVar(&f.stopOnStdin, "stop-on-stdin-eof", false, "stop when standard input closes (set by dorylus train for its child processes)")
+}
+
+// listener returns the socket to serve on.
+func (f *serverFlags) listener() (net.Listener, error) {
+	if f.listenFD > 0 {
+		file := os.NewFile(uintptr(f.listenFD), "listener")
+		defer file.Close()
+		lis, err := net.FileListener(file)
+		if err != nil {
+			return nil, fmt.Errorf("--listen-fd %d: %w", f.listenFD, err)
+		}
+		return lis, nil
+	}
+	lis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	return lis, nil
+}
+
+// context returns ctx, cancelled also when standard input closes if asked.
+func (f *serverFlags) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if f.stopOnStdin {
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			cancel()
+		}()
+	}
+	return ctx, cancel
+}
+
+// overrideConfig applies cfg (through apply), then re-applies the flags set on the command
+// line, so that they win over the config file.
+func overrideConfig(fs *pflag.FlagSet, apply func() error) error {
+	set := map[string]string{}
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = f.Value.String() })
+	if err := apply(); err != nil {
+		return err
+	}
+	for name, v := range set {
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// graphServerOptions are the flags of `dorylus graph-server`.
+type graphServerOptions struct {
+	serverFlags
+	partition, partitions int
+	dataset               string
+	peers, paramServers   string
+	run                   string
+	intervals, workers    int
+	layers, hidden        int
+	dropout, lr, wd       float64
+	epochs                int
+	seed                  uint64
+	staleness             string
+	target                float64
+	evalEvery             int
+	latency               time.Duration
+	wire                  bool
+	startup               time.Duration
+}
+
+func newGraphServerCommand() *cobra.Command {
+	o := graphServerOptions{}
+	cmd := &cobra.Command{
+		Use:   "graph-server",
+		Short: "Serve one partition as a graph server",
+		Long: `Graph-server holds one partition of the graph, runs the graph tasks of its intervals, hands
+the tensor tasks to its tensor backend, exchanges ghost rows with the other graph servers and
+talks to the parameter servers. Graph server 0 coordinates the run and writes its progress to
+standard output as JSON lines. It keeps serving after the last epoch until it is stopped.`,
+		Example: `  dorylus graph-server --config /etc/dorylus/run.json --partition 1
+  dorylus graph-server --partition 0 --partitions 2 --dataset parts/ --peers h0:5000,h1:5000 --param-servers p0:5100`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config != "" {
+				if err := overrideConfig(cmd.Flags(), func() error { return o.fromConfig(o.config) }); err != nil {
+					return err
+				}
+			}
+			return runGraphServer(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	o.add(f, jobconfig.GraphServerPort)
+	f.IntVar(&o.partition, "partition", envInt(jobconfig.EnvPartition), "partition this server holds (default $"+jobconfig.EnvPartition+")")
+	f.IntVar(&o.partitions, "partitions", 1, "number of partitions (graph servers)")
+	f.StringVar(&o.dataset, "dataset", "cora", "a directory of partition files (dorylus prepare --partitions), or any dataset `dorylus train` takes, partitioned in memory")
+	f.StringVar(&o.peers, "peers", "", "comma-separated addresses of the graph servers of every partition, in partition order")
+	f.StringVar(&o.paramServers, "param-servers", "", "comma-separated addresses of the parameter-server shards, in shard order")
+	f.StringVar(&o.run, "run", "dorylus", "identity of the run, the same on all its servers")
+	f.IntVar(&o.intervals, "intervals", 0, "intervals of the partition (0: the tensor workers' number)")
+	f.IntVar(&o.workers, "workers", 0, "concurrent tensor tasks of the cpu backend (0: the number of intervals)")
+	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution layers")
+	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer")
+	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer")
+	f.Float64Var(&o.lr, "lr", 0.01, "Adam learning rate")
+	f.Float64Var(&o.wd, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight")
+	f.IntVar(&o.epochs, "epochs", 200, "training epochs")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of weights and dropout")
+	f.StringVar(&o.staleness, "staleness", "sync", "sync, or the staleness bound S ≥ 0 of asynchronous training")
+	f.Float64Var(&o.target, "target-accuracy", 0, "stop once the validation accuracy reaches this fraction (0: never)")
+	f.IntVar(&o.evalEvery, "eval-every", 1, "evaluate every N epochs, and after the last")
+	f.DurationVar(&o.latency, "inject-latency", 0, "latency added to every tensor task (cpu backend)")
+	f.BoolVar(&o.wire, "tensor-wire", false, "send tensor tasks through the wire encoding of remote backends (cpu backend)")
+	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up")
+	return cmd
+}
+
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
+// fromConfig sets the options from a run config.
+func (o *graphServerOptions) fromConfig(path string) error {
+	c, err := jobconfig.Load(path)
+	if err != nil {
+		return err
+	}
+	if c.Model.Architecture != jobconfig.ArchitectureGCN {
+		return fmt.Errorf("%s: model %s: this build trains GCN", path, c.Model.Architecture)
+	}
+	if c.Backend.Kind != jobconfig.BackendCPU {
+		return fmt.Errorf("%s: tensor backend %q: this build has the cpu backend only", path, c.Backend.Kind)
+	}
+	ds, err := configDataset(c.Dataset)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	o.dataset = ds
+	o.partitions, o.peers = c.GraphServers.Replicas, strings.Join(c.GraphServers.Peers, ",")
+	o.paramServers = strings.Join(c.ParameterServers.Shards, ",")
+	o.listen = fmt.Sprintf(":%d", c.GraphServers.Port)
+	o.run = c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID
+	o.intervals, o.workers = c.Training.Intervals, c.Backend.CPU.Workers
+	o.layers, o.hidden, o.dropout = c.Model.Layers, c.Model.Hidden, c.Model.Dropout
+	o.lr, o.wd, o.epochs, o.seed = c.Training.LearningRate, c.Training.WeightDecay, c.Training.Epochs, uint64(c.Training.Seed)
+	o.target = c.Training.TargetAccuracy
+	o.staleness = strconv.Itoa(c.Training.Staleness)
+	if c.Training.Sync {
+		o.staleness = "sync"
+	}
+	return nil
+}
+
+// configDataset returns the dataset spec of a run config's dataset.
+func configDataset(d jobconfig.Dataset) (string, error) {
+	switch d.Source {
+	case jobconfig.SourceBuiltin:
+		return d.Name, nil
+	case jobconfig.SourcePVC:
+		return jobconfig.DatasetMountPath + "/" + strings.TrimPrefix(d.Path, "/"), nil
+	}
+	return "", fmt.Errorf("dataset source %q: this build reads builtin and pvc datasets", d.Source)
+}
+
+// parseStaleness parses "sync" or a bound S ≥ 0.
+func parseStaleness(s string) (sync bool, bound int, err error) {
+	if s == "sync" {
+		return true, 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return false, 0, fmt.Errorf("--staleness %q: want sync or a bound S ≥ 0", s)
+	}
+	return false, n, nil
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// loadPartition reads partition p of parts: its own file from a partitioned directory, or the
+// whole dataset cut in memory by the contiguous plan (every server computes the same cut).
+func loadPartition(spec string, p, parts int) (*graph.PartitionData, error) {
+	if graph.IsPartitionedDir(spec, parts) {
+		return graph.ReadPartitionFile(spec, p, parts)
+	}
+	d, err := graph.Load(spec, graph.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	plan, err := partition.Contiguous(d.Adj.RowPtr, parts)
+	if err != nil {
+		return nil, err
+	}
+	return partition.DatasetPart(d, plan, p)
+}
+
+func runGraphServer(ctx context.Context, o graphServerOptions, stdout io.Writer) error {
+	sync, stale, err := parseStaleness(o.staleness)
+	if err != nil {
+		return err
+	}
+	if o.intervals == 0 {
+		o.intervals = o.workers
+		if o.intervals == 0 {
+			o.intervals = runtime.GOMAXPROCS(0)
+		}
+	}
+	if o.workers == 0 {
+		o.workers = o.intervals
+	}
+	backend, err := cpu.New(cpu.Options{Workers: o.workers, Latency: o.latency, Wire: o.wire})
+	if err != nil {
+		return err
+	}
+	data, err := loadPartition(o.dataset, o.partition, o.partitions)
+	if err != nil {
+		return err
+	}
+	lis, err := o.listener()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := o.context(ctx)
+	defer cancel()
+	cfg := graphserver.Config{
+		Partition: o.partition, Partitions: o.partitions, Intervals: o.intervals, Data: data,
+		Peers: splitList(o.peers), ParamServers: splitList(o.paramServers), Run: o.run,
+		Layers: o.layers, Hidden: o.hidden, Dropout: o.dropout, LearningRate: o.lr, WeightDecay: o.wd,
+		Epochs: o.epochs, Seed: o.seed, Sync: sync, Staleness: stale, TargetAccuracy: o.target, EvalEvery: o.evalEvery,
+		Backend: backend, Startup: o.startup,
+	}
+	if o.partition == 0 {
+		cfg.Events = stdout
+	}
+	return graphserver.Run(ctx, cfg, lis)
+}

@@ -1,0 +1,233 @@
+package graphserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+)
+
+// Event is one JSON line the coordinator writes to Config.Events.
+type Event struct {
+	Event string `json:"event"` // "epoch" or "result"
+	// epoch: the epoch (1-based), its training loss, the validation accuracy if evaluated
+	// after it, its duration (between the completions of consecutive epochs across all
+	// servers), and the tensor payload bytes the graph servers sent each other during it.
+	Epoch   int      `json:"epoch"`
+	Loss    float64  `json:"loss,omitempty"`
+	ValAcc  *float64 `json:"val_accuracy,omitempty"`
+	Seconds float64  `json:"seconds,omitempty"`
+	Bytes   uint64   `json:"bytes,omitempty"`
+	// result: the accuracies and losses of the final evaluation.
+	TrainAcc  float64 `json:"train_accuracy,omitempty"`
+	TestAcc   float64 `json:"test_accuracy,omitempty"`
+	TrainLoss float64 `json:"train_loss,omitempty"`
+	ValLoss   float64 `json:"val_loss,omitempty"`
+}
+
+// coordinator is graph server 0's bookkeeping of the whole run; driver goroutine only.
+type coordinator struct {
+	s       *server
+	enc     *json.Encoder
+	start   time.Time
+	reports map[int]*epochAgg
+	next    int        // the next epoch to complete
+	lines   []epochRow // completed epochs not yet written
+	last    int        // the last epoch of the run
+	stopped bool
+	evals   map[uint32]*evalAgg
+	queue   []*rpc.Evaluate // evaluations not yet started; one runs at a time
+	running bool
+}
+
+type epochAgg struct {
+	n     int
+	loss  float64
+	bytes uint64
+}
+
+type epochRow struct {
+	ev      Event
+	pending bool // waiting for its evaluation
+}
+
+type evalAgg struct {
+	version uint64
+	n       int
+	correct [3]uint64
+	loss    [2]float64
+}
+
+func newCoordinator(s *server) *coordinator {
+	c := &coordinator{s: s, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}, last: s.cfg.Epochs - 1}
+	if s.cfg.Events != nil {
+		c.enc = json.NewEncoder(s.cfg.Events)
+	}
+	return c
+}
+
+// epochDone adds a partition's epoch report; every epoch all partitions reported completes.
+func (c *coordinator) epochDone(r *rpc.EpochReport) {
+	a := c.reports[int(r.Epoch)]
+	if a == nil {
+		a = &epochAgg{}
+		c.reports[int(r.Epoch)] = a
+	}
+	a.n++
+	a.loss += r.Loss
+	a.bytes += r.BytesSent
+	for {
+		a := c.reports[c.next]
+		if a == nil || a.n < c.s.cfg.Partitions || c.next > c.last {
+			return
+		}
+		delete(c.reports, c.next)
+		now := time.Now()
+		e := c.next
+		c.next++
+		if math.IsNaN(a.loss) || math.IsInf(a.loss, 0) {
+			c.s.fail(fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.s.model.Layers))
+			return
+		}
+		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
+		c.start = now
+		if (e+1)%c.s.cfg.EvalEvery == 0 || e == c.last {
+			row.pending = true
+			version := uint64(c.s.sched.WeightVersion())
+			if c.s.cfg.Sync {
+				version = uint64(e + 1) // the weights after epoch e's update
+			}
+			c.s.evalPins[version]++
+			c.s.updateKeep()
+			c.evals[uint32(e)] = &evalAgg{version: version}
+			c.queue = append(c.queue, &rpc.Evaluate{Id: uint32(e), Version: version})
+			c.startNext()
+		}
+		c.lines = append(c.lines, row)
+		c.flush()
+	}
+}
+
+// startNext starts the next queued evaluation unless one is running.
+func (c *coordinator) startNext() {
+	if c.running || len(c.queue) == 0 {
+		return
+	}
+	ev := c.queue[0]
+	c.queue = c.queue[1:]
+	c.running = true
+	c.s.command(&rpc.CommandRequest{Evaluate: ev})
+}
+
+// evalDone adds a partition's evaluation report.
+func (c *coordinator) evalDone(r *rpc.EvalReport) {
+	a := c.evals[r.Id]
+	if a == nil || len(r.Correct) != 3 || len(r.Loss) != 2 {
+		c.s.fail(fmt.Errorf("unexpected evaluation report %d from graph server %d", r.Id, r.From))
+		return
+	}
+	a.n++
+	for i := range a.correct {
+		a.correct[i] += r.Correct[i]
+	}
+	a.loss[0] += r.Loss[0]
+	a.loss[1] += r.Loss[1]
+	if a.n < c.s.cfg.Partitions {
+		return
+	}
+	delete(c.evals, r.Id)
+	c.running = false
+	if c.s.evalPins[a.version]--; c.s.evalPins[a.version] <= 0 {
+		delete(c.s.evalPins, a.version)
+	}
+	c.s.updateKeep()
+	acc := func(i int) float64 {
+		if t := c.s.part.Totals[i]; t > 0 {
+			return float64(a.correct[i]) / float64(t)
+		}
+		return 0
+	}
+	val := acc(1)
+	e := int(r.Id)
+	for i := range c.lines {
+		if c.lines[i].ev.Epoch == e+1 {
+			c.lines[i].ev.ValAcc, c.lines[i].pending = &val, false
+		}
+	}
+	if t := c.s.cfg.TargetAccuracy; t > 0 && val >= t && !c.stopped && e < c.last {
+		c.stop(e)
+	}
+	c.flush()
+	if e == c.last {
+		c.emit(Event{Event: "result", Epoch: e + 1, ValAcc: &val, TrainAcc: acc(0), TestAcc: acc(2), TrainLoss: a.loss[0], ValLoss: a.loss[1]})
+		return
+	}
+	c.startNext()
+}
+
+// stop ends the run after epoch e.
+func (c *coordinator) stop(e int) {
+	c.stopped, c.last = true, e
+	kept := c.queue[:0]
+	for _, ev := range c.queue {
+		if int(ev.Id) <= e {
+			kept = append(kept, ev)
+		} else if c.s.evalPins[ev.Version]--; c.s.evalPins[ev.Version] <= 0 {
+			delete(c.s.evalPins, ev.Version)
+		}
+	}
+	c.queue = kept
+	rows := c.lines[:0]
+	for _, row := range c.lines {
+		if row.ev.Epoch <= e+1 {
+			rows = append(rows, row)
+		}
+	}
+	c.lines = rows
+	c.s.command(&rpc.CommandRequest{Stop: true, StopAfter: uint32(e)})
+}
+
+// flush writes the completed epochs in order, each once its evaluation (if any) is in.
+func (c *coordinator) flush() {
+	for len(c.lines) > 0 && !c.lines[0].pending {
+		c.emit(c.lines[0].ev)
+		c.lines = c.lines[1:]
+	}
+}
+
+func (c *coordinator) emit(ev Event) {
+	if c.enc == nil {
+		return
+	}
+	if err := c.enc.Encode(ev); err != nil {
+		c.s.fail(fmt.Errorf("write progress: %w", err))
+	}
+}
+
+// startEval runs an evaluation pass at version v beside training and reports it.
+func (s *server) startEval(id uint32, v uint64) {
+	s.evalPins[v]++
+	s.updateKeep()
+	go func() {
+		rep, err := s.eval.run(s.ctx, id, v)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.fail(fmt.Errorf("evaluation after epoch %d: %w", id+1, err))
+			}
+			return
+		}
+		s.do(func() {
+			if s.evalPins[v]--; s.evalPins[v] <= 0 {
+				delete(s.evalPins, v)
+			}
+			s.updateKeep()
+		})
+		s.toCoordinator(func() { s.coord.evalDone(rep) }, func(ctx context.Context, c rpc.GraphServerClient) error {
+			_, err := c.EvalDone(ctx, rep)
+			return err
+		})
+	}()
+}

@@ -1,0 +1,473 @@
+// Package graphserver is the graph-server role of the data plane (DESIGN.md sections 1, 4, 5):
+// it holds one partition and its ghost buffers, runs the graph-parallel tasks (GA, SC and their
+// backward passes) with pkg/tensor, exchanges ghost rows with its peers over gRPC, hands the
+// tensor tasks (AV, the loss, ∇AV) to a pkg/dispatch backend, pulls weights from and pushes
+// gradients to the parameter servers, and drives its intervals through a pkg/pipeline
+// Scheduler. Graph server 0 also coordinates: it sums the epochs' losses, runs evaluation
+// passes, stops at the target accuracy or the epoch count, and writes the run's progress as
+// JSON lines.
+//
+// # Buffers
+//
+// P_l (owned rows, then ghost rows) and dZ_l (owned rows) are kept in R slots, epoch e in slot
+// e mod R, so that a Gather can read each source interval at the epoch the scheduler names
+// (Started.Reads) while its producer already writes a newer one: R = 1 in synchronous mode,
+// 2S+2 with staleness S (a reader at epoch e reads no older than e-S-1, and no interval runs
+// past e+S meanwhile). The backward pass uses the symmetry of Â: ∇GA_l of an interval computes
+// only the contributions of its rows to ghost rows (its transposed ghost block times its dZ_l
+// rows), which ∇SC_l pushes to their owners; the owned part of Âᵀ dZ_l is gathered by ∇AV_l
+// from the versioned dZ_l rows of the local intervals, and the owners add the pushed
+// contributions, each as of the epoch the scheduler names.
+//
+// # Evaluation
+//
+// The coordinator asks every graph server for an evaluation pass (no dropout) at a weight
+// version after an epoch (every EvalEvery epochs and after the last); it runs beside training
+// with its own buffers and a layer-by-layer exchange, and yields the validation accuracy of the
+// learning curve and the final accuracies.
+package graphserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// Config is what one graph server needs.
+type Config struct {
+	Partition, Partitions int
+	Intervals             int                  // per graph server (every server must use the same number)
+	Data                  *graph.PartitionData // this server's partition (graph.ReadPartitionFile)
+	Peers                 []string             // address of the graph server of every partition (own included)
+	ParamServers          []string             // address of every parameter-server shard
+	Run                   string               // the run's identity, shared by all its servers
+
+	Layers, Hidden int
+	Dropout        float64
+	LearningRate   float64
+	WeightDecay    float64
+	Epochs         int
+	Seed           uint64
+	Sync           bool
+	Staleness      int
+	TargetAccuracy float64 // stop once the validation accuracy reaches it (0: never)
+	EvalEvery      int     // evaluate every this many epochs, and after the last
+
+	Backend dispatch.Backend
+	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
+	Events io.Writer
+	// Startup bounds the wait for peers to come up.
+	Startup time.Duration
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Partitions < 1 || c.Partition < 0 || c.Partition >= c.Partitions:
+		return fmt.Errorf("partition %d of %d", c.Partition, c.Partitions)
+	case len(c.Peers) != c.Partitions:
+		return fmt.Errorf("%d peer addresses for %d partitions", len(c.Peers), c.Partitions)
+	case len(c.ParamServers) < 1:
+		return errors.New("no parameter server addresses")
+	case c.Intervals < 1:
+		return fmt.Errorf("%d intervals", c.Intervals)
+	case c.Epochs < 1:
+		return fmt.Errorf("%d epochs", c.Epochs)
+	case c.Sync && c.Staleness != 0:
+		return errors.New("staleness given with synchronous mode")
+	case c.Staleness < 0:
+		return fmt.Errorf("staleness %d", c.Staleness)
+	case c.EvalEvery < 1:
+		return fmt.Errorf("evaluation every %d epochs", c.EvalEvery)
+	case c.Backend == nil:
+		return errors.New("no tensor backend")
+	}
+	return nil
+}
+
+// server is one graph server.
+type server struct {
+	rpc.UnimplementedGraphServerServer
+	cfg   Config
+	part  *partition.Part
+	ivs   []interval
+	model model.GCNConfig
+	dims  []int
+	slots int // R
+
+	p  [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
+	z  []*tensor.Dense   // [layer]: Z_l, owned rows
+	dz [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows
+	// contrib[layer][remote interval][slot]: gradient contributions pushed by a remote
+	// interval to this server's rows
+	contrib [][][]contribution
+	// seg[global interval]: for a remote interval, the range of this server's ghost block of
+	// its partition that its Scatter fills (set by its first batch)
+	seg      [][2]int
+	segKnown []atomic.Bool
+	compP    []*bufPool // [layer]: composite P_l buffers of mixed-epoch Gathers
+	compDZ   []*bufPool // [layer]: composite dZ_l buffers of mixed-epoch backward Gathers
+
+	peers  []*peer
+	shards []*shard
+
+	events chan func()
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Owned by the driver goroutine.
+	sched     *pipeline.Scheduler
+	epochLoss map[int]float64
+	epochWU   map[int]int
+	evalPins  map[uint64]int
+	coord     *coordinator
+
+	weights   weightCache
+	keep      atomic.Pointer[rpc.Keep]
+	keepSeq   uint64
+	bytesSent atomic.Uint64
+	eval      *evaluator
+}
+
+// interval is one interval's state and buffers, reused across epochs.
+type interval struct {
+	*partition.Interval
+	feats  graph.Features
+	labels []int32
+	train  []int32 // training rows, relative to the interval
+	act    []model.Activation
+	dp     []*tensor.Dense   // [layer]: dP_l of the rows
+	dw     []*tensor.Dense   // [layer]: dW_l of the epoch, until WU
+	ghostC []*tensor.Dense   // [layer]: contributions to the touched ghosts
+	zView  []*tensor.Dense   // [layer]: rows of z
+	pView  [][]*tensor.Dense // [layer][slot]: rows of p
+	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
+	send   [][]float32       // [peer]: gather buffer of Scatter rows
+}
+
+// contribution is one remote interval's pushed gradient rows of one epoch.
+type contribution struct {
+	rows []int32 // local owned rows, ascending
+	data *tensor.Dense
+}
+
+// Run loads the partition, serves on lis, connects to the peers and parameter servers, trains,
+// and keeps serving (evaluations, late requests) until ctx ends or the run fails. It returns
+// nil after a clean shutdown and the first error otherwise.
+func Run(ctx context.Context, cfg Config, lis net.Listener) error {
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
+	}
+	if cfg.Startup == 0 {
+		cfg.Startup = 2 * time.Minute
+	}
+	s, err := newServer(cfg)
+	if err != nil {
+		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.ctx, s.cancel = ctx, cancel
+	srv, h := rpc.NewServer()
+	rpc.RegisterGraphServerServer(srv, s)
+	served := make(chan error, 1)
+	go func() { served <- rpc.Serve(ctx, lis, srv, h) }()
+	err = s.run(ctx)
+	cancel(err)
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	s.close()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
+	}
+	return nil
+}
+
+// newServer loads the partition and allocates every buffer.
+func newServer(cfg Config) (*server, error) {
+	d := cfg.Data
+	if d == nil || d.Part != cfg.Partition || d.Parts != cfg.Partitions {
+		return nil, fmt.Errorf("no data of partition %d of %d", cfg.Partition, cfg.Partitions)
+	}
+	if err := requireFeatures(d); err != nil {
+		return nil, err
+	}
+	if d.Features.Sparse != nil {
+		graph.RowNormalize(d.Features.Sparse)
+	}
+	part, err := partition.Build(d)
+	if err != nil {
+		return nil, err
+	}
+	cuts, err := part.Cut(cfg.Intervals)
+	if err != nil {
+		return nil, err
+	}
+	m := model.GCNConfig{InDim: d.Features.Cols(), Hidden: cfg.Hidden, Classes: d.NumClasses, Layers: cfg.Layers, Dropout: float32(cfg.Dropout)}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	s := &server{
+		cfg: cfg, part: part, model: m, dims: m.Dims(), slots: 1,
+		events: make(chan func(), 1024), epochLoss: map[int]float64{}, epochWU: map[int]int{}, evalPins: map[uint64]int{},
+	}
+	if !cfg.Sync {
+		s.slots = 2*cfg.Staleness + 2
+	}
+	s.allocate(cuts)
+	s.weights.byVersion = map[int]*weightSet{}
+	s.keep.Store(&rpc.Keep{})
+	if cfg.Partition == 0 {
+		s.coord = newCoordinator(s)
+	}
+	s.eval = newEvaluator(s)
+	return s, nil
+}
+
+func requireFeatures(d *graph.PartitionData) error {
+	if d.Features.Present() {
+		return nil
+	}
+	return fmt.Errorf("dataset %s: %w", d.Meta.Name, graph.ErrNoFeatures)
+}
+
+// allocate sets up the intervals and the buffers of every layer.
+func (s *server) allocate(cuts []partition.Interval) {
+	L, R, n := s.model.Layers, s.slots, s.part.Owned
+	rows := n + len(s.part.Ghosts)
+	s.p, s.dz, s.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([]*tensor.Dense, L)
+	for l := range L {
+		d := s.dims[l+1]
+		s.z[l] = tensor.NewDense(n, d)
+		for range R {
+			s.p[l] = append(s.p[l], tensor.NewDense(rows, d))
+			s.dz[l] = append(s.dz[l], tensor.NewDense(n, d))
+		}
+		s.compP = append(s.compP, &bufPool{rows: rows, cols: d})
+		s.compDZ = append(s.compDZ, &bufPool{rows: n, cols: d})
+	}
+	total := s.cfg.Partitions * s.cfg.Intervals
+	s.seg = make([][2]int, total)
+	s.segKnown = make([]atomic.Bool, total)
+	s.contrib = make([][][]contribution, L)
+	for l := range L {
+		s.contrib[l] = make([][]contribution, total)
+		for g := range total {
+			if g/s.cfg.Intervals != s.cfg.Partition {
+				s.contrib[l][g] = make([]contribution, R)
+			}
+		}
+	}
+	dmax := 0
+	for _, d := range s.dims[1:] {
+		dmax = max(dmax, d)
+	}
+	for i := range cuts {
+		c := &cuts[i]
+		iv := interval{Interval: c, feats: partition.FeatureRows(s.part.Features, c.Lo, c.Hi), labels: s.part.Labels[c.Lo:c.Hi]}
+		for _, r := range s.part.Splits[0] {
+			if int(r) >= c.Lo && int(r) < c.Hi {
+				iv.train = append(iv.train, r-int32(c.Lo))
+			}
+		}
+		iv.act = make([]model.Activation, L)
+		for l := range L {
+			d := s.dims[l+1]
+			iv.dp = append(iv.dp, tensor.NewDense(c.Rows(), d))
+			iv.dw = append(iv.dw, tensor.NewDense(s.dims[l], d))
+			iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, d))
+			iv.zView = append(iv.zView, s.z[l].RowSlice(c.Lo, c.Hi))
+			var pv, dzv []*tensor.Dense
+			for r := range R {
+				pv = append(pv, s.p[l][r].RowSlice(c.Lo, c.Hi))
+				dzv = append(dzv, s.dz[l][r].RowSlice(c.Lo, c.Hi))
+			}
+			iv.pView, iv.dzView = append(iv.pView, pv), append(iv.dzView, dzv)
+		}
+		iv.send = make([][]float32, s.cfg.Partitions)
+		for q, rg := range c.Send {
+			iv.send[q] = make([]float32, (rg[1]-rg[0])*dmax)
+		}
+		s.ivs = append(s.ivs, iv)
+	}
+}
+
+// run connects, trains and serves until ctx ends.
+func (s *server) run(ctx context.Context) error {
+	if err := s.connect(ctx); err != nil {
+		return err
+	}
+	sc, err := pipeline.New(pipeline.Config{
+		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.model.Layers, Epochs: s.cfg.Epochs,
+		Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
+		Local: []int{s.cfg.Partition}, ExternalVersions: true,
+	})
+	if err != nil {
+		return err
+	}
+	s.sched = sc
+	return s.drive(ctx)
+}
+
+// do hands f to the driver goroutine, which runs every change of scheduler state.
+func (s *server) do(f func()) {
+	select {
+	case s.events <- f:
+	case <-s.ctx.Done():
+	}
+}
+
+// fail ends the run with err (the first error wins).
+func (s *server) fail(err error) { s.cancel(err) }
+
+// drive is the driver loop: it starts every ready task, applies events, and never blocks on I/O.
+func (s *server) drive(ctx context.Context) error {
+	if s.coord != nil {
+		s.coord.start = time.Now()
+	}
+	var ready []pipeline.Task
+	for {
+		ready = s.sched.AppendReady(ready[:0])
+		for _, t := range ready {
+			st, err := s.sched.Start(t)
+			if err != nil {
+				return err
+			}
+			if t.Kind == pipeline.KindAV && t.Layer == 0 {
+				s.updateKeep()
+			}
+			go s.exec(ctx, st)
+		}
+		select {
+		case f := <-s.events:
+			f()
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+			return nil
+		}
+	}
+}
+
+// exec runs one task and reports its completion to the driver.
+func (s *server) exec(ctx context.Context, st pipeline.Started) {
+	loss, err := s.runTask(ctx, st)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.fail(fmt.Errorf("%v: %w", st.Task, err))
+		}
+		return
+	}
+	s.do(func() { s.taskDone(st.Task, loss) })
+}
+
+// taskDone records a finished task in the scheduler and does what follows it.
+func (s *server) taskDone(t pipeline.Task, loss float64) {
+	if err := s.sched.Done(t); err != nil {
+		s.fail(err)
+		return
+	}
+	switch {
+	case t.Kind == pipeline.KindAV && t.Layer == s.model.Layers:
+		s.epochLoss[t.Epoch] += loss
+	case t.Kind == pipeline.KindWU:
+		s.updateKeep()
+		s.weights.release(s.keep.Load())
+		go s.broadcastProgress(t)
+		s.epochWU[t.Epoch]++
+		if s.epochWU[t.Epoch] == s.cfg.Intervals {
+			rep := &rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: s.epochLoss[t.Epoch], BytesSent: s.bytesSent.Swap(0)}
+			delete(s.epochLoss, t.Epoch)
+			delete(s.epochWU, t.Epoch)
+			go s.reportEpoch(rep)
+		}
+	}
+}
+
+// updateKeep publishes a new Keep report: the pinned versions and the newest known.
+func (s *server) updateKeep() {
+	s.keepSeq++
+	k := &rpc.Keep{Seq: s.keepSeq, Newest: uint64(s.sched.WeightVersion())}
+	for _, v := range s.sched.PinnedVersions() {
+		k.Pinned = append(k.Pinned, uint64(v))
+	}
+	for v := range s.evalPins {
+		k.Pinned = append(k.Pinned, v)
+	}
+	s.keep.Store(k)
+}
+
+// setVersion records that every shard has reached version v.
+func (s *server) setVersion(v int) {
+	if v <= s.sched.WeightVersion() {
+		return
+	}
+	if err := s.sched.SetWeightVersion(v); err != nil {
+		s.fail(err)
+		return
+	}
+	s.updateKeep()
+}
+
+func (s *server) close() {
+	for _, p := range s.peers {
+		if p != nil && p.conn != nil {
+			p.conn.Close()
+		}
+	}
+	for _, sh := range s.shards {
+		if sh.conn != nil {
+			sh.conn.Close()
+		}
+	}
+}
+
+// peer is a connection to another graph server.
+type peer struct {
+	name   string
+	conn   *grpc.ClientConn
+	client rpc.GraphServerClient
+}
+
+// global returns the global index of interval i of partition p.
+func (s *server) global(p, i int) int { return p*s.cfg.Intervals + i }
+
+// bufPool keeps buffers of one shape for reuse.
+type bufPool struct {
+	mu         sync.Mutex
+	rows, cols int
+	free       []*tensor.Dense
+}
+
+func (b *bufPool) get() *tensor.Dense {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := len(b.free); n > 0 {
+		d := b.free[n-1]
+		b.free = b.free[:n-1]
+		return d
+	}
+	return tensor.NewDense(b.rows, b.cols)
+}
+
+func (b *bufPool) put(d *tensor.Dense) {
+	b.mu.Lock()
+	b.free = append(b.free, d)
+	b.mu.Unlock()
+}
