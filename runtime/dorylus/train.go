@@ -40,6 +40,7 @@ type trainOptions struct {
 
 func newTrainCommand() *cobra.Command {
 	o := trainOptions{}
+	var dist *distOptions
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Train a GNN with every role in this process",
@@ -52,10 +53,17 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.applyModelDefaults(cmd)
+			if dist.enabled() {
+				if err := o.validate(); err != nil {
+					return err
+				}
+				return runDistributed(cmd.Context(), o, *dist, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return runTrain(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
+	dist = addDistributedFlags(f)
 	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
 	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (gat changes the defaults of --hidden, --dropout and --lr to the GAT paper's 8, 0.6, 0.005)")
 	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+)
+
+// distOptions are the flags of `dorylus train` that run it on separate server processes.
+type distOptions struct {
+	graphServers, paramServers int
+	staleness                  string
+	intervals, workers         int
+	latency                    time.Duration
+	target                     float64
+}
+
+// addDistributedFlags registers the distributed flags of `dorylus train`.
+func addDistributedFlags(f *pflag.FlagSet) *distOptions {
+	d := &distOptions{}
+	f.IntVar(&d.graphServers, "graph-servers", 0, "run on this many graph-server processes (0: everything in this process)")
+	f.IntVar(&d.paramServers, "param-servers", 1, "with --graph-servers: parameter-server processes (weights sharded by layer)")
+	f.StringVar(&d.staleness, "staleness", "sync", "with --graph-servers: sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
+	f.IntVar(&d.intervals, "intervals", 4, "with --graph-servers: intervals per graph server")
+	f.IntVar(&d.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval)")
+	f.DurationVar(&d.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
+	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
+	return d
+}
+
+func (d *distOptions) enabled() bool { return d.graphServers > 0 }
+
+// child is one server process started by the launcher.
+type child struct {
+	name  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	log   *tailWriter
+	done  chan struct{} // closed when the process has exited
+	err   error         // Wait's result
+}
+
+// serverStats are what the launcher learns of its servers.
+type serverStats struct {
+	rss   map[string]int64 // peak RSS per server
+	bytes []float64        // bytes between graph servers, per epoch
+}
+
+// runDistributed runs `dorylus train` on real graph-server and parameter-server processes on
+// loopback and prints the same report as the single-process path.
+func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, stderr io.Writer) error {
+	if _, _, err := parseStaleness(d.staleness); err != nil {
+		return err
+	}
+	if o.model != "gcn" {
+		return fmt.Errorf("--model %s: --graph-servers trains gcn", o.model)
+	}
+	switch {
+	case d.paramServers < 1:
+		return fmt.Errorf("--param-servers %d: want at least 1", d.paramServers)
+	case d.intervals < 1:
+		return fmt.Errorf("--intervals %d: want at least 1", d.intervals)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the dorylus binary: %w", err)
+	}
+	start := time.Now()
+	ds, err := graph.Load(o.dataset, graph.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "dorylus-partitions-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	_, q, err := partitionDataset(ds, d.graphServers, false, dir)
+	if err != nil {
+		return err
+	}
+	rep := trainReport{
+		Dataset: ds.Name, Model: o.model, Nodes: ds.NumNodes(), Edges: ds.Adj.NNZ(), Features: ds.NumFeatures(),
+		Classes: ds.NumClasses, Layers: o.layers, Hidden: o.hidden, Epochs: o.epochs, Runs: o.runs,
+		Threads: tensor.Threads(), LoadSeconds: time.Since(start).Seconds(),
+	}
+	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes; %v\n", ds.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, q)
+	progress := newProgress(stderr, o.epochs*o.runs)
+	var times []float64
+	stats := serverStats{rss: map[string]int64{}}
+	for r := range o.runs {
+		seed := o.seed + uint64(r)
+		res, err := launchOnce(ctx, exe, dir, o, d, seed, progress, stderr, &stats)
+		if err != nil {
+			progress.finish()
+			return err
+		}
+		for _, c := range res.Curve {
+			times = append(times, c.Seconds)
+		}
+		rep.PerRun = append(rep.PerRun, res)
+	}
+	progress.finish()
+	rep.EpochSecondsMedian = median(times)
+	var test, val []float64
+	for _, r := range rep.PerRun {
+		test, val = append(test, r.TestAcc), append(val, r.ValAcc)
+	}
+	rep.TestAccuracy, rep.TestAccuracyStd = meanStd(test)
+	rep.ValAccuracy, _ = meanStd(val)
+	var names []string
+	for name, rss := range stats.rss {
+		rep.PeakRSSBytes = max(rep.PeakRSSBytes, rss)
+		names = append(names, fmt.Sprintf("%s %d MiB", name, rss>>20))
+	}
+	slices.Sort(names)
+	fmt.Fprintf(stderr, "peak RSS: %s; bytes between graph servers per epoch: median %.0f\n", strings.Join(names, ", "), median(stats.bytes))
+	if o.plot != "" {
+		if err := plotCurves(o.plot, rep.PerRun[0].Curve, rep.Dataset); err != nil {
+			return err
+		}
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%s %s on %d graph servers (%s): test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB\n",
+		rep.Model, rep.Dataset, d.graphServers, d.staleness, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
+		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20)
+	return nil
+}
+
+// launchOnce trains one seed: it starts the servers, follows graph server 0's progress, and
+// stops every server, whatever happens.
+func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOptions, seed uint64, p *progress, stderr io.Writer, stats *serverStats) (res runResult, err error) {
+	n, m := d.graphServers, d.paramServers
+	lis := make([]net.Listener, n+m)
+	addrs := make([]string, n+m)
+	for i := range lis {
+		if lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			closeAll(lis)
+			return res, fmt.Errorf("listen on loopback: %w", err)
+		}
+		addrs[i] = lis[i].Addr().String()
+	}
+	defer closeAll(lis)
+	var children []*child
+	defer func() {
+		stopAll(children)
+		for _, c := range children {
+			if st := c.cmd.ProcessState; st != nil {
+				if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+					stats.rss[c.name] = max(stats.rss[c.name], ru.Maxrss*1024)
+				}
+			}
+		}
+	}()
+	exited := make(chan *child, n+m)
+	for s := range m {
+		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited,
+			"param-server", "--shard", strconv.Itoa(s), "--shards", strconv.Itoa(m))
+		if err != nil {
+			return res, err
+		}
+		children = append(children, c)
+	}
+	events, eventsW := io.Pipe()
+	defer events.Close()
+	args := []string{"graph-server", "--partitions", strconv.Itoa(n), "--dataset", dir,
+		"--peers", strings.Join(addrs[:n], ","), "--param-servers", strings.Join(addrs[n:], ","),
+		"--run", fmt.Sprintf("train-%d-%d", os.Getpid(), seed), "--intervals", strconv.Itoa(d.intervals), "--workers", strconv.Itoa(d.workers),
+		"--layers", strconv.Itoa(o.layers), "--hidden", strconv.Itoa(o.hidden), "--dropout", fmt.Sprint(o.dropout),
+		"--lr", fmt.Sprint(o.lr), "--weight-decay", fmt.Sprint(o.weightDecay), "--epochs", strconv.Itoa(o.epochs),
+		"--seed", strconv.FormatUint(seed, 10), "--staleness", d.staleness, "--eval-every", strconv.Itoa(o.evalEvery),
+		"--inject-latency", d.latency.String(), "--target-accuracy", fmt.Sprint(d.target)}
+	for q := range n {
+		var out io.Writer
+		if q == 0 {
+			out = eventsW
+		}
+		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited, append(args, "--partition", strconv.Itoa(q))...)
+		if err != nil {
+			return res, err
+		}
+		children = append(children, c)
+	}
+	closeAll(lis) // the children hold the sockets now
+	lines := make(chan graphserver.Event)
+	decodeErr := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		sc := bufio.NewScanner(events)
+		for sc.Scan() {
+			var ev graphserver.Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				decodeErr <- fmt.Errorf("graph-server 0 wrote %q: %w", sc.Text(), err)
+				return
+			}
+			select {
+			case lines <- ev:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	res.Seed = seed
+	for {
+		select {
+		case ev := <-lines:
+			switch ev.Event {
+			case "epoch":
+				val := math.NaN()
+				if ev.ValAcc != nil {
+					val = *ev.ValAcc
+				}
+				res.Curve = append(res.Curve, epochRecord{Epoch: ev.Epoch, Loss: ev.Loss, ValAcc: val, Seconds: ev.Seconds})
+				res.FinalLoss = ev.Loss
+				stats.bytes = append(stats.bytes, float64(ev.Bytes))
+				p.epoch(seed, ev.Epoch, o.epochs, ev.Loss, val, ev.Seconds)
+			case "result":
+				res.TestAcc, res.TrainAcc = ev.TestAcc, ev.TrainAcc
+				if ev.ValAcc != nil {
+					res.ValAcc = *ev.ValAcc
+				}
+				return res, nil
+			}
+		case err := <-decodeErr:
+			return res, err
+		case c := <-exited:
+			return res, fmt.Errorf("%s exited before the run finished (%v)%s", c.name, c.err, c.log.tail())
+		case <-ctx.Done():
+			return res, fmt.Errorf("training stopped (seed %d): %w", seed, ctx.Err())
+		}
+	}
+}
+
+// startChild starts `exe args...` serving on lis (inherited as fd 3), with its standard
+// output to out (discarded if nil), its standard error to stderr prefixed by its name, and in
+// its own process group, so that a terminal's Ctrl-C reaches only the launcher, which stops
+// it. It stops by itself when its standard input closes (the launcher exiting, even killed).
+func startChild(exe, name string, lis net.Listener, out, stderr io.Writer, exited chan<- *child, args ...string) (*child, error) {
+	f, err := lis.(*net.TCPListener).File()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	defer f.Close()
+	cmd := exec.Command(exe, append(args, "--listen-fd", "3", "--stop-on-stdin-eof")...)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := &child{name: name, cmd: cmd, log: &tailWriter{prefix: "[" + name + "] ", out: stderr}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = out, c.log
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		c.err = cmd.Wait()
+		if w, ok := out.(*io.PipeWriter); ok {
+			w.Close()
+		}
+		close(c.done)
+		exited <- c
+	}()
+	return c, nil
+}
+
+// stopAll closes every child's standard input, which stops it, and kills the process groups
+// of those still running after five seconds; it returns once all have exited.
+func stopAll(children []*child) {
+	for _, c := range children {
+		c.stdin.Close()
+	}
+	deadline := time.After(5 * time.Second)
+	for _, c := range children {
+		select {
+		case <-c.done:
+		case <-deadline:
+			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.done
+		}
+	}
+}
+
+func closeAll(lis []net.Listener) {
+	for _, l := range lis {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// tailWriter forwards a child's log lines with a prefix and keeps the last few.
+type tailWriter struct {
+	mu     sync.Mutex
+	prefix string
+	out    io.Writer
+	buf    []byte
+	last   []string
+}
+
+// Write implements io.Writer.
+func (w *tailWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		fmt.Fprintf(w.out, "%s%s\n", w.prefix, line)
+		if w.last = append(w.last, line); len(w.last) > 5 {
+			w.last = w.last[1:]
+		}
+	}
+	return len(b), nil
+}
+
+// tail returns the last lines the child wrote, for an error message.
+func (w *tailWriter) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.last) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(w.last, "; ")
+}
