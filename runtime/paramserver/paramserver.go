@@ -46,6 +46,7 @@ type Shard struct {
 	changed  chan struct{} // closed and replaced whenever newest moves
 	init     *rpc.InitRequest
 	layers   []int                      // global layer index of each held layer
+	shapes   [][2]int                   // rows and columns of each held layer
 	versions map[uint64][]*tensor.Dense // weights of the held layers per version
 	newest   uint64
 	free     [][]*tensor.Dense // buffers of dropped versions
@@ -153,6 +154,7 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 	adamCfg := model.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 	for l := s.id; l < L; l += s.shards {
 		s.layers = append(s.layers, l)
+		s.shapes = append(s.shapes, [2]int{all[l].Rows, all[l].Cols})
 		held = append(held, all[l])
 		adamCfg.WeightDecay = append(adamCfg.WeightDecay, decay[l])
 	}
@@ -179,9 +181,9 @@ func (s *Shard) alloc() []*tensor.Dense {
 		s.free = s.free[:n-1]
 		return b
 	}
-	out := make([]*tensor.Dense, len(s.layers))
-	for i, w := range s.versions[0] {
-		out[i] = tensor.NewDense(w.Rows, w.Cols)
+	out := make([]*tensor.Dense, len(s.shapes))
+	for i, sh := range s.shapes {
+		out[i] = tensor.NewDense(sh[0], sh[1])
 	}
 	return out
 }

@@ -161,6 +161,10 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 	if _, err := s.Pull(ctx, &rpc.PullRequest{Version: 2}); err == nil || !strings.Contains(err.Error(), "dropped") {
 		t.Errorf("pull of a dropped version: %v", err)
 	}
+	// Versions 0 and 1 are gone; their buffers serve new versions.
+	if r, err := push(t, s, 1, 0, 1, 6, map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}); err != nil || r.Version != 7 {
+		t.Fatalf("push after collection: %v, %v", r, err)
+	}
 	nan := gradient(rng, 0)
 	nan.Data[3] = float32(math.NaN())
 	if _, err := push(t, s, 0, 0, 1, 6, map[int]*tensor.Dense{0: nan, 1: gradient(rng, 1)}); err == nil || !strings.Contains(err.Error(), "not finite") {
