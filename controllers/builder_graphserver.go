@@ -53,6 +53,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 	container := corev1ac.Container().
 		WithName(RoleGraphServer).
 		WithImage(image).
+		WithCommand(jobconfig.Command).
 		WithArgs("graph-server", "--config", jobconfig.DefaultPath, "--partition", "$("+jobconfig.EnvPartition+")").
 		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(env...).

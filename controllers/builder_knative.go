@@ -38,10 +38,11 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 		minScale = 0
 	}
 	container := map[string]any{
-		"name":  RoleFunction,
-		"image": image,
-		"args":  []any{"function", "--listen", ":" + strconv.Itoa(jobconfig.FunctionPort)},
-		"ports": []any{map[string]any{"containerPort": int64(jobconfig.FunctionPort)}},
+		"name":    RoleFunction,
+		"image":   image,
+		"command": []any{jobconfig.Command},
+		"args":    []any{"function", "--listen", ":" + strconv.Itoa(jobconfig.FunctionPort)},
+		"ports":   []any{map[string]any{"containerPort": int64(jobconfig.FunctionPort)}},
 		"securityContext": map[string]any{
 			"allowPrivilegeEscalation": false,
 			"readOnlyRootFilesystem":   true,

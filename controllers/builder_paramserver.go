@@ -57,6 +57,7 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 	container := corev1ac.Container().
 		WithName(RoleParamServer).
 		WithImage(image).
+		WithCommand(jobconfig.Command).
 		WithArgs("param-server", "--config", jobconfig.DefaultPath, "--shard", strconv.Itoa(int(shard))).
 		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.ParamServerPort).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(commonEnv(job)...).

@@ -189,10 +189,11 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
-						Name:  "graph-server",
-						Image: "img:1",
-						Args:  []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)"},
-						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP}},
+						Name:    "graph-server",
+						Image:   "img:1",
+						Command: []string{"/dorylus"},
+						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)"},
+						Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -317,10 +318,11 @@ func TestBuildParamDeployment(t *testing.T) {
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
-						Name:  "param-server",
-						Image: "img:1",
-						Args:  []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1"},
-						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP}},
+						Name:    "param-server",
+						Image:   "img:1",
+						Command: []string{"/dorylus"},
+						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1"},
+						Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -466,8 +468,9 @@ func TestBuildKnativeService(t *testing.T) {
 					"containerConcurrency": int64(3),
 					"containers": []any{map[string]any{
 						"name": "function", "image": "img:1",
-						"args":  []any{"function", "--listen", ":8080"},
-						"ports": []any{map[string]any{"containerPort": int64(8080)}},
+						"command": []any{"/dorylus"},
+						"args":    []any{"function", "--listen", ":8080"},
+						"ports":   []any{map[string]any{"containerPort": int64(8080)}},
 						"resources": map[string]any{"requests": map[string]any{"cpu": "1"},
 							"limits": map[string]any{"memory": "2Gi"}},
 						"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,

@@ -6,6 +6,8 @@ const Version = 1
 
 // Well-known paths, keys, ports and environment variables of the contract.
 const (
+	// Command is the path of the dorylus command in the runtime image.
+	Command = "/dorylus"
 	// DefaultPath is where pods find run.json.
 	DefaultPath = "/etc/dorylus/run.json"
 	// ConfigMapKey is the key of run.json in the job's ConfigMap.

@@ -17,7 +17,8 @@
 //
 // # Commands
 //
-// The runtime image holds the dorylus command; the operator runs it as:
+// The runtime image holds the dorylus command at /dorylus (Command); the
+// operator runs it as:
 //
 //	dorylus graph-server --config /etc/dorylus/run.json --partition $(DORYLUS_PARTITION)
 //	dorylus param-server --config /etc/dorylus/run.json --shard <n>
