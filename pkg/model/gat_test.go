@@ -361,3 +361,26 @@ func TestGATConfigValidation(t *testing.T) {
 		t.Errorf("layer 1 shape %+v", s)
 	}
 }
+
+func TestBestValidationFollowsTheGATPaper(t *testing.T) {
+	b := NewBestValidation(2)
+	steps := []struct {
+		acc, loss float64
+		stop      bool
+	}{
+		{0.5, 1.0, false},  // 1: both improve: kept
+		{0.6, 1.1, false},  // 2: accuracy improves only: progress, not kept
+		{0.55, 0.9, false}, // 3: loss improves only: progress, not kept
+		{0.6, 0.8, false},  // 4: both at least as good: kept
+		{0.59, 0.85, false},
+		{0.58, 0.81, true}, // 6: second epoch without progress: stop
+	}
+	for i, s := range steps {
+		if got := b.Observe(i+1, Metrics{ValAcc: s.acc, ValLoss: s.loss, TestAcc: float64(i + 1)}); got != s.stop {
+			t.Fatalf("epoch %d: stop %v, want %v", i+1, got, s.stop)
+		}
+	}
+	if e, m := b.Best(); e != 4 || m.TestAcc != 4 {
+		t.Errorf("kept epoch %d (test %v), want 4", e, m.TestAcc)
+	}
+}

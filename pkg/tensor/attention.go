@@ -325,19 +325,30 @@ func EdgeAggregate(dst *Dense, a *CSR, alpha *Dense, perm []int64, x *Dense) {
 		return
 	}
 	f := w / heads
+	edge := func(k int64) (xr, c []float32) {
+		p := k
+		if perm != nil {
+			p = perm[k]
+		}
+		j := int(a.ColIdx[k])
+		return x.Data[j*w : j*w+w], alpha.Data[int(p)*heads : int(p)*heads+heads]
+	}
 	edgeRows(a, w, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			d := dst.Data[i*w : i*w+w]
 			clear(d)
-			for k := a.RowPtr[i]; k < a.RowPtr[i+1]; k++ {
-				p := k
-				if perm != nil {
-					p = perm[k]
+			k, e := a.RowPtr[i], a.RowPtr[i+1]
+			for ; k+1 < e; k += 2 { // two edges a step: each output element loaded and stored once
+				x0, c0 := edge(k)
+				x1, c1 := edge(k + 1)
+				for h := range c0 {
+					axpy2(d[h*f:h*f+f], x0[h*f:h*f+f], x1[h*f:h*f+f], c0[h], c1[h])
 				}
-				j := int(a.ColIdx[k])
-				xr := x.Data[j*w : j*w+w]
-				for h, c := range alpha.Data[int(p)*heads : int(p)*heads+heads] {
-					axpy1(d[h*f:h*f+f], xr[h*f:h*f+f], c)
+			}
+			if k < e {
+				x0, c0 := edge(k)
+				for h, c := range c0 {
+					axpy1(d[h*f:h*f+f], x0[h*f:h*f+f], c)
 				}
 			}
 		}

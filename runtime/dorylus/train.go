@@ -30,6 +30,7 @@ type trainOptions struct {
 	lr          float64
 	weightDecay float64
 	epochs      int
+	patience    int
 	seed        uint64
 	runs        int
 	threads     int
@@ -72,7 +73,8 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer (gat: and on the attention coefficients), in [0, 1)")
 	f.Float64Var(&o.lr, "lr", 0.01, "Adam learning rate")
 	f.Float64Var(&o.weightDecay, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight (gat: on every parameter)")
-	f.IntVar(&o.epochs, "epochs", 200, "training epochs per run")
+	f.IntVar(&o.epochs, "epochs", 200, "training epochs per run (with --patience: at most)")
+	f.IntVar(&o.patience, "patience", 0, "select by validation as the GAT paper: evaluate every epoch, report the test accuracy of the last epoch that reached both the best validation accuracy and the lowest validation loss so far, and stop a run after this many epochs without either (0: report the last epoch)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the first run (weights and dropout); run i uses seed+i-1")
 	f.IntVar(&o.runs, "runs", 1, "number of runs, with seeds seed, seed+1, …; accuracies are averaged")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -117,6 +119,8 @@ func (o trainOptions) validate() error {
 		return fmt.Errorf("--weight-decay %g: want a non-negative number", o.weightDecay)
 	case o.epochs < 1:
 		return fmt.Errorf("--epochs %d: want at least 1", o.epochs)
+	case o.patience < 0:
+		return fmt.Errorf("--patience %d: want 0 (off) or more", o.patience)
 	case o.runs < 1:
 		return fmt.Errorf("--runs %d: want at least 1", o.runs)
 	case o.evalEvery < 1:
@@ -142,6 +146,8 @@ type runResult struct {
 	ValAcc    float64       `json:"val_accuracy"`
 	TrainAcc  float64       `json:"train_accuracy"`
 	FinalLoss float64       `json:"final_loss"`
+	EpochsRun int           `json:"epochs_run"`
+	BestEpoch int           `json:"best_epoch,omitempty"` // with --patience: the epoch whose accuracies are reported
 	Curve     []epochRecord `json:"-"`
 }
 
@@ -157,6 +163,7 @@ type trainReport struct {
 	Hidden             int         `json:"hidden"`
 	Heads              int         `json:"heads,omitempty"`
 	Epochs             int         `json:"epochs"`
+	Patience           int         `json:"patience,omitempty"`
 	Runs               int         `json:"runs"`
 	Threads            int         `json:"threads"`
 	TestAccuracy       float64     `json:"test_accuracy"`
@@ -185,7 +192,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	rep := trainReport{
 		Dataset: d.Name, Model: o.model, Nodes: d.NumNodes(), Edges: d.Adj.NNZ(),
 		Features: d.NumFeatures(), Classes: d.NumClasses, Layers: o.layers, Hidden: o.hidden,
-		Epochs: o.epochs, Runs: o.runs, Threads: tensor.Threads(), LoadSeconds: loadSeconds,
+		Epochs: o.epochs, Patience: o.patience, Runs: o.runs, Threads: tensor.Threads(), LoadSeconds: loadSeconds,
 	}
 	if o.model == "gat" {
 		rep.Heads = o.heads
@@ -252,6 +259,10 @@ func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint6
 	res := runResult{Seed: seed}
 	times := make([]float64, 0, o.epochs)
 	valAcc := math.NaN()
+	var sel *model.BestValidation
+	if o.patience > 0 {
+		sel = model.NewBestValidation(o.patience)
+	}
 	for e := 0; e < o.epochs; e++ {
 		if err := ctx.Err(); err != nil {
 			return res, nil, fmt.Errorf("training stopped at epoch %d of seed %d: %w", e+1, seed, err)
@@ -266,16 +277,27 @@ func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint6
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return res, nil, fmt.Errorf("seed %d epoch %d: training loss is %v; lower --lr", seed, e+1, loss)
 		}
-		if (e+1)%o.evalEvery == 0 || e+1 == o.epochs {
+		stop := false
+		if sel != nil || (e+1)%o.evalEvery == 0 || e+1 == o.epochs {
 			m, err := tr.Evaluate()
 			if err != nil {
 				return res, nil, err
 			}
 			valAcc = m.ValAcc
+			stop = sel != nil && sel.Observe(e+1, m)
 		}
 		res.Curve = append(res.Curve, epochRecord{Epoch: e + 1, Loss: loss, ValAcc: valAcc, Seconds: sec})
-		res.FinalLoss = loss
+		res.FinalLoss, res.EpochsRun = loss, e+1
 		p.epoch(seed, e+1, o.epochs, loss, valAcc, sec)
+		if stop {
+			break
+		}
+	}
+	if sel != nil {
+		var best model.Metrics
+		res.BestEpoch, best = sel.Best()
+		res.TestAcc, res.ValAcc, res.TrainAcc = best.TestAcc, best.ValAcc, best.TrainAcc
+		return res, times, nil
 	}
 	m, err := tr.Evaluate()
 	if err != nil {
