@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+)
+
+// dorylusBin is the dorylus binary built once for the multi-process tests.
+var dorylusBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dorylus-test-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dorylusBin = filepath.Join(dir, "dorylus")
+	if out, err := exec.Command("go", "build", "-o", dorylusBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build dorylus: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func coraOptions(epochs int) trainOptions {
+	return trainOptions{dataset: "cora", model: "gcn", layers: 2, hidden: 16, dropout: 0.5, lr: 0.01, weightDecay: 5e-4,
+		epochs: epochs, seed: 1, runs: 1, evalEvery: 1, output: "json"}
+}
+
+// singleProcessLosses trains seed on Cora with the single-process trainer and returns the
+// training loss of every epoch.
+func singleProcessLosses(t *testing.T, o trainOptions, seed uint64) []float64 {
+	t.Helper()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph.RowNormalize(d.Features.Sparse)
+	tr, err := model.NewTrainer(d, model.TrainConfig{GCN: model.GCNConfig{InDim: d.NumFeatures(), Hidden: o.hidden,
+		Classes: d.NumClasses, Layers: o.layers, Dropout: float32(o.dropout)}, LR: float32(o.lr), WeightDecay: float32(o.weightDecay), Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	for e := range o.epochs {
+		loss, err := tr.Epoch(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, loss)
+	}
+	return out
+}
+
+// TestSyncMatchesSingleProcess trains Cora on 2 graph-server and 2 parameter-server processes
+// in synchronous mode and compares the loss of every epoch with the single-process trainer's.
+func TestSyncMatchesSingleProcess(t *testing.T) {
+	o := coraOptions(40)
+	o.evalEvery = 40
+	dir := t.TempDir()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
+		t.Fatal(err)
+	}
+	stats := serverStats{rss: map[string]int64{}}
+	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: 2, staleness: "sync", intervals: 3},
+		1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := singleProcessLosses(t, o, 1)
+	if len(res.Curve) != len(want) {
+		t.Fatalf("%d epochs, want %d", len(res.Curve), len(want))
+	}
+	worst := 0.0
+	for e, r := range res.Curve {
+		worst = math.Max(worst, math.Abs(r.Loss-want[e]))
+		if math.Abs(r.Loss-want[e]) > 1e-4 {
+			t.Errorf("epoch %d: loss %.6f, single process %.6f", e+1, r.Loss, want[e])
+		}
+	}
+	t.Logf("largest loss difference over %d epochs: %.2g; test accuracy %.4f", len(want), worst, res.TestAcc)
+	for _, name := range []string{"graph-server 0", "graph-server 1", "param-server 0", "param-server 1"} {
+		if stats.rss[name] <= 0 {
+			t.Errorf("no peak RSS of %s", name)
+		}
+	}
+}
+
+// TestAccuracyModes trains Cora through `dorylus train --graph-servers 2 --param-servers 2`
+// in sync mode and with S = 0 and S = 1 for a few seeds and checks each mean test accuracy
+// against the single-process mean (within one point, with slack for using so few seeds).
+func TestAccuracyModes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains Cora eight times")
+	}
+	const seeds = 2
+	base := runCLI(t, "train", "--runs", fmt.Sprint(seeds), "--output", "json", "--eval-every", "200")
+	t.Logf("single process: %.4f", base.TestAccuracy)
+	for _, mode := range []string{"sync", "0", "1"} {
+		rep := runCLI(t, "train", "--graph-servers", "2", "--param-servers", "2", "--staleness", mode,
+			"--runs", fmt.Sprint(seeds), "--output", "json", "--eval-every", "200")
+		t.Logf("staleness %s: %.4f ± %.4f, median epoch %.1f ms", mode, rep.TestAccuracy, rep.TestAccuracyStd, 1e3*rep.EpochSecondsMedian)
+		if math.Abs(rep.TestAccuracy-base.TestAccuracy) > 0.015 || rep.Runs != seeds {
+			t.Errorf("staleness %s: test accuracy %.4f over %d runs, single process %.4f", mode, rep.TestAccuracy, rep.Runs, base.TestAccuracy)
+		}
+	}
+}
+
+// runCLI runs the built binary and decodes its JSON report.
+func runCLI(t *testing.T, args ...string) trainReport {
+	t.Helper()
+	cmd := exec.Command(dorylusBin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dorylus %v: %v\n%s", args, err, stderr.String())
+	}
+	var rep trainReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("dorylus %v: %v\n%s", args, err, out)
+	}
+	return rep
+}
+
+// TestKilledServerIsNamed starts a parameter server and two graph servers, kills graph server
+// 1 mid-run and expects graph server 0 to stop within seconds with an error naming it; then
+// freezes a parameter server (SIGSTOP) in a second run and expects the same.
+func TestKilledServerIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, victim := range []string{"graph-server 1", "param-server 0"} {
+		t.Run(strings.ReplaceAll(victim, " ", "-"), func(t *testing.T) {
+			lis := make([]net.Listener, 3)
+			addrs := make([]string, 3)
+			for i := range lis {
+				if lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+					t.Fatal(err)
+				}
+				addrs[i] = lis[i].Addr().String()
+			}
+			defer closeAll(lis)
+			exited := make(chan *child, 3)
+			logs := &syncWriter{w: &strings.Builder{}}
+			var children []*child
+			defer func() { stopAll(children) }()
+			start := func(name string, l net.Listener, out io.Writer, args ...string) *child {
+				c, err := startChild(dorylusBin, name, l, out, logs, exited, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				children = append(children, c)
+				return c
+			}
+			ps := start("param-server 0", lis[2], nil, "param-server")
+			events, eventsW := io.Pipe()
+			defer events.Close()
+			gs := []string{"graph-server", "--partitions", "2", "--dataset", dir, "--peers", addrs[0] + "," + addrs[1],
+				"--param-servers", addrs[2], "--epochs", "100000", "--eval-every", "100000", "--intervals", "2"}
+			gs0 := start("graph-server 0", lis[0], eventsW, append(gs, "--partition", "0")...)
+			gs1 := start("graph-server 1", lis[1], nil, append(gs, "--partition", "1")...)
+			sc := bufio.NewScanner(events)
+			for n := 0; n < 3 && sc.Scan(); n++ {
+				var ev graphserver.Event
+				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Event != "epoch" {
+					t.Fatalf("graph server 0 wrote %q", sc.Text())
+				}
+			}
+			go io.Copy(io.Discard, events)
+			hit := map[string]*child{"graph-server 1": gs1, "param-server 0": ps}[victim]
+			sig, name := syscall.SIGKILL, "graph server 1"
+			if victim == "param-server 0" {
+				sig, name = syscall.SIGSTOP, "parameter server 0"
+			}
+			killed := time.Now()
+			if err := hit.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-gs0.done:
+			case <-time.After(15 * time.Second):
+				t.Fatalf("graph server 0 still running 15 s after %v of %s\n%s", sig, victim, logs.w)
+			}
+			took := time.Since(killed)
+			if sig == syscall.SIGSTOP {
+				hit.cmd.Process.Signal(syscall.SIGCONT)
+			}
+			msg := gs0.log.tail()
+			t.Logf("%v of %s: graph server 0 stopped after %v: %s", sig, victim, took.Round(time.Millisecond), msg)
+			if !strings.Contains(msg, name) || took > 8*time.Second {
+				t.Errorf("graph server 0 stopped after %v with %q, want an error naming %s within seconds", took, msg, name)
+			}
+		})
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Write implements io.Writer.
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
