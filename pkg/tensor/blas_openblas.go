@@ -11,8 +11,8 @@ func init() { setBLASThreads(Threads()) }
 
 func setBLASThreads(n int) { openblas.SetThreads(n) }
 
-// MatMulImpl names the GEMM behind MatMul.
-func MatMulImpl() string { return "openblas" }
+// MatMulImpl names the GEMM behind MatMul, with the kernel set OpenBLAS chose.
+func MatMulImpl() string { return "openblas-" + openblas.CoreName() }
 
 // MatMulOpenBLAS is MatMul through OpenBLAS's cblas_sgemm (the openblas build only).
 func MatMulOpenBLAS(dst, a *Dense, transA bool, b *Dense, transB bool, alpha, beta float32) {

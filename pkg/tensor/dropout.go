@@ -76,23 +76,32 @@ func dropoutChunk(t *task, _, lo, hi int) {
 	thr, scale, key := uint32(t.i1), t.f0, t.u0
 	for r := lo; r < hi; r++ {
 		seed := rowSeed(key, t.i0+r)
-		src := s.Data[r*n : r*n+n]
-		dst := d.Data[r*n : r*n+n]
-		c := 0
-		for g := uint64(1); c+4 <= n; g++ {
-			h := mix64(seed + g*golden)
-			ss, dd := src[c:c+4:c+4], dst[c:c+4:c+4]
-			dd[0] = keepScaled(ss[0], uint32(uint16(h)), thr, scale)
-			dd[1] = keepScaled(ss[1], uint32(uint16(h>>16)), thr, scale)
-			dd[2] = keepScaled(ss[2], uint32(uint16(h>>32)), thr, scale)
-			dd[3] = keepScaled(ss[3], uint32(uint16(h>>48)), thr, scale)
-			c += 4
+		if thr >= 65536 {
+			clear(d.Data[r*n : r*n+n])
+			continue
 		}
-		if c < n {
-			h := mix64(seed + uint64(c/4+1)*golden)
-			for l := 0; c < n; c, l = c+1, l+1 {
-				dst[c] = keepScaled(src[c], uint32(uint16(h>>(16*l))), thr, scale)
-			}
+		dropoutRow(d.Data[r*n:r*n+n], s.Data[r*n:r*n+n], seed, thr, scale)
+	}
+}
+
+// dropoutRowGo applies the mask of the row with the given seed to src into dst.
+func dropoutRowGo(dst, src []float32, seed uint64, thr uint32, scale float32) {
+	n := len(src)
+	dst = dst[:n]
+	c := 0
+	for g := uint64(1); c+4 <= n; g++ {
+		h := mix64(seed + g*golden)
+		ss, dd := src[c:c+4:c+4], dst[c:c+4:c+4]
+		dd[0] = keepScaled(ss[0], uint32(uint16(h)), thr, scale)
+		dd[1] = keepScaled(ss[1], uint32(uint16(h>>16)), thr, scale)
+		dd[2] = keepScaled(ss[2], uint32(uint16(h>>32)), thr, scale)
+		dd[3] = keepScaled(ss[3], uint32(uint16(h>>48)), thr, scale)
+		c += 4
+	}
+	if c < n {
+		h := mix64(seed + uint64(c/4+1)*golden)
+		for l := 0; c < n; c, l = c+1, l+1 {
+			dst[c] = keepScaled(src[c], uint32(uint16(h>>(16*l))), thr, scale)
 		}
 	}
 }

@@ -102,25 +102,42 @@ type gemmArgs struct {
 	ks             *kernelSet
 }
 
-// scratch buffers of the native GEMM, recycled so that steady-state calls do not allocate.
-var gemmScratch = make(chan []float32, 16)
+// scratch buffers (GEMM packing, partial sums of reductions), recycled so that steady-state calls
+// do not allocate.
+var gemmScratch = make(chan []float32, 32)
 
-func scratchSize(ks *kernelSet) int { return gemmKC*(gemmNC+ks.nr) + ks.mr*gemmKC + ks.mr*ks.nr }
+// scratchSize is the packing scratch of every kernel set (the largest nr and mr), so that all
+// GEMMs share one size of buffer.
+func scratchSize(*kernelSet) int { return gemmKC*(gemmNC+64) + 24*gemmKC + 24*64 }
 
+// getScratch returns a recycled buffer of at least size floats, or a new one. Buffers too small
+// for this request go back to the pool.
 func getScratch(size int) []float32 {
-	select {
-	case s := <-gemmScratch:
-		if cap(s) >= size {
-			return s[:size]
+	var small [4][]float32
+	ns := 0
+	defer func() {
+		for _, s := range small[:ns] {
+			putScratch(s)
 		}
-	default:
+	}()
+	for ns < len(small) {
+		select {
+		case s := <-gemmScratch:
+			if cap(s) >= size {
+				return s[:size]
+			}
+			small[ns] = s
+			ns++
+		default:
+			return make([]float32, size)
+		}
 	}
 	return make([]float32, size)
 }
 
 func putScratch(s []float32) {
 	select {
-	case gemmScratch <- s:
+	case gemmScratch <- s[:cap(s)]:
 	default:
 	}
 }

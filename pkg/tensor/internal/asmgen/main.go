@@ -3,7 +3,7 @@
 //	go run ./internal/asmgen
 //
 // It writes spmm_amd64.s (the SpMM row-gather kernels) and gemm_amd64.s (the GEMM micro-kernels),
-// each in an AVX-512 and an AVX2 flavour.
+// each in an AVX-512 and an AVX2 flavour, and dropout_amd64.s (the AVX-512 dropout row kernel).
 package main
 
 import (
@@ -417,6 +417,77 @@ var gemmShapes = []struct {
 	{avx2, 6, 2}, {avx2, 12, 1},
 }
 
+// dropoutAVX512 is the dense dropout of one row (see dropout.go): 8 counters seed+(g+1)·γ hashed
+// with splitmix64's finalizer give 32 16-bit words, word j deciding column j; kept elements are
+// scaled, dropped ones zeroed.
+//
+// func dropoutRowAVX512(dst, src *float32, n int, seed uint64, thr uint64, scale float32, consts *uint64)
+//
+// consts: γ·1..γ·8, γ·8, the two multipliers of the finalizer.
+const dropoutAVX512 = `
+// func dropoutRowAVX512(dst, src *float32, n int, seed uint64, thr uint64, scale float32, consts *uint64)
+TEXT ·dropoutRowAVX512(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ consts+48(FP), AX
+	VPBROADCASTQ seed+24(FP), Z0
+	VPADDQ (AX), Z0, Z0
+	VPBROADCASTQ 64(AX), Z1
+	MOVQ thr+32(FP), DX
+	VPBROADCASTW DX, Z2
+	VBROADCASTSS scale+40(FP), Z3
+	VPBROADCASTQ 72(AX), Z4
+	VPBROADCASTQ 80(AX), Z5
+loop:
+	CMPQ CX, $32
+	JLT tail
+	VPSRLQ $30, Z0, Z6
+	VPXORQ Z6, Z0, Z6
+	VPMULLQ Z4, Z6, Z6
+	VPSRLQ $27, Z6, Z7
+	VPXORQ Z7, Z6, Z6
+	VPMULLQ Z5, Z6, Z6
+	VPSRLQ $31, Z6, Z7
+	VPXORQ Z7, Z6, Z6
+	VPCMPUW $5, Z2, Z6, K1
+	KSHIFTRD $16, K1, K2
+	VMULPS.Z (SI), Z3, K1, Z8
+	VMULPS.Z 64(SI), Z3, K2, Z9
+	VMOVUPS Z8, (DI)
+	VMOVUPS Z9, 64(DI)
+	VPADDQ Z1, Z0, Z0
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP loop
+tail:
+	TESTQ CX, CX
+	JEQ done
+	VPSRLQ $30, Z0, Z6
+	VPXORQ Z6, Z0, Z6
+	VPMULLQ Z4, Z6, Z6
+	VPSRLQ $27, Z6, Z7
+	VPXORQ Z7, Z6, Z6
+	VPMULLQ Z5, Z6, Z6
+	VPSRLQ $31, Z6, Z7
+	VPXORQ Z7, Z6, Z6
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVD AX, K3
+	KSHIFTRD $16, K3, K4
+	VPCMPUW $5, Z2, Z6, K3, K1
+	KSHIFTRD $16, K1, K2
+	VMULPS.Z (SI), Z3, K1, Z8
+	VMULPS.Z 64(SI), Z3, K2, Z9
+	VMOVUPS Z8, K3, (DI)
+	VMOVUPS Z9, K4, 64(DI)
+done:
+	VZEROUPPER
+	RET
+`
+
 func write(path string, g *gen) {
 	if err := os.WriteFile(path, []byte(g.b.String()), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -443,5 +514,10 @@ func main() {
 		}
 	}
 	write("gemm_amd64.s", &gm)
+
+	var dr gen
+	dr.raw(header)
+	dr.raw(dropoutAVX512)
+	write("dropout_amd64.s", &dr)
 
 }

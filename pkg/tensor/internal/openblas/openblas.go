@@ -13,6 +13,10 @@ import "C"
 
 import "unsafe"
 
+// CoreName returns the name of the kernel set OpenBLAS picked for this CPU (OPENBLAS_CORETYPE
+// overrides it).
+func CoreName() string { return C.GoString(C.openblas_get_corename()) }
+
 // SetThreads sets the size of OpenBLAS's own thread pool.
 func SetThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
 

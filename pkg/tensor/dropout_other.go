@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package tensor
+
+func dropoutRow(dst, src []float32, seed uint64, thr uint32, scale float32) {
+	dropoutRowGo(dst, src, seed, thr, scale)
+}
