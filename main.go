@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,21 +59,23 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
-	if err := run(cfg); err != nil {
+	restCfg, err := ctrl.GetConfig()
+	if err == nil {
+		err = run(ctrl.SetupSignalHandler(), restCfg, cfg)
+	}
+	if err != nil {
 		ctrl.Log.Error(err, "operator stopped")
 		os.Exit(1)
 	}
 }
 
-func run(cfg config) error {
+// run starts the manager against the API server of restCfg and blocks until
+// ctx ends.
+func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(dorylusv1alpha1.AddToScheme(scheme))
-
-	restCfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
+	restCfg = rest.CopyConfig(restCfg)
 	restCfg.QPS, restCfg.Burst = float32(cfg.qps), cfg.burst
 
 	metricsOpts := metricsserver.Options{
@@ -121,5 +125,5 @@ func run(cfg config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
