@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,9 +41,18 @@ var (
 	direct *GNNTrainingJobReconciler
 	// envtestSkip is set when no API server binaries exist outside CI.
 	envtestSkip string
+	// operatorWrites counts every write request the manager's reconciler sends.
+	operatorWrites atomic.Int64
 )
 
 const testImage = "dorylus-gnn/dorylus:test"
+
+// The manager's client-side rate limit and concurrency: main.go's defaults.
+const (
+	managerQPS         = 50
+	managerBurst       = 100
+	managerConcurrency = 4
+)
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
@@ -107,7 +117,7 @@ func runSuite(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, r, err := newTestManager(cfg, nil)
+	mgr, r, err := newTestManager(cfg, func(c client.Client) client.Client { return countingClient{c, &operatorWrites} })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
@@ -131,6 +141,8 @@ func runSuite(m *testing.M) int {
 // controller setup) on the fake clock. wrap, when set, wraps the client the
 // reconciler writes with.
 func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = managerQPS, managerBurst // main.go's defaults
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -157,7 +169,7 @@ func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (c
 		RuntimeImage:     testImage,
 		KnativeAvailable: knative,
 	}
-	if err := r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 8}); err != nil {
+	if err := r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: managerConcurrency}); err != nil {
 		return nil, nil, err
 	}
 	return mgr, r, nil
@@ -196,4 +208,60 @@ func eventually(t *testing.T, what string, f func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: still failing after 20s: %v", what, err)
+}
+
+// countingClient counts write requests (children and status) on the way to
+// the API server.
+type countingClient struct {
+	client.Client
+	n *atomic.Int64
+}
+
+func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.n.Add(1)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.n.Add(1)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.n.Add(1)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c countingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	c.n.Add(1)
+	return c.Client.Apply(ctx, obj, opts...)
+}
+
+func (c countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	c.n.Add(1)
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c countingClient) Status() client.SubResourceWriter {
+	return countingStatus{c.Client.Status(), c.n}
+}
+
+type countingStatus struct {
+	client.SubResourceWriter
+	n *atomic.Int64
+}
+
+func (c countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	c.n.Add(1)
+	return c.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (c countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	c.n.Add(1)
+	return c.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+func (c countingStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	c.n.Add(1)
+	return c.SubResourceWriter.Apply(ctx, obj, opts...)
 }

@@ -41,5 +41,5 @@ else
 	mv "$ASSETS/etcd.tmp" "$ASSETS/etcd"
 fi
 
-"$ASSETS/kube-apiserver" --version >&2 2>/dev/null || true
+if [[ "$quiet" != "-q" ]]; then "$ASSETS/kube-apiserver" --version >&2 2>/dev/null || true; fi
 echo "$ASSETS"
