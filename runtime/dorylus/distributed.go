@@ -166,14 +166,10 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 	defer closeAll(lis)
 	var children []*child
 	defer func() {
-		stopAll(children)
 		for _, c := range children {
-			if st := c.cmd.ProcessState; st != nil {
-				if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-					stats.rss[c.name] = max(stats.rss[c.name], ru.Maxrss*1024)
-				}
-			}
+			stats.rss[c.name] = max(stats.rss[c.name], peakRSSOf(c.cmd.Process.Pid))
 		}
+		stopAll(children)
 	}()
 	exited := make(chan *child, n+m)
 	for s := range m {
@@ -349,4 +345,20 @@ func (w *tailWriter) tail() string {
 		return ""
 	}
 	return ": " + strings.Join(w.last, "; ")
+}
+
+// peakRSSOf returns the peak resident set of a running process (VmHWM; 0 if unknown). A child's
+// rusage would not do: its maxrss counts the launcher's memory it shared until exec.
+func peakRSSOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
