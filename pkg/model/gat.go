@@ -195,6 +195,31 @@ func (c GATConfig) checkVertex(l, rows int, v *GATVertex) error {
 type GATActivation struct {
 	Activation               // H
 	ELU        *tensor.Dense // layer ≥ 1: ELU(Z_{l-1} + b_{l-1})
+
+	// Layer 0 with sparse features: Hᵀ, so that dW = Hᵀ dP is a row-parallel SpMM; its
+	// structure is built once per feature block (tOf) and its values gathered each backward pass.
+	hT    *tensor.CSR
+	permT []int64 // entry k of hT is entry permT[k] of H
+	tOf   *tensor.CSR
+	dW    *tensor.Dense // Hᵀ dP before it is added to the gradient
+}
+
+// addSparseWeightGrad adds Hᵀ dP to dW for a sparse layer-0 activation H whose features are x.
+func (act *GATActivation) addSparseWeightGrad(x *tensor.CSR, dP, dW *tensor.Dense) {
+	if act.tOf != x {
+		act.hT, act.permT = tensor.EdgeTranspose(x)
+		act.hT.Val = make([]float32, len(act.permT))
+		act.tOf = x
+	}
+	val, src, perm := act.hT.Val, act.Sparse.Val, act.permT
+	tensor.ParallelFor(len(perm), 1<<14, func(lo, hi int) {
+		for k, p := range perm[lo:hi] {
+			val[lo+k] = src[p]
+		}
+	})
+	act.dW = reshape(act.dW, dW.Rows, dW.Cols)
+	tensor.SpMM(act.dW, act.hT, dP)
+	tensor.AddInPlace(dW, act.dW)
 }
 
 // Activate computes H = drop(σ(input)) into act, allocating act's buffers on first use and
@@ -279,7 +304,10 @@ func (c GATConfig) AVBackward(in *AVInput, p, g GATLayer, act *GATActivation, v,
 	tensor.HeadDotBackward(dv.P, g.ADst, dv.DstScore, v.P, p.ADst)
 	tensor.HeadDotBackward(dv.P, g.ASrc, dv.SrcScore, v.P, p.ASrc)
 	if in.Layer == 0 && act.Sparse != nil {
-		tensor.SpMMTransAdd(g.W, act.Sparse, dv.P)
+		if in.Features.Sparse == nil || act.Sparse.Rows != rows {
+			return fmt.Errorf("gat ∇AV 0: no sparse activation for %d rows: %w", rows, ErrShape)
+		}
+		act.addSparseWeightGrad(in.Features.Sparse, dv.P, g.W)
 		return nil
 	}
 	if act.Dense == nil || act.Dense.Rows != rows {
