@@ -48,8 +48,8 @@ vet-operator: ## gofmt and go vet the operator's packages
 		if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
 	go vet $(OPERATOR_PKGS)
 
-test-operator: ## Run the operator's tests: builders, and the envtest suite on a real kube-apiserver and etcd
-	KUBEBUILDER_ASSETS=$$(hack/envtest.sh -q) go test $(OPERATOR_PKGS)
+test-operator: helm ## Run the operator's tests: builders, then the envtest suite on a real kube-apiserver and etcd
+	KUBEBUILDER_ASSETS=$$(hack/envtest.sh -q) HELM=$(HELM) go test $(OPERATOR_PKGS)
 
 helm-lint: helm ## helm lint and helm template the operator chart (offline)
 	HELM=$(HELM) hack/helm-check.sh
