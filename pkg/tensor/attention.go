@@ -341,8 +341,14 @@ func EdgeAggregate(dst *Dense, a *CSR, alpha *Dense, perm []int64, x *Dense) {
 			for ; k+1 < e; k += 2 { // two edges a step: each output element loaded and stored once
 				x0, c0 := edge(k)
 				x1, c1 := edge(k + 1)
-				for h := range c0 {
-					axpy2(d[h*f:h*f+f], x0[h*f:h*f+f], x1[h*f:h*f+f], c0[h], c1[h])
+				c1 = c1[:len(c0)]
+				for h, a0 := range c0 {
+					a1 := c1[h]
+					dd, y0, y1 := d[h*f:h*f+f], x0[h*f:h*f+f], x1[h*f:h*f+f]
+					y0, y1 = y0[:len(dd)], y1[:len(dd)]
+					for j := range dd {
+						dd[j] += a0*y0[j] + a1*y1[j]
+					}
 				}
 			}
 			if k < e {
@@ -389,7 +395,13 @@ func EdgeDot(dst *Dense, a *CSR, x, y *Dense) {
 				yj := y.Data[j*w : j*w+w]
 				out := dst.Data[int(k)*heads : int(k)*heads+heads]
 				for h := range out {
-					out[h] = dotf(xi[h*f:h*f+f], yj[h*f:h*f+f])
+					xh, yh := xi[h*f:h*f+f], yj[h*f:h*f+f]
+					yh = yh[:len(xh)]
+					var s float32
+					for c, v := range xh {
+						s += v * yh[c]
+					}
+					out[h] = s
 				}
 			}
 		}
