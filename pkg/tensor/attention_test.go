@@ -292,3 +292,31 @@ func TestEdgeKernelShapeErrors(t *testing.T) {
 		t.Error("HeadDot: x width ≠ heads·F accepted")
 	}
 }
+
+// TestEdgeKernelsAllocateByChunkNotByEdge checks that the edge kernels allocate a few objects a
+// call (closures, per-chunk scratch), however many edges the block has.
+func TestEdgeKernelsAllocateByChunkNotByEdge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	const heads = 4
+	a := attGraph(rng, 1500, 1500, 0.02)
+	at, perm := EdgeTranspose(a)
+	nnz := int(a.NNZ())
+	dst, src, dDst := randDense(rng, 1500, heads), randDense(rng, 1500, heads), NewDense(1500, heads)
+	alpha, grad := NewDense(nnz, heads), randDense(rng, nnz, heads)
+	x, out := randDense(rng, 1500, heads*8), NewDense(1500, heads*8)
+	limit := float64(4 + 3*8*Threads()) // per chunk at most a closure call's worth plus scratch
+	for name, f := range map[string]func(){
+		"EdgeAttention":         func() { EdgeAttention(alpha, a, dst, src, 0.2) },
+		"EdgeAttentionBackward": func() { EdgeAttentionBackward(grad, dDst, a, dst, src, 0.2) },
+		"EdgeSoftmax":           func() { EdgeSoftmax(alpha, alpha, a) },
+		"EdgeSoftmaxBackward":   func() { EdgeSoftmaxBackward(grad, alpha, a) },
+		"EdgeAggregate":         func() { EdgeAggregate(out, a, alpha, nil, x) },
+		"EdgeAggregate perm":    func() { EdgeAggregate(out, at, alpha, perm, x) },
+		"EdgeDot":               func() { EdgeDot(grad, a, out, x) },
+		"EdgeSum":               func() { EdgeSum(dDst, at, grad, perm) },
+	} {
+		if n := testing.AllocsPerRun(5, f); n > limit {
+			t.Errorf("%s: %.0f allocations a call for %d edges, want at most %.0f", name, n, nnz, limit)
+		}
+	}
+}
