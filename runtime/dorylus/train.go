@@ -229,10 +229,22 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "%s %s: test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB\n",
+	fmt.Fprintf(stdout, "%s %s: test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB%s\n",
 		rep.Model, rep.Dataset, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
-		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20)
+		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20, selectionNote(rep))
 	return nil
+}
+
+// selectionNote says, for a run with --patience, that the accuracies are those of the kept epoch.
+func selectionNote(rep trainReport) string {
+	if rep.Patience == 0 {
+		return ""
+	}
+	ran := 0.0
+	for _, r := range rep.PerRun {
+		ran += float64(r.EpochsRun)
+	}
+	return fmt.Sprintf(" (accuracies of the best-validation epoch; patience %d, %.0f epochs run on average)", rep.Patience, ran/float64(len(rep.PerRun)))
 }
 
 // newLearner builds the trainer of the chosen model for one seed.
