@@ -13,10 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -100,6 +102,8 @@ type graphServerOptions struct {
 	latency               time.Duration
 	wire                  bool
 	startup               time.Duration
+	// the GNNTrainingJob of the run config, if one was given
+	jobNamespace, jobName string
 }
 
 func newGraphServerCommand() *cobra.Command {
@@ -110,7 +114,10 @@ func newGraphServerCommand() *cobra.Command {
 		Long: `Graph-server holds one partition of the graph, runs the graph tasks of its intervals, hands
 the tensor tasks to its tensor backend, exchanges ghost rows with the other graph servers and
 talks to the parameter servers. Graph server 0 coordinates the run and writes its progress to
-standard output as JSON lines. It keeps serving after the last epoch until it is stopped.`,
+standard output as JSON lines. Inside a GNNTrainingJob (named by $` + jobconfig.EnvNamespace + ` and
+$` + jobconfig.EnvJobName + `, or by the run config) graph server 0 also reports the progress into the
+job's status, at most once a second and the final result at once; a failed report is logged to
+standard error and training goes on. It keeps serving after the last epoch until it is stopped.`,
 		Example: `  dorylus graph-server --config /etc/dorylus/run.json --partition 1
   dorylus graph-server --partition 0 --partitions 2 --dataset parts/ --peers h0:5000,h1:5000 --param-servers p0:5100`,
 		Args: cobra.NoArgs,
@@ -120,7 +127,7 @@ standard output as JSON lines. It keeps serving after the last epoch until it is
 					return err
 				}
 			}
-			return runGraphServer(cmd.Context(), o, cmd.OutOrStdout())
+			return runGraphServer(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -175,6 +182,7 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	o.paramServers = strings.Join(c.ParameterServers.Shards, ",")
 	o.listen = fmt.Sprintf(":%d", c.GraphServers.Port)
 	o.run = c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID
+	o.jobNamespace, o.jobName = c.Job.Namespace, c.Job.Name
 	o.intervals, o.workers = c.Training.Intervals, c.Backend.CPU.Workers
 	o.layers, o.hidden, o.dropout = c.Model.Layers, c.Model.Hidden, c.Model.Dropout
 	o.lr, o.wd, o.epochs, o.seed = c.Training.LearningRate, c.Training.WeightDecay, c.Training.Epochs, uint64(c.Training.Seed)
@@ -233,7 +241,36 @@ func loadPartition(spec string, p, parts int) (*graph.PartitionData, error) {
 	return partition.DatasetPart(d, plan, p)
 }
 
-func runGraphServer(ctx context.Context, o graphServerOptions, stdout io.Writer) error {
+// statusJob returns the GNNTrainingJob whose status graph server 0 reports into: the one the
+// downward API names ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME), else the run config's; ok is false
+// outside a job.
+func (o *graphServerOptions) statusJob() (namespace, name string, ok bool) {
+	namespace, name = os.Getenv(jobconfig.EnvNamespace), os.Getenv(jobconfig.EnvJobName)
+	if namespace == "" || name == "" {
+		namespace, name = o.jobNamespace, o.jobName
+	}
+	return namespace, name, namespace != "" && name != ""
+}
+
+// statusReporter returns the reporter of graph server 0 inside a job, nil elsewhere or when
+// the API server cannot be configured (which is logged: status reports are best effort).
+func (o *graphServerOptions) statusReporter(stderr io.Writer) graphserver.ProgressReporter {
+	ns, name, ok := o.statusJob()
+	if o.partition != 0 || !ok {
+		return nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err == nil {
+		var r *jobstatus.Reporter
+		if r, err = jobstatus.New(cfg, ns, name); err == nil {
+			return r
+		}
+	}
+	fmt.Fprintf(stderr, "dorylus graph-server: no status reports to GNNTrainingJob %s/%s: %v\n", ns, name, err)
+	return nil
+}
+
+func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io.Writer) error {
 	sync, stale, err := parseStaleness(o.staleness)
 	if err != nil {
 		return err
@@ -269,7 +306,10 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout io.Writer)
 		Backend: backend, Startup: o.startup,
 	}
 	if o.partition == 0 {
-		cfg.Events = stdout
+		cfg.Events, cfg.Log = stdout, stderr
+		if r := o.statusReporter(stderr); r != nil {
+			cfg.Status = r
+		}
 	}
 	return graphserver.Run(ctx, cfg, lis)
 }

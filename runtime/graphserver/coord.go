@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -41,6 +42,9 @@ type coordinator struct {
 	evals   map[uint32]*evalAgg
 	queue   []*rpc.Evaluate // evaluations not yet started; one runs at a time
 	running bool
+	// status, when set, receives the progress; progress is the last one given to it.
+	status   *statusReporter
+	progress jobstatus.Progress
 }
 
 type epochAgg struct {
@@ -66,6 +70,9 @@ func newCoordinator(s *server) *coordinator {
 	if s.cfg.Events != nil {
 		c.enc = json.NewEncoder(s.cfg.Events)
 	}
+	if s.cfg.Status != nil {
+		c.status = newStatusReporter(s.cfg.Status, s.cfg.StatusInterval, s.cfg.Log)
+	}
 	return c
 }
 
@@ -89,7 +96,13 @@ func (c *coordinator) epochDone(r *rpc.EpochReport) {
 		e := c.next
 		c.next++
 		if math.IsNaN(a.loss) || math.IsInf(a.loss, 0) {
-			c.s.fail(fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.s.model.Layers))
+			err := fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.s.model.Layers)
+			if c.status != nil {
+				p := c.progress
+				p.Epoch, p.Loss, p.FailureMessage = e+1, a.loss, err.Error() // jobstatus drops the non-finite loss
+				c.status.update(p, true)
+			}
+			c.s.fail(err)
 			return
 		}
 		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
@@ -199,12 +212,32 @@ func (c *coordinator) flush() {
 }
 
 func (c *coordinator) emit(ev Event) {
+	c.report(ev)
 	if c.enc == nil {
 		return
 	}
 	if err := c.enc.Encode(ev); err != nil {
 		c.s.fail(fmt.Errorf("write progress: %w", err))
 	}
+}
+
+// report hands the progress after ev to the status reporter; the result is the final report.
+func (c *coordinator) report(ev Event) {
+	if c.status == nil {
+		return
+	}
+	p := &c.progress
+	p.Epoch = ev.Epoch
+	if ev.ValAcc != nil {
+		p.ValAccuracy = *ev.ValAcc
+	}
+	final := ev.Event == "result"
+	if final {
+		p.TrainAccuracy, p.TestAccuracy = ev.TrainAcc, ev.TestAcc
+	} else {
+		p.Loss = ev.Loss
+	}
+	c.status.update(*p, final)
 }
 
 // startEval runs an evaluation pass at version v beside training and reports it.

@@ -5,7 +5,7 @@
 // gradients to the parameter servers, and drives its intervals through a pkg/pipeline
 // Scheduler. Graph server 0 also coordinates: it sums the epochs' losses, runs evaluation
 // passes, stops at the target accuracy or the epoch count, and writes the run's progress as
-// JSON lines.
+// JSON lines and, given a ProgressReporter (Config.Status), into the GNNTrainingJob's status.
 //
 // # Buffers
 //
@@ -73,6 +73,16 @@ type Config struct {
 	Events io.Writer
 	// Startup bounds the wait for peers to come up.
 	Startup time.Duration
+
+	// Status, when set on graph server 0, receives the progress after every epoch (at most
+	// once per StatusInterval, DefaultStatusInterval if 0) and the final result at once; Run
+	// waits at most StatusFlush (DefaultStatusFlush if 0) for the last report before it
+	// returns. A failed report is written to Log and never stops training.
+	Status         ProgressReporter
+	StatusInterval time.Duration
+	StatusFlush    time.Duration
+	// Log receives warnings, such as failed status reports; nil discards them.
+	Log io.Writer
 }
 
 func (c *Config) validate() error {
@@ -192,6 +202,13 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 		err = serr
 	}
 	s.close()
+	if s.coord != nil && s.coord.status != nil {
+		flush := cfg.StatusFlush
+		if flush <= 0 {
+			flush = DefaultStatusFlush
+		}
+		s.coord.status.close(flush)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// TestStatusJob: the downward API's job wins over the run config's; outside a job, and on
+// the other graph servers, there is no reporter; without an in-cluster API server the
+// reporter is off with the reason logged.
+func TestStatusJob(t *testing.T) {
+	t.Setenv(jobconfig.EnvNamespace, "")
+	t.Setenv(jobconfig.EnvJobName, "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	o := graphServerOptions{}
+	if _, _, ok := o.statusJob(); ok {
+		t.Fatal("a job outside Kubernetes")
+	}
+	var log bytes.Buffer
+	if r := o.statusReporter(&log); r != nil || log.Len() != 0 {
+		t.Fatalf("reporter %v, log %q outside a job", r, log.String())
+	}
+	o.jobNamespace, o.jobName = "ns", "from-config"
+	if ns, name, ok := o.statusJob(); !ok || ns != "ns" || name != "from-config" {
+		t.Fatalf("job %s/%s %v, want the run config's", ns, name, ok)
+	}
+	t.Setenv(jobconfig.EnvNamespace, "team")
+	t.Setenv(jobconfig.EnvJobName, "cora")
+	if ns, name, ok := o.statusJob(); !ok || ns != "team" || name != "cora" {
+		t.Fatalf("job %s/%s %v, want the downward API's", ns, name, ok)
+	}
+	if r := o.statusReporter(&log); r != nil || !strings.Contains(log.String(), "team/cora") {
+		t.Fatalf("reporter %v, log %q without an API server", r, log.String())
+	}
+	o.partition = 1
+	if r := o.statusReporter(&log); r != nil {
+		t.Fatal("a reporter on graph server 1")
+	}
+}

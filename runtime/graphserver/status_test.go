@@ -1,0 +1,285 @@
+package graphserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/runtime/paramserver"
+)
+
+// fakeReporter records every report; it fails each one with err, and blocks until the
+// report's context ends while block is set.
+type fakeReporter struct {
+	mu      sync.Mutex
+	reports []jobstatus.Progress
+	at      []time.Time
+	err     error
+	block   bool
+	got     chan struct{}
+}
+
+func newFake() *fakeReporter { return &fakeReporter{got: make(chan struct{}, 1000)} }
+
+func (f *fakeReporter) Report(ctx context.Context, p jobstatus.Progress) error {
+	f.mu.Lock()
+	f.reports, f.at = append(f.reports, p), append(f.at, time.Now())
+	err, block := f.err, f.block
+	f.mu.Unlock()
+	f.got <- struct{}{}
+	if block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
+}
+
+func (f *fakeReporter) epochs() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int
+	for _, p := range f.reports {
+		out = append(out, p.Epoch)
+	}
+	return out
+}
+
+func (f *fakeReporter) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.got:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no report; reports so far: %v", f.epochs())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func equal(a, b []int) bool { return slices.Equal(a, b) }
+
+// TestStatusRateLimited: the first report goes at once, later ones wait for the interval (the
+// newest wins), the final one goes at once.
+func TestStatusRateLimited(t *testing.T) {
+	f := newFake()
+	s := newStatusReporter(f, time.Hour, nil)
+	s.update(jobstatus.Progress{Epoch: 1}, false)
+	f.wait(t)
+	for e := 2; e <= 50; e++ {
+		s.update(jobstatus.Progress{Epoch: e}, false)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := f.epochs(); !equal(got, []int{1}) {
+		t.Fatalf("reports within the interval: %v, want [1]", got)
+	}
+	s.update(jobstatus.Progress{Epoch: 51, TestAccuracy: 0.8}, true)
+	f.wait(t)
+	if got := f.epochs(); !equal(got, []int{1, 51}) {
+		t.Fatalf("reports %v, want [1 51]: the final one at once", got)
+	}
+	s.close(time.Second)
+	if got := f.epochs(); !equal(got, []int{1, 51}) {
+		t.Fatalf("reports after close %v, want [1 51]", got)
+	}
+}
+
+// TestStatusTrailing: a report held back by the interval goes out once it has passed.
+func TestStatusTrailing(t *testing.T) {
+	const interval = 30 * time.Millisecond
+	f := newFake()
+	s := newStatusReporter(f, interval, nil)
+	defer s.close(time.Second)
+	s.update(jobstatus.Progress{Epoch: 1}, false)
+	f.wait(t)
+	s.update(jobstatus.Progress{Epoch: 2}, false)
+	s.update(jobstatus.Progress{Epoch: 3}, false)
+	f.wait(t)
+	f.mu.Lock()
+	gap := f.at[1].Sub(f.at[0])
+	f.mu.Unlock()
+	if got := f.epochs(); !equal(got, []int{1, 3}) {
+		t.Fatalf("reports %v, want [1 3]", got)
+	}
+	if gap < interval-5*time.Millisecond {
+		t.Fatalf("second report %v after the first, want at least %v", gap, interval)
+	}
+}
+
+// TestStatusFlush: close sends the report held back by the interval, and gives up on a hung
+// API server after the flush timeout.
+func TestStatusFlush(t *testing.T) {
+	f := newFake()
+	s := newStatusReporter(f, time.Hour, nil)
+	s.update(jobstatus.Progress{Epoch: 1}, false)
+	f.wait(t)
+	s.update(jobstatus.Progress{Epoch: 2}, false)
+	s.close(5 * time.Second)
+	if got := f.epochs(); !equal(got, []int{1, 2}) {
+		t.Fatalf("reports %v, want [1 2]: close flushes the last", got)
+	}
+
+	hung := newFake()
+	hung.block = true
+	var log syncBuffer
+	s = newStatusReporter(hung, time.Hour, &log)
+	s.update(jobstatus.Progress{Epoch: 7}, true)
+	hung.wait(t)
+	start := time.Now()
+	s.close(50 * time.Millisecond)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("close took %v with a 50ms flush timeout", d)
+	}
+	if !strings.Contains(log.String(), "did not finish") {
+		t.Fatalf("log %q: want the flush timeout named", log.String())
+	}
+}
+
+// TestStatusErrorsLogged: a failed report is logged with its reason and later reports go on.
+func TestStatusErrorsLogged(t *testing.T) {
+	f := newFake()
+	f.err = errors.New("forbidden: gnntrainingjobs/status")
+	var log syncBuffer
+	s := newStatusReporter(f, time.Millisecond, &log)
+	s.update(jobstatus.Progress{Epoch: 1}, false)
+	f.wait(t)
+	s.update(jobstatus.Progress{Epoch: 2}, true)
+	f.wait(t)
+	s.close(time.Second)
+	if got := f.epochs(); !equal(got, []int{1, 2}) {
+		t.Fatalf("reports %v, want [1 2]", got)
+	}
+	l := log.String()
+	if !strings.Contains(l, "epoch 1 failed") || !strings.Contains(l, "epoch 2 failed") || !strings.Contains(l, "forbidden: gnntrainingjobs/status") {
+		t.Fatalf("log %q: want both failures with their reason", l)
+	}
+}
+
+// TestRunReportsStatus trains Cora for a few epochs on one graph server whose every status
+// report fails: training finishes, the JSON lines are unchanged, the final report carries
+// the result, and the failures are logged.
+func TestRunReportsStatus(t *testing.T) {
+	const epochs = 4
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Skip("cora:", err)
+	}
+	plan, err := partition.Contiguous(d.Adj.RowPtr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := partition.DatasetPart(d, plan, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	sh, err := paramserver.New(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	psrv, ph := rpc.NewServer()
+	rpc.RegisterParamServerServer(psrv, sh)
+	psDone := make(chan error, 1)
+	go func() { psDone <- rpc.Serve(ctx, plis, psrv, ph) }()
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := cpu.New(cpu.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	f.err = errors.New("the server could not find the requested resource")
+	var events, log syncBuffer
+	cfg := Config{
+		Partition: 0, Partitions: 1, Intervals: 2, Data: data,
+		Peers: []string{lis.Addr().String()}, ParamServers: []string{plis.Addr().String()}, Run: "status-test",
+		Layers: 2, Hidden: 16, Dropout: 0.5, LearningRate: 0.01, WeightDecay: 5e-4, Epochs: epochs, Seed: 1,
+		Sync: true, EvalEvery: 1, Backend: backend, Startup: 30 * time.Second,
+		Events: &events, Log: &log, Status: f, StatusInterval: time.Millisecond,
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg, lis) }()
+	for !strings.Contains(events.String(), `"event":"result"`) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before the result: %v\n%s", err, events.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	cancel()
+	<-psDone
+
+	var lines []Event
+	sc := bufio.NewScanner(strings.NewReader(events.String()))
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, ev)
+	}
+	if len(lines) != epochs+1 || lines[epochs].Event != "result" {
+		t.Fatalf("%d JSON lines, want %d epochs and the result:\n%s", len(lines), epochs, events.String())
+	}
+	f.mu.Lock()
+	reports := append([]jobstatus.Progress(nil), f.reports...)
+	f.mu.Unlock()
+	if len(reports) == 0 {
+		t.Fatal("no status report")
+	}
+	last, res := reports[len(reports)-1], lines[epochs]
+	if last.Epoch != epochs || last.TrainAccuracy != res.TrainAcc || last.ValAccuracy != *res.ValAcc ||
+		last.TestAccuracy != res.TestAcc || last.Loss != lines[epochs-1].Loss || last.TestAccuracy == 0 {
+		t.Fatalf("final report %+v, want the result %+v with the last epoch's loss %v", last, res, lines[epochs-1].Loss)
+	}
+	for i := 1; i < len(reports); i++ {
+		if reports[i].Epoch < reports[i-1].Epoch {
+			t.Fatalf("reports out of order: %+v", reports)
+		}
+	}
+	if !strings.Contains(log.String(), "could not find the requested resource") {
+		t.Fatalf("log %q: want the failed reports", log.String())
+	}
+}
