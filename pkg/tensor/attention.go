@@ -127,23 +127,16 @@ func EdgeAttention(alpha *Dense, a *CSR, dst, src *Dense, slope float32) {
 			if s == e {
 				continue
 			}
-			di := dst.Data[i*heads : i*heads+heads]
-			for k := s; k < e; k++ {
-				j := int(a.ColIdx[k])
-				sj := src.Data[j*heads : j*heads+heads]
-				out := alpha.Data[int(k)*heads : int(k)*heads+heads]
-				for h, v := range di {
-					out[h] = leaky(v+sj[h], slope)
-				}
-			}
-			softmaxRows(alpha.Data[int(s)*heads:int(e)*heads], heads, m)
+			v := alpha.Data[int(s)*heads : int(e)*heads]
+			edgeLogits(v, a.ColIdx[s:e], dst.Data[i*heads:i*heads+heads], src.Data, slope, m[:heads])
+			expNormalize(v, heads, m)
 		}
 	})
 }
 
-// leaky returns x for x > 0 and slope·x otherwise (0 ≤ slope ≤ 1), without a branch: the sign
-// of a logit is a coin flip, which a branch predictor cannot learn.
-func leaky(x, slope float32) float32 { return max(x, slope*x) }
+// leaky returns x for x > 0 and slope·x otherwise, without a branch: the sign of a logit is a
+// coin flip, which a branch predictor cannot learn.
+func leaky(x, slope float32) float32 { return x * leakyGrad(x, slope) }
 
 // leakyGrad returns the derivative of leaky at x: 1 for x > 0, slope otherwise.
 func leakyGrad(x, slope float32) float32 {
@@ -151,9 +144,11 @@ func leakyGrad(x, slope float32) float32 {
 	return f[(math.Float32bits(x)-1)>>31|math.Float32bits(x)>>31]
 }
 
-// expNeg returns e^x for x ≤ 0 (0 below -87) as expf does, small enough to inline.
+// expNeg returns e^x for x ≤ 0 (e^-87 below -87) as expf does, small enough to inline.
 func expNeg(x float32) float32 {
-	x = max(x, -87)
+	if x < -87 { // rare: a predictable branch, cheaper than the builtin max
+		x = -87
+	}
 	const (
 		log2e = 1.44269504088896341
 		ln2hi = 0.693359375
@@ -166,16 +161,31 @@ func expNeg(x float32) float32 {
 	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
-// softmaxRows turns the logits v (entries × heads, row-major) into a softmax over the entries,
-// separately for every head; m is scratch of 2·heads.
-func softmaxRows(v []float32, heads int, m []float32) {
-	mx, sum := m[:heads], m[heads:2*heads]
-	copy(mx, v[:heads])
-	for k := heads; k < len(v); k += heads {
-		for h, x := range v[k : k+heads] {
-			mx[h] = max(mx[h], x)
+// edgeLogits writes the LeakyReLU logits dst_i + src[j] of one row's sources cols into v
+// (len(cols) × heads, row-major) and their maximum per head into mx.
+func edgeLogits(v []float32, cols []int32, di, src []float32, slope float32, mx []float32) {
+	heads := len(di)
+	for h := range mx {
+		mx[h] = float32(math.Inf(-1))
+	}
+	for k, c := range cols {
+		sj := src[int(c)*heads : int(c)*heads+heads]
+		out := v[k*heads : k*heads+heads]
+		for h, d := range di {
+			x := leaky(d+sj[h], slope)
+			out[h] = x
+			if x > mx[h] { // rarely taken after the first entries
+				mx[h] = x
+			}
 		}
 	}
+}
+
+// expNormalize turns the logits v (entries × heads, row-major) whose per-head maximum is
+// m[:heads] into a softmax over the entries, separately for every head; m[heads:2·heads] is
+// scratch.
+func expNormalize(v []float32, heads int, m []float32) {
+	mx, sum := m[:heads], m[heads:2*heads]
 	clear(sum)
 	for k := 0; k < len(v); k += heads {
 		row := v[k : k+heads]
@@ -194,6 +204,21 @@ func softmaxRows(v []float32, heads int, m []float32) {
 			row[h] *= sum[h]
 		}
 	}
+}
+
+// softmaxRows turns the logits v (entries × heads, row-major) into a softmax over the entries,
+// separately for every head; m is scratch of 2·heads.
+func softmaxRows(v []float32, heads int, m []float32) {
+	mx := m[:heads]
+	copy(mx, v[:heads])
+	for k := heads; k < len(v); k += heads {
+		for h, x := range v[k : k+heads] {
+			if x > mx[h] {
+				mx[h] = x
+			}
+		}
+	}
+	expNormalize(v, heads, m)
 }
 
 // EdgeSoftmax computes alpha = the softmax of logits over the entries of each row of a,
@@ -258,7 +283,8 @@ func EdgeAttentionBackward(grad, dDst *Dense, a *CSR, dst, src *Dense, slope flo
 	heads := grad.Cols
 	edgeRows(a, 6*heads, func(lo, hi int) {
 		m := make([]float32, 3*heads)
-		var alpha []float32 // the row's coefficients, recomputed
+		mx, sum, dot := m[:heads], m[heads:2*heads], m[2*heads:]
+		var scratch []float32 // the row's logits, then their exponentials
 		for i := lo; i < hi; i++ {
 			s, e := a.RowPtr[i], a.RowPtr[i+1]
 			dd := dDst.Data[i*heads : i*heads+heads]
@@ -267,27 +293,33 @@ func EdgeAttentionBackward(grad, dDst *Dense, a *CSR, dst, src *Dense, slope flo
 				continue
 			}
 			n := int(e-s) * heads
-			if cap(alpha) < n {
-				alpha = make([]float32, n, 2*n)
+			if cap(scratch) < 2*n {
+				scratch = make([]float32, 2*n, 4*n)
 			}
-			alpha = alpha[:n]
-			di := dst.Data[i*heads : i*heads+heads]
-			for k := s; k < e; k++ {
-				sj := src.Data[int(a.ColIdx[k])*heads : int(a.ColIdx[k])*heads+heads]
-				out := alpha[int(k-s)*heads : int(k-s)*heads+heads]
-				for h, v := range di {
-					out[h] = leaky(v+sj[h], slope)
+			lg, ex := scratch[:n], scratch[n:2*n]
+			edgeLogits(lg, a.ColIdx[s:e], dst.Data[i*heads:i*heads+heads], src.Data, slope, mx)
+			g := grad.Data[int(s)*heads : int(e)*heads]
+			clear(sum)
+			clear(dot)
+			for k := 0; k < n; k += heads { // unnormalised: ex = e^(logit - max)
+				for h, x := range lg[k : k+heads] {
+					y := expNeg(x - mx[h])
+					ex[k+h] = y
+					sum[h] += y
+					dot[h] += y * g[k+h]
 				}
 			}
-			softmaxRows(alpha, heads, m[:2*heads])
-			g := grad.Data[int(s)*heads : int(e)*heads]
-			softmaxBackRow(g, alpha, heads, m[2*heads:])
-			for k := s; k < e; k++ {
-				sj := src.Data[int(a.ColIdx[k])*heads : int(a.ColIdx[k])*heads+heads]
-				gk := g[int(k-s)*heads : int(k-s)*heads+heads]
-				for h, v := range di {
-					gk[h] *= leakyGrad(v+sj[h], slope)
-					dd[h] += gk[h]
+			for h := range sum {
+				sum[h] = 1 / sum[h]
+				dot[h] *= sum[h] // Σ alpha·g
+			}
+			// Through the softmax, alpha·(g − Σ alpha·g), then the LeakyReLU.
+			for k := 0; k < n; k += heads {
+				gk, xk, lk := g[k:k+heads], ex[k:k+heads], lg[k:k+heads]
+				for h := range gk {
+					v := xk[h] * sum[h] * (gk[h] - dot[h]) * leakyGrad(lk[h], slope)
+					gk[h] = v
+					dd[h] += v
 				}
 			}
 		}

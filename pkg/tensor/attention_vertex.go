@@ -1,5 +1,7 @@
 package tensor
 
+import "math"
+
 // Vertex kernels of graph attention: the per-vertex attention scores and the ELU activation.
 
 // CheckHeadDot reports whether HeadDot(dst, x, a) is well formed: x is rows × heads·F, a is
@@ -89,7 +91,8 @@ func ELU(dst, src *Dense, bias []float32) {
 				if bias != nil {
 					x += bias[j]
 				}
-				d[j] = max(x, 0) + (expNeg(min(x, 0)) - 1) // no branch on the sign
+				pos := relu(x)
+				d[j] = pos + (expNeg(x-pos) - 1) // no branch on the sign
 			}
 		}
 	})
@@ -103,7 +106,13 @@ func ELUBackward(grad, out *Dense) {
 	ParallelFor(n, elemGrain, func(lo, hi int) {
 		o, g := out.Data[lo:hi], grad.Data[lo:hi]
 		for i, y := range o {
-			g[i] *= min(y, 0) + 1
+			g[i] *= y - relu(y) + 1
 		}
 	})
+}
+
+// relu returns max(x, 0) for finite x without a branch (negative zero gives 0).
+func relu(x float32) float32 {
+	b := math.Float32bits(x)
+	return math.Float32frombits(b &^ uint32(int32(b)>>31))
 }
