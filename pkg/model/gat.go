@@ -29,6 +29,10 @@ import (
 // the gradient of the logit before the LeakyReLU, and sums it over each destination's in-edges
 // into ds_dst; the graph server sums du over each source's out-edges into ds_src; ∇AV adds the
 // score gradients to dP and yields dW, da_dst, da_src, the previous layer's db and dZ_{l-1}.
+//
+// Unlike the paper's TensorFlow code, and like PyTorch Geometric's GATConv, the heads of a layer
+// share one input-dropout mask, P itself is not dropped, and the scores have no bias of their
+// own (that code's 1×1 score convolutions add one scalar per head before the LeakyReLU).
 
 // AttentionSlope is the negative slope of the LeakyReLU on the attention logits.
 const AttentionSlope = 0.2
