@@ -40,7 +40,9 @@ type gemmImpl struct {
 func gemmBenchImpls() []gemmImpl {
 	impls := []gemmImpl{{"matmul-" + MatMulImpl(), MatMul, bestISA}}
 	for _, i := range isas() {
-		impls = append(impls, gemmImpl{"native-" + isaName(i), MatMulNative, i})
+		if i != isaGo { // without assembly MatMulNative is gonum
+			impls = append(impls, gemmImpl{"native-" + isaName(i), MatMulNative, i})
+		}
 	}
 	impls = append(impls, gemmImpl{"gonum", MatMulGonum, bestISA})
 	return impls

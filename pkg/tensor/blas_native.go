@@ -8,4 +8,9 @@ var gemmDefault = gemmNative
 func setBLASThreads(int) {}
 
 // MatMulImpl names the GEMM behind MatMul.
-func MatMulImpl() string { return "native-" + isaName(kernelISA) }
+func MatMulImpl() string {
+	if pickKernels(128) == nil {
+		return "gonum"
+	}
+	return "native-" + isaName(kernelISA)
+}

@@ -42,13 +42,26 @@ func MatMulGonum(dst, a *Dense, transA bool, b *Dense, transB bool, alpha, beta 
 	blas32.Gemm(ta, tb, alpha, general(a), general(b), beta, general(dst))
 }
 
+// gemmGonum is gemmNative's signature over blas32.Gemm.
+func gemmGonum(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	MatMulGonum(&Dense{Rows: m, Cols: n, Data: c[:m*ldc]}, &Dense{Rows: ar, Cols: ac, Data: a[:ar*lda]}, transA, &Dense{Rows: br, Cols: bc, Data: b[:br*ldb]}, transB, alpha, beta)
+}
+
 func general(d *Dense) blas32.General {
 	s := max(d.Cols, 1)
 	return blas32.General{Rows: d.Rows, Cols: d.Cols, Stride: s, Data: d.Data[:d.Rows*d.Cols]}
 }
 
 // MatMulNative is MatMul through this package's own blocked GEMM (AVX-512 or AVX2 micro-kernels
-// where the CPU has them, portable Go otherwise), whatever the build tags.
+// where the CPU has them; gonum's blas32 elsewhere), whatever the build tags.
 func MatMulNative(dst, a *Dense, transA bool, b *Dense, transB bool, alpha, beta float32) {
 	must(CheckMatMul(dst, a, transA, b, transB))
 	m, n, k := dst.Rows, dst.Cols, a.Cols
@@ -153,6 +166,12 @@ func gemmNative(transA, transB bool, m, n, k int, alpha float32, a []float32, ld
 		return
 	}
 	ks := pickKernels(n)
+	if ks == nil {
+		// No assembly kernels: gonum's blas32 beats a scalar Go micro-kernel (its axpy and dot
+		// have SIMD assembly of their own on amd64 and arm64).
+		gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	g := gemmArgs{transA, transB, m, n, k, alpha, beta, a, lda, b, ldb, c, ldc, ks}
 	th := Threads()
 	tilesM := (m + ks.mr - 1) / ks.mr
@@ -306,14 +325,21 @@ func (g *gemmArgs) rows(m0, m1 int, s []float32) {
 
 // addTile computes C[i0+r][j0+j] = alpha·tmp[r][j] + beta·C[...] for r < mr, j < nr.
 func (g *gemmArgs) addTile(tmp []float32, ldt, i0, j0, mr, nr int, beta float32) {
+	alpha := g.alpha
 	for r := 0; r < mr; r++ {
 		crow := g.c[(i0+r)*g.ldc+j0 : (i0+r)*g.ldc+j0+nr]
 		trow := tmp[r*ldt : r*ldt+nr]
-		for j := range crow {
-			if beta == 0 {
-				crow[j] = g.alpha * trow[j]
-			} else {
-				crow[j] = g.alpha*trow[j] + beta*crow[j]
+		trow = trow[:len(crow)]
+		switch {
+		case beta == 0 && alpha == 1:
+			copy(crow, trow)
+		case beta == 0:
+			for j, v := range trow {
+				crow[j] = alpha * v
+			}
+		default:
+			for j, v := range trow {
+				crow[j] = alpha*v + beta*crow[j]
 			}
 		}
 	}
