@@ -14,8 +14,9 @@ func ReLU(dst, src *Dense) {
 	parallelRows(t, len(src.Data[:src.Rows*src.Cols]), elemGrain, 2, reluChunk)
 }
 
-func reluChunk(t *task, _, lo, hi int) {
-	s, d := t.d1.Data[lo:hi], t.d0.Data[lo:hi]
+func reluChunk(t *task, _, lo, hi int) { reluSlice(t.d0.Data[lo:hi], t.d1.Data[lo:hi]) }
+
+func reluGo(d, s []float32) {
 	d = d[:len(s)]
 	for i, v := range s {
 		u := math.Float32bits(v)
@@ -33,8 +34,9 @@ func ReLUBackward(grad, out *Dense) {
 	parallelRows(t, grad.Rows*grad.Cols, elemGrain, 2, reluBackChunk)
 }
 
-func reluBackChunk(t *task, _, lo, hi int) {
-	o, g := t.d1.Data[lo:hi], t.d0.Data[lo:hi]
+func reluBackChunk(t *task, _, lo, hi int) { reluBackSlice(t.d0.Data[lo:hi], t.d1.Data[lo:hi]) }
+
+func reluBackGo(g, o []float32) {
 	g = g[:len(o)]
 	for i, v := range o {
 		x := int32(math.Float32bits(v))
@@ -59,12 +61,17 @@ func AddScaled(dst *Dense, alpha float32, src *Dense) {
 func addScaledChunk(t *task, _, lo, hi int) {
 	s, d, a := t.d1.Data[lo:hi], t.d0.Data[lo:hi], t.f0
 	if a == 1 {
-		for i, v := range s {
-			d[i] += v
-		}
+		addSlice(d, s)
 		return
 	}
-	axpy1(d, s, a)
+	axpySlice(d, s, a)
+}
+
+func addGo(d, s []float32) {
+	d = d[:len(s)]
+	for i, v := range s {
+		d[i] += v
+	}
 }
 
 // Scale computes dst *= alpha.
@@ -75,8 +82,9 @@ func Scale(dst *Dense, alpha float32) {
 	parallelRows(t, dst.Rows*dst.Cols, elemGrain, 2, scaleChunk)
 }
 
-func scaleChunk(t *task, _, lo, hi int) {
-	d, a := t.d0.Data[lo:hi], t.f0
+func scaleChunk(t *task, _, lo, hi int) { scaleSlice(t.d0.Data[lo:hi], t.f0) }
+
+func scaleGo(d []float32, a float32) {
 	for i := range d {
 		d[i] *= a
 	}
@@ -112,10 +120,7 @@ func AddRowVector(dst *Dense, v []float32) {
 func addRowChunk(t *task, _, lo, hi int) {
 	d, v := t.d0, t.vec
 	for i := lo; i < hi; i++ {
-		r := d.Data[i*d.Cols : (i+1)*d.Cols]
-		for j, x := range v[:len(r)] {
-			r[j] += x
-		}
+		addSlice(d.Data[i*d.Cols:(i+1)*d.Cols], v)
 	}
 }
 
@@ -151,8 +156,6 @@ func colSumsChunk(t *task, c, lo, hi int) {
 	s := t.d0
 	acc := t.part[c*s.Cols : (c+1)*s.Cols]
 	for i := lo; i < hi; i++ {
-		for j, x := range s.Data[i*s.Cols : (i+1)*s.Cols] {
-			acc[j] += x
-		}
+		addSlice(acc, s.Data[i*s.Cols:(i+1)*s.Cols])
 	}
 }

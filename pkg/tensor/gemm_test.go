@@ -33,7 +33,7 @@ func TestMatMulAgainstNaive(t *testing.T) {
 			}
 			a, b := randDense(rng, ar, ac), randDense(rng, br, bc)
 			c0 := randDense(rng, m, n)
-			for _, ab := range [][2]float32{{1, 0}, {0.5, 2}, {-1, 1}, {0, 0.5}} {
+			for abi, ab := range [][2]float32{{1, 0}, {0.5, 2}, {-1, 1}, {0, 0.5}} {
 				want := naiveMatMul(c0, a, tr[0], b, tr[1], ab[0], ab[1])
 				tol := 1e-5 * math.Sqrt(float64(k+1)) * 4
 				check := func(name string, f func(dst, a *Dense, transA bool, b *Dense, transB bool, alpha, beta float32)) {
@@ -52,7 +52,11 @@ func TestMatMulAgainstNaive(t *testing.T) {
 					check(im.name, im.f)
 				}
 				eachISA(t, func(_ testing.TB, isa string) {
-					for _, th := range []int{1, 2, 3} {
+					threads := []int{3}
+					if abi == 0 {
+						threads = []int{1, 2, 3}
+					}
+					for _, th := range threads {
 						withThreads(th, func() { check(fmt.Sprintf("native-%s/%dthreads", isa, th), MatMulNative) })
 					}
 				})

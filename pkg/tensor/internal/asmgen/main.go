@@ -3,7 +3,8 @@
 //	go run ./internal/asmgen
 //
 // It writes spmm_amd64.s (the SpMM row-gather kernels) and gemm_amd64.s (the GEMM micro-kernels),
-// each in an AVX-512 and an AVX2 flavour, and dropout_amd64.s (the AVX-512 dropout row kernel).
+// each in an AVX-512 and an AVX2 flavour, dropout_amd64.s (the AVX-512 dropout row kernel) and
+// elementwise_amd64.s (AVX-512 ReLU, its gradient, add, axpy, scale).
 package main
 
 import (
@@ -488,6 +489,126 @@ done:
 	RET
 `
 
+// elemKernel is an AVX-512 element-wise kernel over n floats: dst (DI), an optional second operand
+// (SI), a broadcast scalar in Z30 and the constant 1 (int32) in Z31. body emits the operation of
+// one vector: it loads from the given operands into Z<r> (masked under mask when it is not "")
+// and stores the result.
+type elemKernel struct {
+	name, sig string
+	hasSrc    bool
+	scalar    string // argument name of the float32 scalar, "" for none
+	body      func(g *gen, r int, dst, src, mask string)
+}
+
+// load returns the masked-zeroing load of operand op into Z<r>.
+func load(op string, r int, mask string) string {
+	if mask == "" {
+		return fmt.Sprintf("VMOVUPS %s, Z%d", op, r)
+	}
+	return fmt.Sprintf("VMOVUPS.Z %s, %s, Z%d", op, mask, r)
+}
+
+func store(r int, op, mask string) string {
+	if mask == "" {
+		return fmt.Sprintf("VMOVUPS Z%d, %s", r, op)
+	}
+	return fmt.Sprintf("VMOVUPS Z%d, %s, %s", r, mask, op)
+}
+
+var elemKernels = []elemKernel{
+	{name: "reluAVX512", sig: "dst, src *float32, n int", hasSrc: true, body: func(g *gen, r int, dst, src, mask string) {
+		// bits &^ (int32(bits) >> 31): the same as the Go loop, NaN and -0 included
+		g.i(load(src, r, mask))
+		g.i("VPSRAD $31, Z%d, Z%d", r, r+8)
+		g.i("VPANDND Z%d, Z%d, Z%d", r, r+8, r)
+		g.i(store(r, dst, mask))
+	}},
+	{name: "reluBackAVX512", sig: "grad, out *float32, n int", hasSrc: true, body: func(g *gen, r int, dst, src, mask string) {
+		// grad &^ ((x | (x-1)) >> 31) with x the bits of out: zero unless out > 0
+		g.i(load(src, r, mask))
+		g.i("VPSUBD Z31, Z%d, Z%d", r, r+8)
+		g.i("VPORD Z%d, Z%d, Z%d", r, r+8, r+8)
+		g.i("VPSRAD $31, Z%d, Z%d", r+8, r+8)
+		g.i(load(dst, r, mask))
+		g.i("VPANDND Z%d, Z%d, Z%d", r, r+8, r)
+		g.i(store(r, dst, mask))
+	}},
+	{name: "addAVX512", sig: "dst, src *float32, n int", hasSrc: true, body: func(g *gen, r int, dst, src, mask string) {
+		g.i(load(dst, r, mask))
+		g.i(load(src, r+8, mask))
+		g.i("VADDPS Z%d, Z%d, Z%d", r+8, r, r)
+		g.i(store(r, dst, mask))
+	}},
+	{name: "axpyAVX512", sig: "dst, src *float32, n int, alpha float32", hasSrc: true, scalar: "alpha+24(FP)", body: func(g *gen, r int, dst, src, mask string) {
+		g.i(load(dst, r, mask))
+		g.i(load(src, r+8, mask))
+		g.i("VFMADD231PS Z30, Z%d, Z%d", r+8, r)
+		g.i(store(r, dst, mask))
+	}},
+	{name: "scaleAVX512", sig: "dst *float32, n int, alpha float32", scalar: "alpha+16(FP)", body: func(g *gen, r int, dst, src, mask string) {
+		g.i(load(dst, r, mask))
+		g.i("VMULPS Z30, Z%d, Z%d", r, r)
+		g.i(store(r, dst, mask))
+	}},
+}
+
+func elem512(g *gen, k elemKernel) {
+	g.raw(fmt.Sprintf("\n// func %s(%s)\n", k.name, k.sig))
+	size := 24
+	if !k.hasSrc {
+		size = 16
+	}
+	if k.scalar != "" {
+		size += 4
+	}
+	g.raw(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-%d\n", k.name, size))
+	g.i("MOVQ %s+0(FP), DI", strings.Fields(strings.ReplaceAll(k.sig, ",", " "))[0])
+	nOff := 8
+	if k.hasSrc {
+		g.i("MOVQ %s+8(FP), SI", strings.Fields(strings.ReplaceAll(k.sig, ",", " "))[1])
+		nOff = 16
+	}
+	g.i("MOVQ n+%d(FP), CX", nOff)
+	if k.scalar != "" {
+		g.i("VBROADCASTSS %s, Z30", k.scalar)
+	}
+	g.i("MOVL $1, AX")
+	g.i("VPBROADCASTD AX, Z31")
+	g.l("loop4")
+	g.i("CMPQ CX, $64")
+	g.i("JLT loop1")
+	for u := 0; u < 4; u++ {
+		k.body(g, u, fmt.Sprintf("%d(DI)", 64*u), fmt.Sprintf("%d(SI)", 64*u), "")
+	}
+	g.i("ADDQ $256, DI")
+	if k.hasSrc {
+		g.i("ADDQ $256, SI")
+	}
+	g.i("SUBQ $64, CX")
+	g.i("JMP loop4")
+	g.l("loop1")
+	g.i("CMPQ CX, $16")
+	g.i("JLT tail")
+	k.body(g, 0, "(DI)", "(SI)", "")
+	g.i("ADDQ $64, DI")
+	if k.hasSrc {
+		g.i("ADDQ $64, SI")
+	}
+	g.i("SUBQ $16, CX")
+	g.i("JMP loop1")
+	g.l("tail")
+	g.i("TESTQ CX, CX")
+	g.i("JEQ done")
+	g.i("MOVL $1, AX")
+	g.i("SHLL CX, AX")
+	g.i("DECL AX")
+	g.i("KMOVW AX, K1")
+	k.body(g, 0, "(DI)", "(SI)", "K1")
+	g.l("done")
+	g.i("VZEROUPPER")
+	g.i("RET")
+}
+
 func write(path string, g *gen) {
 	if err := os.WriteFile(path, []byte(g.b.String()), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -519,5 +640,12 @@ func main() {
 	dr.raw(header)
 	dr.raw(dropoutAVX512)
 	write("dropout_amd64.s", &dr)
+
+	var el gen
+	el.raw(header)
+	for _, k := range elemKernels {
+		elem512(&el, k)
+	}
+	write("elementwise_amd64.s", &el)
 
 }

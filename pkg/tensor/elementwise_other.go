@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package tensor
+
+func reluSlice(d, s []float32)            { reluGo(d, s) }
+func reluBackSlice(g, o []float32)        { reluBackGo(g, o) }
+func addSlice(d, s []float32)             { addGo(d, s) }
+func axpySlice(d, s []float32, a float32) { axpy1(d, s, a) }
+func scaleSlice(d []float32, a float32)   { scaleGo(d, a) }
