@@ -103,6 +103,15 @@ func Copy(dst, src *Dense) {
 
 func copyChunk(t *task, _, lo, hi int) { copy(t.d0.Data[lo:hi], t.d1.Data[lo:hi]) }
 
+// zeroParallel is d.Zero on the pool.
+func zeroParallel(d *Dense) {
+	t := kpool.get()
+	t.d0 = d
+	parallelRows(t, d.Rows*d.Cols, 4*elemGrain, 2, zeroChunk)
+}
+
+func zeroChunk(t *task, _, lo, hi int) { clear(t.d0.Data[lo:hi]) }
+
 // AddRowVector adds v to every row of dst (a bias); len(v) must be dst.Cols.
 func AddRowVector(dst *Dense, v []float32) {
 	must(denseOK("AddRowVector", "dst", dst))

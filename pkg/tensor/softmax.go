@@ -12,7 +12,7 @@ func SoftmaxCrossEntropy(logits *Dense, labels []int32, rows []int32, grad *Dens
 	must(CheckLabels(logits, labels, rows))
 	if grad != nil {
 		must(CheckSameShape("SoftmaxCrossEntropy", grad, logits))
-		grad.Zero()
+		zeroParallel(grad)
 	}
 	if len(rows) == 0 || logits.Cols == 0 {
 		return 0
@@ -38,35 +38,43 @@ func softmaxChunk(t *task, c, lo, hi int) {
 	loss := 0.0
 	for _, r := range t.ix1[lo:hi] {
 		row := x.Data[int(r)*n : int(r)*n+n]
-		m := row[0]
-		for _, v := range row[1:] {
+		m, nan := row[0], false
+		for _, v := range row {
 			if v > m {
 				m = v
 			}
+			nan = nan || v != v
+		}
+		lab := t.ix0[r]
+		if nan || m-m != 0 { // a NaN or an infinity: report it rather than hide it
+			loss = math.NaN()
+			if g != nil {
+				for j := range row {
+					g.Data[int(r)*n+j] = float32(math.NaN())
+				}
+			}
+			continue
 		}
 		s := 0.0
-		var gr []float32
 		if g != nil {
-			gr = g.Data[int(r)*n : int(r)*n+n]
+			gr := g.Data[int(r)*n : int(r)*n+n]
+			gr = gr[:len(row)]
 			for j, v := range row {
-				e := expf(v - m)
+				e := expSoftmax(v - m)
 				gr[j] = e
 				s += float64(e)
 			}
-		} else {
-			for _, v := range row {
-				s += float64(expf(v - m))
-			}
-		}
-		lab := t.ix0[r]
-		loss += math.Log(s) - float64(row[lab]-m)
-		if g != nil {
 			inv := float32(1/s) * t.f0
 			for j := range gr {
 				gr[j] *= inv
 			}
 			gr[lab] -= t.f0
+		} else {
+			for _, v := range row {
+				s += float64(expSoftmax(v - m))
+			}
 		}
+		loss += math.Log(s) - float64(row[lab]-m)
 	}
 	t.partial[c] = loss
 }
@@ -94,27 +102,19 @@ func Accuracy(logits *Dense, labels []int32, rows []int32) float64 {
 	return float64(hit) / float64(len(rows))
 }
 
-// expf returns e^x in float32 to about 2 ulp: x = k·ln2 + r with |r| <= ln2/2, e^r by a degree-6
-// polynomial, times 2^k. Arguments outside [-87, 88] (and NaN) take math.Exp.
-func expf(x float32) float32 {
-	if !(x >= -87 && x <= 88) {
-		return float32(math.Exp(float64(x)))
-	}
+// expSoftmax returns e^x for finite x <= 0 in float32 to about 2 ulp: x = k·ln2 + r with
+// |r| <= ln2/2, e^r by a degree-6 polynomial, times 2^k. Below -87 it returns e^-87 (1.6e-38), a
+// stand-in for 0 next to the softmax's row sums of at least 1. It is small enough to inline.
+func expSoftmax(x float32) float32 {
 	const (
 		log2e = 1.44269504088896341
 		ln2hi = 0.693359375
 		ln2lo = -2.12194440e-4
+		magic = 12582912 // 1.5·2²³: adding and subtracting it rounds to an integer
 	)
-	const magic = 12582912 // 1.5·2²³: adding and subtracting it rounds to an integer
+	x = max(x, -87)
 	k := (x*log2e + magic) - magic
 	r := x - k*ln2hi - k*ln2lo
-	// e^r ≈ 1 + r + r²/2 + ... + r⁶/720
-	p := float32(1.0 / 720)
-	p = p*r + 1.0/120
-	p = p*r + 1.0/24
-	p = p*r + 1.0/6
-	p = p*r + 0.5
-	p = p*r + 1
-	p = p*r + 1
+	p := ((((((1.0/720)*r+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
 	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }

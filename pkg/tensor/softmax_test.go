@@ -125,7 +125,7 @@ func TestSoftmaxCrossEntropyFiniteDifferences(t *testing.T) {
 }
 
 func TestSoftmaxCrossEntropyStable(t *testing.T) {
-	logits := &Dense{Rows: 2, Cols: 3, Data: []float32{1e30, -1e30, 0, 88, 89, -200}}
+	logits := &Dense{Rows: 2, Cols: 3, Data: []float32{1e30, -1e30, 0, 88, 89, -3e38}}
 	labels := []int32{1, 0}
 	grad := NewDense(2, 3)
 	l := SoftmaxCrossEntropy(logits, labels, []int32{0, 1}, grad)
@@ -165,17 +165,30 @@ func TestAccuracy(t *testing.T) {
 	}
 }
 
-func TestExpf(t *testing.T) {
+func TestExpNeg(t *testing.T) {
 	worst := 0.0
-	for x := -87.0; x <= 88; x += 0.001 {
-		got, want := float64(expf(float32(x))), math.Exp(float64(float32(x)))
+	for x := -87.0; x <= 0; x += 0.0007 {
+		got, want := float64(expSoftmax(float32(x))), math.Exp(float64(float32(x)))
 		worst = max(worst, math.Abs(got-want)/want)
 	}
 	if worst > 4e-7 {
-		t.Errorf("expf relative error %g", worst)
+		t.Errorf("expSoftmax relative error %g", worst)
 	}
-	if expf(-200) != 0 || !math.IsInf(float64(expf(200)), 1) || !math.IsNaN(float64(expf(float32(math.NaN())))) {
-		t.Error("expf out of range")
+	if got := expSoftmax(-1000); got > 1e-37 || got < 0 {
+		t.Errorf("expSoftmax(-1000) = %g", got)
+	}
+}
+
+func TestSoftmaxCrossEntropyNaN(t *testing.T) {
+	logits := &Dense{Rows: 2, Cols: 3, Data: []float32{1, float32(math.NaN()), 0, 1, 2, float32(math.Inf(1))}}
+	for _, rows := range [][]int32{{0}, {1}} {
+		grad := NewDense(2, 3)
+		if l := SoftmaxCrossEntropy(logits, []int32{0, 0}, rows, grad); !math.IsNaN(l) {
+			t.Errorf("rows %v: loss %g, want NaN", rows, l)
+		}
+		if g := grad.Data[int(rows[0])*3]; !math.IsNaN(float64(g)) {
+			t.Errorf("rows %v: gradient %g, want NaN", rows, g)
+		}
 	}
 }
 
