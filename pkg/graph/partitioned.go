@@ -135,27 +135,10 @@ func WritePartitionFile(path string, d *PartitionData) error {
 	if err != nil {
 		return fmt.Errorf("graph: write partition %s: meta: %w", path, err)
 	}
-	secs := []outSection{
-		{secMeta, meta},
-		{secAdjRowPtr, leBytes(d.Adj.RowPtr)},
-		{secAdjColIdx, leBytes(d.Adj.ColIdx)},
-		{secLabels, leBytes(d.Labels)},
-		{secTrain, leBytes(d.Train)},
-		{secVal, leBytes(d.Val)},
-		{secTest, leBytes(d.Test)},
-		{secPartBounds, leBytes(d.Bounds)},
-		{secGhostIDs, leBytes(d.GhostIDs)},
-		{secGhostDegree, leBytes(d.GhostDegree)},
-	}
-	switch f := d.Features; {
-	case f.Sparse != nil:
-		secs = append(secs, outSection{secFeatRowPtr, leBytes(f.Sparse.RowPtr)}, outSection{secFeatColIdx, leBytes(f.Sparse.ColIdx)})
-		if f.Sparse.Val != nil {
-			secs = append(secs, outSection{secFeatVal, leBytes(f.Sparse.Val)})
-		}
-	case f.Dense != nil:
-		secs = append(secs, outSection{secFeatDense, leBytes(f.Dense.Data)})
-	}
+	secs := append(graphSections(meta, d.Adj, d.Features, d.Labels, d.Train, d.Val, d.Test),
+		outSection{secPartBounds, leBytes(d.Bounds)},
+		outSection{secGhostIDs, leBytes(d.GhostIDs)},
+		outSection{secGhostDegree, leBytes(d.GhostDegree)})
 	h := prepHeader{
 		version: PreparedVersion, part: uint32(d.Part), parts: uint32(d.Parts),
 		nodes: uint64(d.Adj.Rows), edges: uint64(len(d.Adj.ColIdx)),

@@ -134,6 +134,30 @@ func WritePrepared(w io.Writer, d *Dataset) error {
 	return writeSections(w, h, secs, d.Name)
 }
 
+// graphSections returns the sections every prepared file has: meta, adjacency, labels, splits
+// and, when present, features.
+func graphSections(meta []byte, adj *tensor.CSR, f Features, labels, train, val, test []int32) []outSection {
+	secs := []outSection{
+		{secMeta, meta},
+		{secAdjRowPtr, leBytes(adj.RowPtr)},
+		{secAdjColIdx, leBytes(adj.ColIdx)},
+		{secLabels, leBytes(labels)},
+		{secTrain, leBytes(train)},
+		{secVal, leBytes(val)},
+		{secTest, leBytes(test)},
+	}
+	switch {
+	case f.Sparse != nil:
+		secs = append(secs, outSection{secFeatRowPtr, leBytes(f.Sparse.RowPtr)}, outSection{secFeatColIdx, leBytes(f.Sparse.ColIdx)})
+		if f.Sparse.Val != nil {
+			secs = append(secs, outSection{secFeatVal, leBytes(f.Sparse.Val)})
+		}
+	case f.Dense != nil:
+		secs = append(secs, outSection{secFeatDense, leBytes(f.Dense.Data)})
+	}
+	return secs
+}
+
 // preparedSections returns the header fields and the sections that represent d.
 func preparedSections(d *Dataset) (prepHeader, []outSection, error) {
 	if err := d.Validate(); err != nil {
@@ -143,24 +167,7 @@ func preparedSections(d *Dataset) (prepHeader, []outSection, error) {
 	if err != nil {
 		return prepHeader{}, nil, fmt.Errorf("graph: write prepared %s: meta: %w", d.Name, err)
 	}
-	secs := []outSection{
-		{secMeta, meta},
-		{secAdjRowPtr, leBytes(d.Adj.RowPtr)},
-		{secAdjColIdx, leBytes(d.Adj.ColIdx)},
-		{secLabels, leBytes(d.Labels)},
-		{secTrain, leBytes(d.Train)},
-		{secVal, leBytes(d.Val)},
-		{secTest, leBytes(d.Test)},
-	}
-	switch f := d.Features; {
-	case f.Sparse != nil:
-		secs = append(secs, outSection{secFeatRowPtr, leBytes(f.Sparse.RowPtr)}, outSection{secFeatColIdx, leBytes(f.Sparse.ColIdx)})
-		if f.Sparse.Val != nil {
-			secs = append(secs, outSection{secFeatVal, leBytes(f.Sparse.Val)})
-		}
-	case f.Dense != nil:
-		secs = append(secs, outSection{secFeatDense, leBytes(f.Dense.Data)})
-	}
+	secs := graphSections(meta, d.Adj, d.Features, d.Labels, d.Train, d.Val, d.Test)
 	h := prepHeader{
 		version: PreparedVersion, part: 0, parts: 1,
 		nodes: uint64(d.NumNodes()), edges: uint64(len(d.Adj.ColIdx)),
