@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Installs the pinned control-plane tools (controller-gen, helm) with
+# Installs the pinned tools (controller-gen, helm; the AWS Lambda runtime
+# interface emulator and the MinIO server the tests run against) with
 # `go install` into a cache folder outside the clone, so a fresh clone reuses
 # them. A binary already there whose embedded module version matches is kept.
-# Prints the folder. Usage: hack/tools.sh [controller-gen|helm]...
+# Prints the folder.
+# Usage: hack/tools.sh [controller-gen|helm|aws-lambda-rie|minio]...
 set -euo pipefail
 
 BIN=${DORYLUS_TOOLS_BIN:-$HOME/.cache/dorylus/bin}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
 HELM_VERSION=${HELM_VERSION:-v4.3.2}
+RIE_VERSION=${RIE_VERSION:-v0.0.0-20261030222936-bef5c4ba774d}
+MINIO_VERSION=${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}
 mkdir -p "$BIN"
 export GOFLAGS=-buildvcs=false
 
@@ -28,6 +32,8 @@ for t in "${want[@]}"; do
 	case $t in
 	controller-gen) install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/controller-tools "$CONTROLLER_GEN_VERSION" ;;
 	helm) install helm helm.sh/helm/v4/cmd/helm helm.sh/helm/v4 "$HELM_VERSION" ;;
+	aws-lambda-rie) install aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator "$RIE_VERSION" ;;
+	minio) install minio github.com/minio/minio github.com/minio/minio "$MINIO_VERSION" ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac
 done
