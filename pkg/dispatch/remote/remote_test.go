@@ -1,0 +1,127 @@
+package remote
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// TestSplitMatchesWhole cuts every kind of task into row ranges under small payload limits,
+// runs the parts with dispatch.Execute, assembles them as runParts does, and expects the
+// whole task's result: the same rows (dropout is keyed by global row), dW and loss summed.
+func TestSplitMatchesWhole(t *testing.T) {
+	for _, req := range remotetest.Tasks(1, 50, 40, 8) {
+		whole, err := dispatch.Execute(&req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := len(dispatch.EncodeRequest(&req))
+		parts, err := split(&req, full/3, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts) < 3 {
+			t.Fatalf("%v layer %d: %d parts under a third of the size", req.Op, req.Layer, len(parts))
+		}
+		got := dispatch.TaskResult{}
+		if r, c, ok := outShape(&req); ok {
+			got.Out = tensor.NewDense(r, c)
+		}
+		next := 0
+		for _, p := range parts {
+			if p.lo != next || len(p.body) > full/3 {
+				t.Fatalf("part [%d,%d) of %d bytes after row %d", p.lo, p.hi, len(p.body), next)
+			}
+			next = p.hi
+			decoded, err := dispatch.DecodeRequest(p.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Out != nil {
+				decoded.Out = got.Out.RowSlice(p.lo, p.hi)
+			}
+			res, err := dispatch.Execute(&decoded, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Loss += res.Loss
+			if res.DW != nil {
+				if got.DW == nil {
+					got.DW = tensor.NewDense(res.DW.Rows, res.DW.Cols)
+				}
+				for i, v := range res.DW.Data {
+					got.DW.Data[i] += v
+				}
+			}
+		}
+		if next != req.NumRows() {
+			t.Fatalf("parts end at row %d of %d", next, req.NumRows())
+		}
+		if d := remotetest.Diff(got, whole); d > 1e-5 {
+			t.Errorf("%v layer %d: split result differs by %g", req.Op, req.Layer, d)
+		}
+	}
+	req := remotetest.Tasks(1, 50, 40, 8)[0]
+	if _, err := split(&req, 100, 0); err == nil {
+		t.Error("a limit below one row's size was accepted")
+	}
+	res := resultSize(&req)
+	if parts, err := split(&req, 0, res/2); err != nil || len(parts) < 2 {
+		t.Errorf("result limit: %d parts, %v", len(parts), err)
+	}
+}
+
+// TestTuner drives the tuner by hand: it grows while tasks wait, holds without a queue,
+// shrinks when latency doubles, and cuts a quarter when throttled.
+func TestTuner(t *testing.T) {
+	k := kind{dispatch.OpForward, 0}
+	tu := newTuner(1, 8, false)
+	for range 10 {
+		tu.done(k, 10*time.Millisecond, 3)
+	}
+	if tu.limit != 8 {
+		t.Fatalf("limit %d after 10 quick calls with a queue, want the cap 8", tu.limit)
+	}
+	if th, ok := tu.threshold(k, 5, time.Millisecond); !ok || th != 50*time.Millisecond {
+		t.Errorf("straggler threshold %v %v, want 5 × 10 ms", th, ok)
+	}
+	if th, _ := tu.threshold(k, 5, 500*time.Millisecond); th != 500*time.Millisecond {
+		t.Errorf("threshold %v under the 500 ms floor", th)
+	}
+	for range 40 {
+		tu.done(k, 30*time.Millisecond, 3)
+	}
+	if tu.limit >= 8 || tu.limit < 1 {
+		t.Fatalf("limit %d after latency tripled, want fewer than 8", tu.limit)
+	}
+	low := tu.limit
+	for range 40 {
+		tu.done(k, 30*time.Millisecond, 0)
+	}
+	if tu.limit > low {
+		t.Errorf("limit grew from %d to %d without a queue", low, tu.limit)
+	}
+	tu = newTuner(8, 8, false)
+	tu.throttled()
+	if tu.limit != 6 {
+		t.Errorf("limit %d after a throttle from 8, want 6", tu.limit)
+	}
+	tu.throttled() // within the cooldown: counted once
+	if tu.limit != 6 {
+		t.Errorf("limit %d after a second throttle in the cooldown", tu.limit)
+	}
+	fixed := newTuner(4, 4, true)
+	fixed.throttled()
+	for range 20 {
+		fixed.done(k, time.Duration(1+len(fixed.kinds))*time.Second, 5)
+	}
+	if fixed.limit != 4 {
+		t.Errorf("fixed tuner moved to %d", fixed.limit)
+	}
+	if _, ok := fixed.threshold(k, 5, 0); !ok {
+		t.Error("a fixed tuner keeps no latency statistics")
+	}
+}

@@ -1,0 +1,176 @@
+// Package remotetest starts the real components the serverless backends are tested against:
+// the dorylus binary built from this module, `dorylus function` as an HTTP process, and the
+// AWS Lambda runtime interface emulator (aws-lambda-rie) running `dorylus function`, all on
+// loopback. A test that needs a missing tool skips, or fails when $CI is set.
+package remotetest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BuildDorylus builds ./runtime/dorylus of this module into dir and returns the binary.
+func BuildDorylus(dir string) (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	bin := filepath.Join(dir, "dorylus")
+	cmd := exec.Command("go", "build", "-o", bin, "./runtime/dorylus")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build dorylus: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Tool returns the path of an external binary: on $PATH, or in ~/.cache/dorylus/bin where
+// `hack/tools.sh NAME` installs it. Without it the test is skipped, or fails when $CI is set.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		p := filepath.Join(home, ".cache", "dorylus", "bin", name)
+		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("%s is neither on PATH nor in ~/.cache/dorylus/bin: run hack/tools.sh %s", name, name)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Process is a started process whose output is kept for failure messages.
+type Process struct {
+	Cmd *exec.Cmd
+	out *lockedBuffer
+}
+
+// Output returns what the process wrote so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Kill kills the process group (the emulator and its runtime).
+func (p *Process) Kill() { syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL) }
+
+// start starts a command in its own process group, killed when the test ends.
+func start(t testing.TB, env []string, name string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &Process{Cmd: cmd, out: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s %s output:\n%s", filepath.Base(name), strings.Join(args, " "), tail(p.Output(), 3000))
+		}
+	})
+	return p
+}
+
+// freePort returns a loopback address nobody listens on now.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitHTTP waits until url answers any HTTP status.
+func waitHTTP(t testing.TB, p *Process, method, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest(method, url, strings.NewReader(""))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s not answering after 30 s:\n%s", url, tail(p.Output(), 3000))
+}
+
+// HTTPFunction starts `dorylus function` as an HTTP server with extra flags and returns its
+// URL once /healthz answers.
+func HTTPFunction(t testing.TB, dorylus string, flags ...string) (string, *Process) {
+	t.Helper()
+	addr := freePort(t)
+	p := start(t, nil, dorylus, append([]string{"function", "--listen", addr}, flags...)...)
+	url := "http://" + addr
+	waitHTTP(t, p, http.MethodGet, url+"/healthz")
+	return url + "/", p
+}
+
+// Emulator starts aws-lambda-rie running `dorylus function` with extra flags, with env added
+// to its environment (e.g. AWS_LAMBDA_FUNCTION_TIMEOUT=2), and returns its endpoint URL (the
+// SDK's BaseEndpoint) once it answers.
+func Emulator(t testing.TB, rie, dorylus string, env []string, flags ...string) (string, *Process) {
+	t.Helper()
+	addr, api := freePort(t), freePort(t)
+	p := start(t, env, rie, append([]string{"--runtime-interface-emulator-address", addr, "--runtime-api-address", api,
+		dorylus, "function"}, flags...)...)
+	url := "http://" + addr
+	waitHTTP(t, p, http.MethodGet, url+"/")
+	return url, p
+}
+
+// Emulators starts n emulators (one per concurrent call) and returns their endpoints.
+func Emulators(t testing.TB, n int, rie, dorylus string, env []string, flags ...string) []string {
+	t.Helper()
+	var urls []string
+	for range n {
+		u, _ := Emulator(t, rie, dorylus, env, flags...)
+		urls = append(urls, u)
+	}
+	return urls
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns the contents.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,137 @@
+// Package function is the one tensor-task handler of the serverless backends: it decodes a
+// request in the dispatch wire format, runs it with dispatch.Execute and encodes the result.
+// It keeps no state between calls. Serve runs it as an AWS Lambda handler (aws-lambda-go)
+// when the Lambda runtime API is in its environment, and otherwise as an HTTP service for
+// Knative: POST / takes a request and answers the result, GET /healthz and /readyz answer
+// 200 (readyz 503 once shutdown began), and cancelling Serve's context (SIGTERM) drains the
+// calls in flight before it returns.
+//
+// A request it cannot serve (another wire version, a bad shape, too many bytes) gets an error
+// of type remote.ErrorTypeBadRequest; a task that fails gets remote.ErrorTypeFailed.
+//
+// For fault tests, Faults makes every Nth call slow, fail, hang or kill the process.
+package function
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+)
+
+// Fault modes.
+const (
+	FaultDelay = "delay" // wait Faults.Delay, then answer
+	FaultError = "error" // answer an error of type remote.ErrorTypeFailed
+	FaultHang  = "hang"  // never answer (until the call's context ends)
+	FaultExit  = "exit"  // exit the process mid-call, as if killed
+)
+
+// Faults injects failures into every Every-th call (counted from 1 in this process).
+type Faults struct {
+	Every int
+	Mode  string
+	Delay time.Duration
+}
+
+// Validate checks the fault settings.
+func (f Faults) Validate() error {
+	switch {
+	case f.Every < 0:
+		return fmt.Errorf("fault every %d calls: want 0 (off) or more", f.Every)
+	case f.Every == 0:
+		return nil
+	case f.Mode == FaultDelay && f.Delay <= 0:
+		return fmt.Errorf("fault %s: want a positive delay, got %v", f.Mode, f.Delay)
+	case f.Mode != FaultDelay && f.Mode != FaultError && f.Mode != FaultHang && f.Mode != FaultExit:
+		return fmt.Errorf("fault mode %q: want %s, %s, %s or %s", f.Mode, FaultDelay, FaultError, FaultHang, FaultExit)
+	}
+	return nil
+}
+
+// Error is a failed call, with the error type the caller branches on.
+type Error struct {
+	Type string // remote.ErrorTypeBadRequest or remote.ErrorTypeFailed
+	Err  error
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Handler runs encoded tasks; it is safe for concurrent use.
+type Handler struct {
+	faults     Faults
+	maxRequest int
+	calls      atomic.Int64
+}
+
+// NewHandler returns a handler that refuses requests over maxRequest bytes (0: no limit) and
+// injects faults.
+func NewHandler(faults Faults, maxRequest int) (*Handler, error) {
+	if err := faults.Validate(); err != nil {
+		return nil, err
+	}
+	if maxRequest < 0 {
+		return nil, fmt.Errorf("max request bytes %d: want 0 (no limit) or more", maxRequest)
+	}
+	return &Handler{faults: faults, maxRequest: maxRequest}, nil
+}
+
+// Calls returns the number of calls handled so far.
+func (h *Handler) Calls() int64 { return h.calls.Load() }
+
+// Handle runs one encoded request and returns the encoded result.
+func (h *Handler) Handle(ctx context.Context, body []byte) ([]byte, error) {
+	n := h.calls.Add(1)
+	if f := h.faults; f.Every > 0 && n%int64(f.Every) == 0 {
+		if err := h.inject(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	if h.maxRequest > 0 && len(body) > h.maxRequest {
+		return nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %d bytes, over the limit of %d", dispatch.ErrRequest, len(body), h.maxRequest)}
+	}
+	req, err := dispatch.DecodeRequest(body)
+	if err != nil {
+		return nil, &Error{remote.ErrorTypeBadRequest, err}
+	}
+	res, err := dispatch.Execute(&req, nil)
+	if errors.Is(err, dispatch.ErrRequest) {
+		return nil, &Error{remote.ErrorTypeBadRequest, err}
+	}
+	if err != nil {
+		return nil, &Error{remote.ErrorTypeFailed, fmt.Errorf("%v layer %d: %w", req.Op, req.Layer, err)}
+	}
+	return dispatch.EncodeResult(req.Op, res), nil
+}
+
+// inject applies the fault to call n.
+func (h *Handler) inject(ctx context.Context, n int64) error {
+	switch h.faults.Mode {
+	case FaultDelay:
+		t := time.NewTimer(h.faults.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return &Error{remote.ErrorTypeFailed, ctx.Err()}
+		}
+	case FaultError:
+		return &Error{remote.ErrorTypeFailed, fmt.Errorf("injected fault on call %d", n)}
+	case FaultHang:
+		<-ctx.Done()
+		return &Error{remote.ErrorTypeFailed, ctx.Err()}
+	case FaultExit:
+		fmt.Fprintf(os.Stderr, "dorylus function: injected exit on call %d\n", n)
+		os.Exit(3)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package function
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambda/messages"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/lambda"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+)
+
+// InLambda reports whether the process runs under a Lambda runtime API (AWS Lambda or its
+// emulator).
+func InLambda() bool { return os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" }
+
+// ServeLambda serves h as a Lambda function until ctx ends; aws-lambda-go exits the process
+// when the runtime API fails.
+func ServeLambda(ctx context.Context, h *Handler) {
+	awslambda.StartHandlerWithContext(ctx, lambdaHandler{h})
+}
+
+// lambdaHandler adapts a Handler to Lambda's JSON payloads.
+type lambdaHandler struct{ h *Handler }
+
+// Invoke implements awslambda.Handler.
+func (l lambdaHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	body, err := lambda.DecodePayload(payload)
+	if err != nil {
+		return nil, messages.InvokeResponse_Error{Message: err.Error(), Type: remote.ErrorTypeBadRequest}
+	}
+	res, err := l.h.Handle(ctx, body)
+	if err != nil {
+		return nil, messages.InvokeResponse_Error{Message: err.Error(), Type: errorType(err)}
+	}
+	return lambda.EncodePayload(res), nil
+}
+
+func errorType(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Type
+	}
+	return remote.ErrorTypeFailed
+}
+
+// HTTPHandler returns the HTTP service of h; ready says whether /readyz answers 200.
+func HTTPHandler(h *Handler, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.Header().Set(remote.ErrorTypeHeader, remote.ErrorTypeBadRequest)
+			http.Error(w, "read request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		res, err := h.Handle(r.Context(), body)
+		if err != nil {
+			typ, status := errorType(err), http.StatusInternalServerError
+			if typ == remote.ErrorTypeBadRequest {
+				status = http.StatusBadRequest
+			}
+			w.Header().Set(remote.ErrorTypeHeader, typ)
+			http.Error(w, err.Error(), status)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(res)
+	})
+	return mux
+}
+
+// ServeHTTP serves h on lis until ctx ends, then stops taking calls, fails /readyz and waits
+// up to grace for the calls in flight.
+func ServeHTTP(ctx context.Context, h *Handler, lis net.Listener, grace time.Duration) error {
+	var stopping atomic.Bool
+	srv := &http.Server{Handler: HTTPHandler(h, func() bool { return !stopping.Load() }), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	stopping.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
