@@ -1,9 +1,9 @@
 // Package graphserver is the graph-server role of the data plane (DESIGN.md sections 1, 4, 5):
 // it holds one partition and its ghost buffers, runs the graph-parallel tasks (GA, SC and their
 // backward passes) with pkg/tensor, exchanges ghost rows with its peers over gRPC, hands the
-// tensor tasks (AV, the loss, ∇AV) to a pkg/dispatch backend, pulls weights from and pushes
-// gradients to the parameter servers, and drives its intervals through a pkg/pipeline
-// Scheduler. Graph server 0 also coordinates: it sums the epochs' losses, runs evaluation
+// tensor tasks (AV, ∇AV) to a pkg/dispatch backend, computes the loss on the logits itself,
+// pulls weights from and pushes gradients to the parameter servers, and drives its intervals
+// through a pkg/pipeline Scheduler. Graph server 0 also coordinates: it sums the epochs' losses, runs evaluation
 // passes, stops at the target accuracy or the epoch count, and writes the run's progress as
 // JSON lines and, given a ProgressReporter (Config.Status), into the GNNTrainingJob's status.
 //
@@ -440,6 +440,7 @@ func (s *server) setVersion(v int) {
 		return
 	}
 	s.updateKeep()
+	s.weightSetOf(v)
 }
 
 func (s *server) close() {

@@ -21,10 +21,13 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 	switch t.Kind {
 	case pipeline.KindAV:
 		if l == L {
-			res, err := s.cfg.Backend.Run(ctx, dispatch.TaskRequest{
+			// The loss is a cheap per-row operation on logits that the Gather has just left in
+			// this server's memory: it runs here, which saves every interval one tensor-task
+			// round trip per epoch.
+			res, err := dispatch.Execute(&dispatch.TaskRequest{
 				Op: dispatch.OpLoss, Model: s.model, Z: iv.zView[L-1], Labels: iv.labels, Rows: iv.train,
 				Total: s.part.Totals[0], Out: iv.dzView[L-1][slot],
-			})
+			}, nil)
 			return res.Loss, err
 		}
 		w, err := s.weightsAt(ctx, st.Weights)

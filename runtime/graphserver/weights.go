@@ -103,21 +103,29 @@ type weightSet struct {
 
 // weightsAt returns the weights of version v, pulling them from the shards on first use.
 func (s *server) weightsAt(ctx context.Context, v int) ([]*tensor.Dense, error) {
-	c := &s.weights
-	c.mu.Lock()
-	ws, ok := c.byVersion[v]
-	if !ok {
-		ws = &weightSet{ready: make(chan struct{})}
-		c.byVersion[v] = ws
-		go s.fetch(v, ws)
-	}
-	c.mu.Unlock()
+	ws := s.weightSetOf(v)
 	select {
 	case <-ws.ready:
 		return ws.w, ws.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// weightSetOf returns the cache entry of version v, starting its pull if it has none; it does
+// not wait for the pull. Called when a version appears, it prefetches the weights the next
+// intervals will pin, so that their first tensor task does not wait for the round trip.
+func (s *server) weightSetOf(v int) *weightSet {
+	c := &s.weights
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws, ok := c.byVersion[v]
+	if !ok {
+		ws = &weightSet{ready: make(chan struct{})}
+		c.byVersion[v] = ws
+		go s.fetch(v, ws)
+	}
+	return ws
 }
 
 // fetch pulls version v from every shard.
