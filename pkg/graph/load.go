@@ -48,6 +48,8 @@ func load(spec string, opts LoadOptions) (*Dataset, error) {
 	switch {
 	case spec == "":
 		return nil, fmt.Errorf("graph: empty dataset spec; want one of %s, an rmat: spec or a path", strings.Join(shipped, ", "))
+	case strings.HasPrefix(spec, "s3://") || strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://"):
+		return nil, fmt.Errorf("graph: dataset %s is remote: fetch it to a local path first (package source)", spec)
 	case strings.HasPrefix(spec, "rmat:"):
 		p, err := ParseRMATSpec(spec)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,7 +20,9 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -102,6 +105,7 @@ type graphServerOptions struct {
 	latency               time.Duration
 	wire                  bool
 	startup               time.Duration
+	fetch                 source.Options // how to fetch a remote dataset (from the run config)
 	// the GNNTrainingJob of the run config, if one was given
 	jobNamespace, jobName string
 }
@@ -173,11 +177,11 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	if c.Backend.Kind != jobconfig.BackendCPU {
 		return fmt.Errorf("%s: tensor backend %q: this build has the cpu backend only", path, c.Backend.Kind)
 	}
-	ds, err := configDataset(c.Dataset)
+	ds, fetch, err := configDataset(c.Dataset)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	o.dataset = ds
+	o.dataset, o.fetch = ds, fetch
 	o.partitions, o.peers = c.GraphServers.Replicas, strings.Join(c.GraphServers.Peers, ",")
 	o.paramServers = strings.Join(c.ParameterServers.Shards, ",")
 	o.listen = fmt.Sprintf(":%d", c.GraphServers.Port)
@@ -194,15 +198,25 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	return nil
 }
 
-// configDataset returns the dataset spec of a run config's dataset.
-func configDataset(d jobconfig.Dataset) (string, error) {
+// configDataset returns the dataset spec of a run config's dataset and how to fetch it when
+// it is remote (downloads go under /tmp, the pods' writable emptyDir).
+func configDataset(d jobconfig.Dataset) (string, source.Options, error) {
 	switch d.Source {
 	case jobconfig.SourceBuiltin:
-		return d.Name, nil
+		return d.Name, source.Options{}, nil
 	case jobconfig.SourcePVC:
-		return jobconfig.DatasetMountPath + "/" + strings.TrimPrefix(d.Path, "/"), nil
+		return jobconfig.DatasetMountPath + "/" + strings.TrimPrefix(d.Path, "/"), source.Options{}, nil
+	case jobconfig.SourceS3:
+		if d.S3 == nil {
+			return "", source.Options{}, fmt.Errorf("dataset source s3 without a bucket")
+		}
+		s := d.S3
+		return "s3://" + s.Bucket + "/" + strings.TrimPrefix(s.Prefix, "/"), source.Options{S3: objstore.Config{
+			Region: s.Region, Endpoint: s.Endpoint, CredentialsDir: s.CredentialsDir}}, nil
+	case jobconfig.SourceHTTP:
+		return d.URL, source.Options{SHA256: d.SHA256}, nil
 	}
-	return "", fmt.Errorf("dataset source %q: this build reads builtin and pvc datasets", d.Source)
+	return "", source.Options{}, fmt.Errorf("dataset source %q: this build reads builtin, pvc, s3 and http datasets", d.Source)
 }
 
 // parseStaleness parses "sync" or a bound S ≥ 0.
@@ -224,10 +238,16 @@ func splitList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// loadPartition reads partition p of parts: its own file from a partitioned directory, or the
-// whole dataset cut in memory by the contiguous plan (every server computes the same cut).
-func loadPartition(spec string, p, parts int) (*graph.PartitionData, error) {
-	if graph.IsPartitionedDir(spec, parts) {
+// loadPartition reads partition p of parts: its own file from a partitioned directory (of a
+// remote dataset, only that file is downloaded), or the whole dataset cut in memory by the
+// contiguous plan (every server computes the same cut).
+func loadPartition(ctx context.Context, spec string, fetch source.Options, p, parts int) (*graph.PartitionData, error) {
+	fetch.Partition, fetch.Partitions = p, parts
+	spec, err := source.Fetch(ctx, spec, fetch)
+	if err != nil {
+		return nil, err
+	}
+	if own := filepath.Join(spec, graph.PartitionFileName(p, parts)); isRegular(own) {
 		return graph.ReadPartitionFile(spec, p, parts)
 	}
 	d, err := graph.Load(spec, graph.LoadOptions{})
@@ -288,7 +308,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	data, err := loadPartition(o.dataset, o.partition, o.partitions)
+	data, err := loadPartition(ctx, o.dataset, o.fetch, o.partition, o.partitions)
 	if err != nil {
 		return err
 	}
@@ -312,4 +332,10 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		}
 	}
 	return graphserver.Run(ctx, cfg, lis)
+}
+
+// isRegular reports whether p is a regular file.
+func isRegular(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }

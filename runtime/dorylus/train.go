@@ -16,6 +16,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
@@ -65,7 +66,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	}
 	f := cmd.Flags()
 	dist = addDistributedFlags(f)
-	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
+	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, s3://bucket/prefix, https:// URL, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
 	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (gat changes the defaults to the GAT paper's: --hidden 8 --dropout 0.6 --lr 0.005 --patience 100, with --epochs 1000 as the cap)")
 	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")
 	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer (gat: features per head)")
@@ -182,7 +183,11 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	}
 	tensor.SetThreads(o.threads)
 	start := time.Now()
-	d, err := graph.Load(o.dataset, graph.LoadOptions{})
+	spec, err := source.Fetch(ctx, o.dataset, source.Options{}) // s3:// and http(s):// datasets; S3 settings from the SDK's environment
+	if err != nil {
+		return err
+	}
+	d, err := graph.Load(spec, graph.LoadOptions{})
 	if err != nil {
 		return err
 	}
