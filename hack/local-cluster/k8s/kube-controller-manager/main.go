@@ -1,0 +1,19 @@
+// Command kube-controller-manager is a thin wrapper around k8s.io/kubernetes's
+// kube-controller-manager command, so that it can be built from the Go module
+// proxy for the local cluster (go install of k8s.io/kubernetes/cmd/... refuses
+// modules with replace directives).
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewControllerManagerCommand()))
+}

@@ -1,0 +1,18 @@
+// Command kube-scheduler is a thin wrapper around k8s.io/kubernetes's
+// kube-scheduler command, so that it can be built from the Go module proxy for
+// the local cluster.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}
