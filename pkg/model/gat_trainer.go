@@ -194,7 +194,8 @@ func (t *GATTrainer) forward(epoch int, train bool) error {
 }
 
 // Epoch runs one training epoch (forward, loss, backward, update) and returns the training loss
-// of its forward pass, which used dropout.
+// of its forward pass, which used dropout. A NaN or infinite loss, gradient or updated parameter
+// stops it with an error wrapping ErrNotFinite that names the epoch, layer and task.
 func (t *GATTrainer) Epoch(epoch int) (float64, error) {
 	if err := t.forward(epoch, true); err != nil {
 		return 0, err
@@ -202,6 +203,9 @@ func (t *GATTrainer) Epoch(epoch int) (float64, error) {
 	loss, err := LossForward(t.logits, t.data.Labels, t.data.Train, len(t.data.Train), t.dLogits)
 	if err != nil {
 		return 0, fmt.Errorf("epoch %d loss: %w", epoch, err)
+	}
+	if err := checkLoss(loss, epoch, len(t.params)-1); err != nil {
+		return 0, err
 	}
 	for _, gr := range t.flatG {
 		gr.Zero()
@@ -230,10 +234,29 @@ func (t *GATTrainer) Epoch(epoch int) (float64, error) {
 			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
 		}
 	}
+	if err := t.checkFinite(t.flatG, epoch, "∇AV/∇AE", "gradient"); err != nil {
+		return 0, err
+	}
 	if err := t.adam.Step(t.flatP, t.flatG); err != nil {
 		return 0, fmt.Errorf("epoch %d WU: %w", epoch, err)
 	}
+	if err := t.checkFinite(t.flatP, epoch, "WU", "updated parameter"); err != nil {
+		return 0, err
+	}
 	return loss, nil
+}
+
+// gatParamNames names the four tensors of a GAT layer in the order of GATParams.Tensors.
+var gatParamNames = [4]string{"W", "a_dst", "a_src", "bias"}
+
+// checkFinite checks flat parameters or gradients (in GATParams.Tensors order) for NaN and Inf.
+func (t *GATTrainer) checkFinite(flat []*tensor.Dense, epoch int, task, what string) error {
+	for i, d := range flat {
+		if err := checkFinite(d.Data, epoch, i/4, task, "the "+what+" "+gatParamNames[i%4]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Evaluate runs a forward pass without dropout and scores every split.

@@ -6,6 +6,11 @@ type Learner interface {
 	Epoch(epoch int) (float64, error)
 	// Evaluate scores every split with a forward pass without dropout.
 	Evaluate() (Metrics, error)
+	// Snapshot returns the resumable state, aliased: parameters and optimiser moments by
+	// name, and the number of updates applied.
+	Snapshot() (map[string][]float32, int)
+	// Restore puts a Snapshot back.
+	Restore(tensors map[string][]float32, steps int) error
 }
 
 var (

@@ -103,7 +103,8 @@ func (t *Trainer) forward(epoch int, train bool) error {
 }
 
 // Epoch runs one training epoch (forward, loss, backward, update) and returns the training loss
-// of its forward pass, which used dropout.
+// of its forward pass, which used dropout. A NaN or infinite loss, weight gradient or updated
+// weight stops it with an error wrapping ErrNotFinite that names the epoch, layer and task.
 func (t *Trainer) Epoch(epoch int) (float64, error) {
 	if err := t.forward(epoch, true); err != nil {
 		return 0, err
@@ -112,6 +113,9 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 	loss, err := LossForward(t.z[last], t.data.Labels, t.data.Train, len(t.data.Train), t.dz)
 	if err != nil {
 		return 0, fmt.Errorf("epoch %d loss: %w", epoch, err)
+	}
+	if err := checkLoss(loss, epoch, last); err != nil {
+		return 0, err
 	}
 	dz := t.dz
 	for l := last; l >= 0; l-- {
@@ -126,10 +130,18 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 		if err := t.cfg.GCN.AVBackward(t.input(l, epoch, true), t.weights[l], &t.act[l], dp, t.grads[l], dzPrev); err != nil {
 			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
 		}
+		if err := checkFinite(t.grads[l].Data, epoch, l, "∇AV", "the weight gradient"); err != nil {
+			return 0, err
+		}
 		dz = dzPrev
 	}
 	if err := t.adam.Step(t.weights, t.grads); err != nil {
 		return 0, fmt.Errorf("epoch %d WU: %w", epoch, err)
+	}
+	for l, w := range t.weights {
+		if err := checkFinite(w.Data, epoch, l, "WU", "the updated weight"); err != nil {
+			return 0, err
+		}
 	}
 	return loss, nil
 }
