@@ -10,7 +10,9 @@
 //
 // A call that loses a race is not cancelled: it runs to its end or its timeout and its answer
 // is dropped, because a function keeps running (and an emulator stays busy) whatever the
-// client does. Its time is billed all the same, and Usage counts it.
+// client does. Its time is billed all the same, and Usage counts it. It gives back its
+// concurrency slot when the race ends, so that stragglers cannot fill MaxConcurrency, but its
+// endpoint stays busy until it ends (PerEndpoint still holds).
 package remote
 
 import (
@@ -66,7 +68,7 @@ type Options struct {
 	// PerEndpoint is how many calls one endpoint serves at once (0: any number). The Lambda
 	// emulator serves one.
 	PerEndpoint int
-	// MaxConcurrency caps the calls in flight (at least 1).
+	// MaxConcurrency caps the calls in flight whose answer is awaited (at least 1).
 	MaxConcurrency int
 	// InitialConcurrency is where the tuner starts (default 1); it then adds one call per
 	// completion while tasks wait.
@@ -315,17 +317,44 @@ type tryResult struct {
 	err  error
 }
 
+// slot is the concurrency slot of one try; a try still running when its race ends gives its
+// slot back then (abandon), not again when it ends.
+type slot struct{ released bool }
+
+// release gives the slot back once; b.mu must be held.
+func (b *Backend) release(s *slot) {
+	if !s.released {
+		s.released = true
+		b.inflight--
+		b.signal()
+	}
+}
+
+// signal wakes the callers waiting for a slot; b.mu must be held.
+func (b *Backend) signal() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
 // race makes one try and, if it straggles, a second on another endpoint; the first answer
 // wins. It fails when every try it launched has failed.
 func (b *Backend) race(ctx context.Context, k kind, body []byte) ([]byte, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan tryResult, 2)
-	first, err := b.acquire(rctx, -1, true)
+	slots := []*slot{{released: true}, {released: true}}
+	first, err := b.acquire(rctx, -1, true, slots[0])
 	if err != nil {
 		return nil, err
 	}
-	go b.try(k, first, body, results)
+	defer func() {
+		b.mu.Lock()
+		for _, s := range slots {
+			b.release(s)
+		}
+		b.mu.Unlock()
+	}()
+	go b.try(k, first, slots[0], body, results)
 	b.mu.Lock()
 	after, ok := b.tune.threshold(k, b.opts.StragglerFactor, b.opts.StragglerFloor)
 	b.mu.Unlock()
@@ -350,7 +379,7 @@ func (b *Backend) race(ctx context.Context, k kind, body []byte) ([]byte, error)
 			straggling = nil
 			running++
 			go func() {
-				i, err := b.acquire(rctx, first, false)
+				i, err := b.acquire(rctx, first, false, slots[1])
 				if err != nil {
 					results <- tryResult{err: err}
 					return
@@ -358,7 +387,7 @@ func (b *Backend) race(ctx context.Context, k kind, body []byte) ([]byte, error)
 				b.mu.Lock()
 				b.usage.Relaunches++
 				b.mu.Unlock()
-				b.try(k, i, body, results)
+				b.try(k, i, slots[1], body, results)
 			}()
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -366,8 +395,8 @@ func (b *Backend) race(ctx context.Context, k kind, body []byte) ([]byte, error)
 	}
 }
 
-// try makes one call on endpoint i, which acquire gave it, and releases the endpoint.
-func (b *Backend) try(k kind, i int, body []byte, results chan<- tryResult) {
+// try makes one call on endpoint i, which acquire gave it with slot s, and releases both.
+func (b *Backend) try(k kind, i int, s *slot, body []byte, results chan<- tryResult) {
 	ctx, cancel := context.WithTimeout(b.life, b.opts.CallTimeout)
 	start := time.Now()
 	res, err := b.tr.Call(ctx, b.eps[i].addr, body)
@@ -385,7 +414,7 @@ func (b *Backend) try(k kind, i int, body []byte, results chan<- tryResult) {
 	if d%time.Millisecond != 0 {
 		b.usage.Billed += time.Millisecond
 	}
-	b.inflight--
+	b.release(s)
 	e := &b.eps[i]
 	e.busy--
 	switch {
@@ -402,15 +431,15 @@ func (b *Backend) try(k kind, i int, body []byte, results chan<- tryResult) {
 			b.tune.throttled()
 		}
 	}
-	close(b.changed)
-	b.changed = make(chan struct{})
+	b.signal()
 	b.mu.Unlock()
 	results <- tryResult{body: res, err: err}
 }
 
-// acquire waits for a free slot and returns the endpoint to call: the least busy one that is
-// not down, preferring any other than avoid. first counts the caller as a waiting task.
-func (b *Backend) acquire(ctx context.Context, avoid int, first bool) (int, error) {
+// acquire waits for a free slot, takes it as s, and returns the endpoint to call: the least
+// busy one that is not down, preferring any other than avoid. first counts the caller as a
+// waiting task.
+func (b *Backend) acquire(ctx context.Context, avoid int, first bool, s *slot) (int, error) {
 	b.mu.Lock()
 	if first {
 		b.queued++
@@ -420,6 +449,7 @@ func (b *Backend) acquire(ctx context.Context, avoid int, first bool) (int, erro
 		if b.inflight < b.tune.limit {
 			if i := b.pick(avoid); i >= 0 {
 				b.inflight++
+				s.released = false
 				b.eps[i].busy++
 				b.mu.Unlock()
 				return i, nil

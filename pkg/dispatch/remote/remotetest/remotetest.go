@@ -56,8 +56,21 @@ func Tool(t testing.TB, name string) string {
 
 // Process is a started process whose output is kept for failure messages.
 type Process struct {
-	Cmd *exec.Cmd
-	out *lockedBuffer
+	Cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{} // closed once the process has exited and been reaped
+	err  error         // what Wait returned, set before done closes
+}
+
+// Wait waits up to d for the process to exit and returns how it exited; ok is false if it
+// is still running.
+func (p *Process) Wait(d time.Duration) (err error, ok bool) {
+	select {
+	case <-p.done:
+		return p.err, true
+	case <-time.After(d):
+		return nil, false
+	}
 }
 
 // Output returns what the process wrote so far.
@@ -72,14 +85,18 @@ func start(t testing.TB, env []string, name string, args ...string) *Process {
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Process{Cmd: cmd, out: &lockedBuffer{}}
+	p := &Process{Cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
 	t.Cleanup(func() {
 		p.Kill()
-		cmd.Wait()
+		<-p.done
 		if t.Failed() {
 			t.Logf("%s %s output:\n%s", filepath.Base(name), strings.Join(args, " "), tail(p.Output(), 3000))
 		}

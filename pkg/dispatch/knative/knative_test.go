@@ -1,0 +1,176 @@
+package knative_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+)
+
+var dorylus string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dorylus-knative-*")
+	if err == nil {
+		dorylus, err = remotetest.BuildDorylus(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func newBackend(t *testing.T, urls []string, tune remote.Options) *remote.Backend {
+	t.Helper()
+	if tune.MaxConcurrency == 0 {
+		tune.MaxConcurrency = 4
+	}
+	b, err := knative.New(knative.Options{URLs: urls, Tuning: tune})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// runAll runs every kind of task rounds times, concurrently, and checks each result against
+// dispatch.Execute in this process.
+func runAll(t *testing.T, b dispatch.Backend, rounds int) {
+	t.Helper()
+	reqs := remotetest.Tasks(7, 60, 50, 16)
+	want := make([]dispatch.TaskResult, len(reqs))
+	for i := range reqs {
+		var err error
+		if want[i], err = dispatch.Execute(&reqs[i], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, rounds*len(reqs))
+	for r := range rounds {
+		for i := range reqs {
+			go func() {
+				got, err := b.Run(context.Background(), reqs[i])
+				if err == nil && remotetest.Diff(got, want[i]) != 0 {
+					err = fmt.Errorf("round %d %v layer %d: result differs by %g", r, reqs[i].Op, reqs[i].Layer, remotetest.Diff(got, want[i]))
+				}
+				errs <- err
+			}()
+		}
+	}
+	for range rounds * len(reqs) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestHTTPFunction runs every kind of task through `dorylus function` over HTTP and expects
+// the results of dispatch.Execute bit for bit, with keep-alive connections reused.
+func TestHTTPFunction(t *testing.T) {
+	url, _ := remotetest.HTTPFunction(t, dorylus)
+	b := newBackend(t, []string{url}, remote.Options{})
+	runAll(t, b, 4)
+	if u := b.Usage(); u.Tasks != 20 || u.Tries != 20 || u.Failures != 0 {
+		t.Errorf("usage %+v, want 20 tasks in 20 tries", u)
+	}
+	for _, path := range []string{"healthz", "readyz"} {
+		resp, err := http.Get(url + path)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("/%s: %v %v", path, resp, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+}
+
+// TestBadRequest expects a request the function refuses to fail at once with its message.
+func TestBadRequest(t *testing.T) {
+	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "100")
+	b := newBackend(t, []string{url}, remote.Options{})
+	_, err := b.Run(context.Background(), remotetest.Tasks(1, 10, 20, 4)[0])
+	if !errors.Is(err, dispatch.ErrRequest) || !contains(err, "over the limit of 100") {
+		t.Fatalf("error %v, want the function's refusal", err)
+	}
+	if u := b.Usage(); u.Tries != 1 {
+		t.Errorf("%d tries of a refused request, want 1", u.Tries)
+	}
+}
+
+func contains(err error, s string) bool {
+	return err != nil && strings.Contains(err.Error(), s)
+}
+
+// TestFaults runs the tasks against functions that fail every third call, exit mid-call, or
+// delay every fifth call by two seconds, and expects unchanged results: failures retried,
+// the dead function avoided, stragglers relaunched.
+func TestFaults(t *testing.T) {
+	t.Run("error", func(t *testing.T) {
+		url, _ := remotetest.HTTPFunction(t, dorylus, "--fault-every", "3", "--fault", "error")
+		// a third of the calls fail: enough tries that no task meets a failure on each
+		b := newBackend(t, []string{url}, remote.Options{Backoff: time.Millisecond, Attempts: 12})
+		runAll(t, b, 3)
+		if u := b.Usage(); u.Retries < 4 {
+			t.Errorf("usage %+v: want retries of the failed calls", u)
+		}
+	})
+	t.Run("exit", func(t *testing.T) {
+		dying, p := remotetest.HTTPFunction(t, dorylus, "--fault-every", "4", "--fault", "exit")
+		healthy, _ := remotetest.HTTPFunction(t, dorylus)
+		b := newBackend(t, []string{dying, healthy}, remote.Options{Backoff: time.Millisecond})
+		runAll(t, b, 3)
+		if _, exited := p.Wait(5 * time.Second); !exited {
+			t.Errorf("the dying function is still running: %s", p.Output())
+		}
+		if u := b.Usage(); u.Failures < 1 {
+			t.Errorf("usage %+v: want the lost call counted", u)
+		}
+	})
+	t.Run("straggler", func(t *testing.T) {
+		// Every call to the second function takes 2 s more; a relaunch avoids the endpoint of
+		// the straggler, so it lands on the first.
+		healthy, _ := remotetest.HTTPFunction(t, dorylus)
+		slow, _ := remotetest.HTTPFunction(t, dorylus, "--fault-every", "1", "--fault", "delay", "--fault-delay", "2s")
+		b := newBackend(t, []string{healthy, slow}, remote.Options{StragglerFloor: 50 * time.Millisecond, Fixed: true})
+		runAll(t, b, 6) // warms the latency statistics of every kind
+		start := time.Now()
+		runAll(t, b, 4)
+		if took := time.Since(start); took > 1500*time.Millisecond {
+			t.Errorf("20 tasks, some sent to a function 2 s slow, took %v: stragglers not relaunched", took)
+		}
+		if u := b.Usage(); u.Relaunches < 1 {
+			t.Errorf("usage %+v: want relaunches", u)
+		}
+	})
+}
+
+// TestGracefulShutdown sends SIGTERM during a slow call: the call is answered, /readyz turns
+// 503 meanwhile, and the process exits cleanly.
+func TestGracefulShutdown(t *testing.T) {
+	url, p := remotetest.HTTPFunction(t, dorylus, "--fault-every", "1", "--fault", "delay", "--fault-delay", "1s")
+	b := newBackend(t, []string{url}, remote.Options{StragglerFactor: -1})
+	done := make(chan error, 1)
+	go func() { _, err := b.Run(context.Background(), remotetest.Tasks(1, 10, 20, 4)[1]); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("call in flight at SIGTERM: %v", err)
+	}
+	if err, exited := p.Wait(10 * time.Second); !exited || err != nil {
+		t.Errorf("exit after SIGTERM: exited %v, %v\n%s", exited, err, p.Output())
+	}
+}
