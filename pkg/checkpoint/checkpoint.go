@@ -1,34 +1,36 @@
-// Package checkpoint saves and restores training state — named float32 tensors (weights and
-// optimizer moments), the epoch, the pipeline position and the RNG seed/state — in a folder.
-//
-// A checkpoint is two files: the data file ckpt-EEEEEEEE.bin, written under a temporary name,
-// synced and renamed, and then its manifest ckpt-EEEEEEEE.json holding the data file's size and
-// CRC-32C. The manifest is published last, so a checkpoint without one (a crash mid-write) is
-// ignored, and the last good checkpoint is never replaced by an incomplete one. Latest verifies
-// the checksum and skips torn or corrupt checkpoints. Save keeps the newest Keep checkpoints.
 package checkpoint
 
 import (
-	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
 
-// ErrNone reports a folder without a complete, valid checkpoint.
+// ErrNone reports a store without a complete, valid checkpoint.
 var ErrNone = errors.New("checkpoint: no complete checkpoint")
+
+// errCorrupt marks a checkpoint that is torn or fails its checksum, which Latest skips.
+var errCorrupt = errors.New("corrupt")
+
+// skippable reports whether Latest may pass over a checkpoint that failed to load with err:
+// a missing or corrupt object, not a store that cannot be reached.
+func skippable(err error) bool {
+	return errors.Is(err, errCorrupt) || errors.Is(err, os.ErrNotExist) || errors.Is(err, objstore.ErrNotFound)
+}
 
 // State is what a checkpoint holds.
 type State struct {
+	Run      string               // identity of the run (model and data), checked on resume
 	Epoch    int                  // epochs completed
 	Position int64                // pipeline position (e.g. the weight version)
 	Seed     uint64               // RNG seed
@@ -36,13 +38,24 @@ type State struct {
 	Tensors  map[string][]float32 // weights and optimizer state by name
 }
 
-// Dir is a folder of checkpoints.
-type Dir struct {
-	Path string // the folder
-	Keep int    // checkpoints kept by Save; ≤ 0 keeps all
+// Store holds the objects of checkpoints. Put publishes an object whole or not at all.
+type Store interface {
+	Put(ctx context.Context, name string, data []byte) error
+	Get(ctx context.Context, name string) ([]byte, error)
+	// List returns the names of the published objects.
+	List(ctx context.Context) ([]string, error)
+	Delete(ctx context.Context, name string) error
+	// String says where the store is, for messages.
+	String() string
 }
 
-// manifest is the published record of one complete data file.
+// Checkpoints saves to and restores from a store.
+type Checkpoints struct {
+	Store Store
+	Keep  int // checkpoints kept by Save; ≤ 0 keeps all
+}
+
+// manifest is the published record of one complete data object.
 type manifest struct {
 	Epoch  int    `json:"epoch"`
 	File   string `json:"file"`
@@ -50,8 +63,9 @@ type manifest struct {
 	CRC32C uint32 `json:"crc32c"`
 }
 
-// header precedes the raw tensors in a data file.
+// header precedes the raw tensors in a data object.
 type header struct {
+	Run      string   `json:"run,omitempty"`
 	Epoch    int      `json:"epoch"`
 	Position int64    `json:"position"`
 	Seed     uint64   `json:"seed"`
@@ -65,112 +79,66 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func name(epoch int, ext string) string { return fmt.Sprintf("ckpt-%08d%s", epoch, ext) }
 
 // Save writes s as the checkpoint of s.Epoch, then deletes all but the newest Keep.
-func (d Dir) Save(s State) error {
+func (c Checkpoints) Save(ctx context.Context, s State) error {
 	if s.Epoch < 0 {
-		return fmt.Errorf("checkpoint: %s: negative epoch %d", d.Path, s.Epoch)
+		return fmt.Errorf("checkpoint: %s: negative epoch %d", c.Store, s.Epoch)
 	}
-	if err := os.MkdirAll(d.Path, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	data, err := encode(s)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", c.Store, err)
 	}
-	h := header{Epoch: s.Epoch, Position: s.Position, Seed: s.Seed, RNG: s.RNG}
-	for n := range s.Tensors {
+	file := name(s.Epoch, ".bin")
+	if err := c.Store.Put(ctx, file, data); err != nil {
+		return err
+	}
+	m, err := json.Marshal(manifest{Epoch: s.Epoch, File: file, Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)})
+	if err != nil {
+		return err
+	}
+	if err := c.Store.Put(ctx, name(s.Epoch, ".json"), m); err != nil {
+		return err
+	}
+	return c.prune(ctx)
+}
+
+// encode lays out a data object: a little-endian uint32 header length, the JSON header, then
+// every tensor's float32 values in the header's order.
+func encode(s State) ([]byte, error) {
+	h := header{Run: s.Run, Epoch: s.Epoch, Position: s.Position, Seed: s.Seed, RNG: s.RNG}
+	total := 0
+	for n, t := range s.Tensors {
 		h.Names = append(h.Names, n)
+		total += len(t)
 	}
 	sort.Strings(h.Names)
 	for _, n := range h.Names {
 		h.Lens = append(h.Lens, len(s.Tensors[n]))
 	}
-	data := name(s.Epoch, ".bin")
-	size, sum, err := d.publish(data, func(w io.Writer) error {
-		hb, err := json.Marshal(h)
-		if err != nil {
-			return err
-		}
-		if err := binary.Write(w, binary.LittleEndian, uint32(len(hb))); err != nil {
-			return err
-		}
-		if _, err := w.Write(hb); err != nil {
-			return err
-		}
-		buf := make([]byte, 0, 1<<16)
-		for _, n := range h.Names {
-			for _, v := range s.Tensors[n] {
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-				if len(buf) == cap(buf) {
-					if _, err := w.Write(buf); err != nil {
-						return err
-					}
-					buf = buf[:0]
-				}
-			}
-		}
-		_, err = w.Write(buf)
-		return err
-	})
+	hb, err := json.Marshal(h)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m, err := json.Marshal(manifest{Epoch: s.Epoch, File: data, Size: size, CRC32C: sum})
-	if err != nil {
-		return err
+	out := make([]byte, 0, 4+len(hb)+4*total)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(hb)))
+	out = append(out, hb...)
+	for _, n := range h.Names {
+		for _, v := range s.Tensors[n] {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
 	}
-	if _, _, err := d.publish(name(s.Epoch, ".json"), func(w io.Writer) error { _, err := w.Write(m); return err }); err != nil {
-		return err
-	}
-	return d.prune()
-}
-
-// publish writes the file rel through write under a temporary name, syncs it and renames it
-// into place, returning its size and CRC-32C.
-func (d Dir) publish(rel string, write func(io.Writer) error) (int64, uint32, error) {
-	f, err := os.CreateTemp(d.Path, ".tmp-"+rel+"-*")
-	if err != nil {
-		return 0, 0, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer os.Remove(f.Name())
-	crc := crc32.New(castagnoli)
-	cw := &countWriter{w: io.MultiWriter(f, crc)}
-	bw := bufio.NewWriterSize(cw, 1<<20)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(d.Path, rel))
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("checkpoint: write %s: %w", filepath.Join(d.Path, rel), err)
-	}
-	return cw.n, crc.Sum32(), nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return out, nil
 }
 
 // manifests returns the epochs of the published manifests, newest first.
-func (d Dir) manifests() ([]int, error) {
-	ents, err := os.ReadDir(d.Path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+func (c Checkpoints) manifests(ctx context.Context) ([]int, error) {
+	names, err := c.Store.List(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var epochs []int
-	for _, e := range ents {
+	for _, n := range names {
 		var ep int
-		if n := e.Name(); strings.HasPrefix(n, "ckpt-") && strings.HasSuffix(n, ".json") {
+		if strings.HasPrefix(n, "ckpt-") && strings.HasSuffix(n, ".json") {
 			if _, err := fmt.Sscanf(n, "ckpt-%08d.json", &ep); err == nil {
 				epochs = append(epochs, ep)
 			}
@@ -181,20 +149,20 @@ func (d Dir) manifests() ([]int, error) {
 	return epochs, nil
 }
 
-// prune deletes all but the newest Keep checkpoints.
-func (d Dir) prune() error {
-	if d.Keep <= 0 {
+// prune deletes all but the newest Keep checkpoints, manifest first.
+func (c Checkpoints) prune(ctx context.Context) error {
+	if c.Keep <= 0 {
 		return nil
 	}
-	epochs, err := d.manifests()
-	if err != nil || len(epochs) <= d.Keep {
+	epochs, err := c.manifests(ctx)
+	if err != nil || len(epochs) <= c.Keep {
 		return err
 	}
-	for _, ep := range epochs[d.Keep:] {
-		if err := os.Remove(filepath.Join(d.Path, name(ep, ".json"))); err != nil {
+	for _, ep := range epochs[c.Keep:] {
+		if err := c.Store.Delete(ctx, name(ep, ".json")); err != nil {
 			return fmt.Errorf("checkpoint: prune: %w", err)
 		}
-		if err := os.Remove(filepath.Join(d.Path, name(ep, ".bin"))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := c.Store.Delete(ctx, name(ep, ".bin")); err != nil {
 			return fmt.Errorf("checkpoint: prune: %w", err)
 		}
 	}
@@ -202,58 +170,76 @@ func (d Dir) prune() error {
 }
 
 // Latest returns the newest complete checkpoint whose checksum holds, skipping (and reporting
-// in skipped) newer ones that are torn or corrupt; ErrNone when there is none.
-func (d Dir) Latest() (s State, skipped []error, err error) {
-	epochs, err := d.manifests()
+// in skipped) newer ones that are torn or corrupt; ErrNone when there is none. A store that
+// fails otherwise (unreachable, access denied) is an error, never a silent fresh start.
+func (c Checkpoints) Latest(ctx context.Context) (s State, skipped []error, err error) {
+	epochs, err := c.manifests(ctx)
 	if err != nil {
 		return State{}, nil, err
 	}
 	for _, ep := range epochs {
-		s, err := d.load(ep)
+		s, err := c.load(ctx, ep)
 		if err == nil {
 			return s, skipped, nil
 		}
+		if !skippable(err) {
+			return State{}, skipped, err
+		}
 		skipped = append(skipped, err)
 	}
-	return State{}, skipped, fmt.Errorf("%w in %s", ErrNone, d.Path)
+	return State{}, skipped, fmt.Errorf("%w in %s", ErrNone, c.Store)
 }
 
 // load reads and verifies the checkpoint of epoch.
-func (d Dir) load(epoch int) (State, error) {
-	mpath := filepath.Join(d.Path, name(epoch, ".json"))
-	mb, err := os.ReadFile(mpath)
+func (c Checkpoints) load(ctx context.Context, epoch int) (State, error) {
+	mname := name(epoch, ".json")
+	mb, err := c.Store.Get(ctx, mname)
 	if err != nil {
-		return State{}, fmt.Errorf("checkpoint: %w", err)
+		return State{}, err
 	}
 	var m manifest
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return State{}, fmt.Errorf("checkpoint: %s: %w", mpath, err)
+		return State{}, fmt.Errorf("checkpoint: %s %s: %w: %w", c.Store, mname, errCorrupt, err)
 	}
-	path := filepath.Join(d.Path, filepath.Base(m.File))
-	b, err := os.ReadFile(path)
+	file := m.File
+	if strings.ContainsAny(file, `/\`) || !strings.HasPrefix(file, "ckpt-") {
+		return State{}, fmt.Errorf("checkpoint: %s %s: %w: bad data object name %q", c.Store, mname, errCorrupt, file)
+	}
+	b, err := c.Store.Get(ctx, file)
+	where := c.Store.String() + " " + file
 	switch {
 	case err != nil:
-		return State{}, fmt.Errorf("checkpoint: %w", err)
+		return State{}, err
 	case int64(len(b)) != m.Size:
-		return State{}, fmt.Errorf("checkpoint: %s: %d bytes, manifest says %d", path, len(b), m.Size)
+		return State{}, fmt.Errorf("checkpoint: %s: %w: %d bytes, manifest says %d", where, errCorrupt, len(b), m.Size)
 	case crc32.Checksum(b, castagnoli) != m.CRC32C:
-		return State{}, fmt.Errorf("checkpoint: %s: checksum mismatch", path)
-	case len(b) < 4:
-		return State{}, fmt.Errorf("checkpoint: %s: truncated header", path)
+		return State{}, fmt.Errorf("checkpoint: %s: %w: checksum mismatch", where, errCorrupt)
+	}
+	s, err := decode(b)
+	if err != nil {
+		return State{}, fmt.Errorf("checkpoint: %s: %w: %w", where, errCorrupt, err)
+	}
+	return s, nil
+}
+
+// decode reverses encode.
+func decode(b []byte) (State, error) {
+	if len(b) < 4 {
+		return State{}, errors.New("truncated header")
 	}
 	hl := int(binary.LittleEndian.Uint32(b))
 	if hl > len(b)-4 {
-		return State{}, fmt.Errorf("checkpoint: %s: header of %d bytes in a %d-byte file", path, hl, len(b))
+		return State{}, fmt.Errorf("header of %d bytes in a %d-byte object", hl, len(b))
 	}
 	var h header
 	if err := json.Unmarshal(b[4:4+hl], &h); err != nil || len(h.Lens) != len(h.Names) {
-		return State{}, fmt.Errorf("checkpoint: %s: bad header: %v", path, err)
+		return State{}, fmt.Errorf("bad header: %v", err)
 	}
-	s := State{Epoch: h.Epoch, Position: h.Position, Seed: h.Seed, RNG: h.RNG, Tensors: make(map[string][]float32, len(h.Names))}
+	s := State{Run: h.Run, Epoch: h.Epoch, Position: h.Position, Seed: h.Seed, RNG: h.RNG, Tensors: make(map[string][]float32, len(h.Names))}
 	raw := b[4+hl:]
 	for i, n := range h.Names {
-		if h.Lens[i] < 0 || 4*h.Lens[i] > len(raw) {
-			return State{}, fmt.Errorf("checkpoint: %s: tensor %s overruns the file", path, n)
+		if h.Lens[i] < 0 || h.Lens[i] > len(raw)/4 {
+			return State{}, fmt.Errorf("tensor %s overruns the object", n)
 		}
 		t := make([]float32, h.Lens[i])
 		for j := range t {
@@ -262,7 +248,7 @@ func (d Dir) load(epoch int) (State, error) {
 		s.Tensors[n], raw = t, raw[4*h.Lens[i]:]
 	}
 	if len(raw) != 0 {
-		return State{}, fmt.Errorf("checkpoint: %s: %d trailing bytes", path, len(raw))
+		return State{}, fmt.Errorf("%d trailing bytes", len(raw))
 	}
 	return s, nil
 }

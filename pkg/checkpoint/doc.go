@@ -1,0 +1,12 @@
+// Package checkpoint saves and restores training state — named float32 tensors (weights and
+// optimizer moments), the epoch, the pipeline position, the RNG seed and state, and the identity
+// of the run — in a Store: a folder (Dir) or an S3 prefix (S3).
+//
+// A checkpoint is two objects: the data object ckpt-EEEEEEEE.bin and then its manifest
+// ckpt-EEEEEEEE.json, which holds the data object's size and CRC-32C. Each object is published
+// whole (a folder writes under a temporary name, syncs and renames; S3 makes a PutObject
+// visible only complete), and the manifest is published last, so a checkpoint without one (a
+// crash mid-write) is ignored and the last good checkpoint is never replaced by an incomplete
+// one. Latest verifies the checksum and skips torn or corrupt checkpoints. Save keeps the
+// newest Keep checkpoints.
+package checkpoint
