@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -38,6 +39,7 @@ type trainOptions struct {
 	evalEvery   int
 	output      string
 	plot        string
+	checkpoint  checkpointOptions
 }
 
 func newTrainCommand() *cobra.Command {
@@ -55,6 +57,9 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.applyModelDefaults(cmd)
+			if dist.enabled() && o.checkpoint.location != "" {
+				return errors.New("--checkpoint-dir: checkpoints are written by the single-process trainer only (not with --graph-servers)")
+			}
 			if dist.enabled() {
 				if err := o.validate(); err != nil {
 					return err
@@ -82,6 +87,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	f.IntVar(&o.evalEvery, "eval-every", 1, "evaluate on the validation split every N epochs (evaluation is not counted in epoch time)")
 	f.StringVar(&o.output, "output", "text", "result format: text or json")
 	f.StringVar(&o.plot, "plot", "", "write loss and accuracy curves of the first run to this PNG file")
+	o.checkpoint.addFlags(f)
 	return cmd
 }
 
@@ -130,7 +136,7 @@ func (o trainOptions) validate() error {
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("--output %q: want text or json", o.output)
 	}
-	return nil
+	return o.checkpoint.validate(o)
 }
 
 // epochRecord is one point of a run's learning curve.
@@ -151,6 +157,10 @@ type runResult struct {
 	EpochsRun int           `json:"epochs_run"`
 	BestEpoch int           `json:"best_epoch,omitempty"` // with --patience: the epoch whose accuracies are reported
 	Curve     []epochRecord `json:"-"`
+	// with --checkpoint-dir: the epoch resumed from, the checkpoints written and the time spent writing them
+	ResumedFrom       int     `json:"resumed_from_epoch,omitempty"`
+	Checkpoints       int     `json:"checkpoints,omitempty"`
+	CheckpointSeconds float64 `json:"checkpoint_seconds,omitempty"`
 }
 
 // trainReport is the JSON object `--output json` prints.
@@ -208,7 +218,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var epochTimes []float64
 	for r := 0; r < o.runs; r++ {
-		res, times, err := trainOnce(ctx, d, o, o.seed+uint64(r), progress)
+		res, times, err := trainOnce(ctx, d, o, o.seed+uint64(r), progress, stderr)
 		if err != nil {
 			return err
 		}
@@ -269,31 +279,54 @@ func newLearner(d *graph.Dataset, o trainOptions, seed uint64) (model.Learner, e
 }
 
 // trainOnce trains one seed and returns its result and the time of each epoch.
-func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, p *progress) (runResult, []float64, error) {
+func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, p *progress, log io.Writer) (res runResult, _ []float64, err error) {
 	tr, err := newLearner(d, o, seed)
 	if err != nil {
 		return runResult{}, nil, err
 	}
-	res := runResult{Seed: seed}
+	res.Seed = seed
+	cps, err := openCheckpoints(ctx, o, d, seed, log)
+	if err != nil {
+		return res, nil, err
+	}
+	start := 0
+	if cps != nil {
+		if o.checkpoint.resume {
+			if start, err = cps.resume(ctx, tr); err != nil {
+				return res, nil, err
+			}
+			res.ResumedFrom = start
+		}
+		defer func() { res.Checkpoints, res.CheckpointSeconds = cps.saved, cps.seconds }()
+	}
 	times := make([]float64, 0, o.epochs)
 	valAcc := math.NaN()
 	var sel *model.BestValidation
 	if o.patience > 0 {
 		sel = model.NewBestValidation(o.patience)
 	}
-	for e := 0; e < o.epochs; e++ {
+	for e := start; e < o.epochs; e++ {
 		if err := ctx.Err(); err != nil {
-			return res, nil, fmt.Errorf("training stopped at epoch %d of seed %d: %w", e+1, seed, err)
+			err = fmt.Errorf("training stopped at epoch %d of seed %d: %w", e+1, seed, err)
+			if cps != nil && e > start {
+				if serr := cps.save(ctx, tr, seed, e); serr != nil {
+					return res, nil, errors.Join(err, serr)
+				}
+				err = fmt.Errorf("%w (checkpoint of epoch %d saved in %s)", err, e, cps.cp.Store)
+			}
+			return res, nil, err
 		}
 		t0 := time.Now()
 		loss, err := tr.Epoch(e)
 		if err != nil {
-			return res, nil, err
+			return res, nil, fmt.Errorf("seed %d: %w", seed, err) // ErrNotFinite names the epoch, layer and task
 		}
 		sec := time.Since(t0).Seconds()
 		times = append(times, sec)
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return res, nil, fmt.Errorf("seed %d epoch %d: training loss is %v; lower --lr", seed, e+1, loss)
+		if cps != nil && cps.due(e+1, o.epochs) {
+			if err := cps.save(ctx, tr, seed, e+1); err != nil {
+				return res, nil, err
+			}
 		}
 		stop := false
 		if sel != nil || (e+1)%o.evalEvery == 0 || e+1 == o.epochs {

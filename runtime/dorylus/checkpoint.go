@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
+)
+
+// saveTimeout bounds the checkpoint written after a stop signal, whose context is already done.
+const saveTimeout = 30 * time.Second
+
+// checkpointOptions are the checkpoint flags of `dorylus train`.
+type checkpointOptions struct {
+	location string
+	every    int
+	keep     int
+	resume   bool
+}
+
+// addFlags registers the checkpoint flags.
+func (c *checkpointOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&c.location, "checkpoint-dir", "", "save checkpoints (weights, optimizer state, epoch, seed) to this folder or s3://bucket/prefix: every --checkpoint-every epochs, after the last epoch, and on SIGTERM or Ctrl-C")
+	f.IntVar(&c.every, "checkpoint-every", 10, "with --checkpoint-dir: epochs between checkpoints")
+	f.IntVar(&c.keep, "keep", 3, "with --checkpoint-dir: checkpoints kept (0: all)")
+	f.BoolVar(&c.resume, "resume", false, "with --checkpoint-dir: continue from its latest complete checkpoint (a fresh start if there is none)")
+}
+
+func (c *checkpointOptions) validate(o trainOptions) error {
+	switch {
+	case c.location == "":
+		if c.resume {
+			return errors.New("--resume needs --checkpoint-dir")
+		}
+	case c.every < 1:
+		return fmt.Errorf("--checkpoint-every %d: want at least 1", c.every)
+	case c.keep < 0:
+		return fmt.Errorf("--keep %d: want 0 (all) or more", c.keep)
+	case o.runs > 1:
+		return fmt.Errorf("--checkpoint-dir with --runs %d: checkpoint one run at a time", o.runs)
+	case o.patience > 0:
+		return errors.New("--checkpoint-dir with --patience: the best-validation selection is not checkpointed")
+	}
+	return nil
+}
+
+// runCheckpoints saves and restores the checkpoints of one training run.
+type runCheckpoints struct {
+	cp      checkpoint.Checkpoints
+	run     string // the run's identity: model, hyper-parameters, data and seed
+	every   int
+	log     io.Writer
+	seconds float64 // time spent saving
+	saved   int
+}
+
+// openCheckpoints returns the checkpoints of the run of seed on d, or nil without
+// --checkpoint-dir. S3 settings come from the SDK's environment.
+func openCheckpoints(ctx context.Context, o trainOptions, d *graph.Dataset, seed uint64, log io.Writer) (*runCheckpoints, error) {
+	c := o.checkpoint
+	if c.location == "" {
+		return nil, nil
+	}
+	st, err := checkpoint.Open(ctx, c.location, objstore.Config{})
+	if err != nil {
+		return nil, err
+	}
+	run := fmt.Sprintf("%s layers=%d hidden=%d heads=%d dropout=%g lr=%g weight-decay=%g seed=%d dataset=%s nodes=%d edges=%d features=%d classes=%d",
+		o.model, o.layers, o.hidden, o.heads, o.dropout, o.lr, o.weightDecay, seed, d.Name, d.NumNodes(), d.Adj.NNZ(), d.NumFeatures(), d.NumClasses)
+	return &runCheckpoints{cp: checkpoint.Checkpoints{Store: st, Keep: c.keep}, run: run, every: c.every, log: log}, nil
+}
+
+// resume restores tr from the latest complete checkpoint and returns the epochs it had
+// completed; 0 when there is no checkpoint yet. A checkpoint of another run is an error.
+func (r *runCheckpoints) resume(ctx context.Context, tr model.Learner) (int, error) {
+	s, skipped, err := r.cp.Latest(ctx)
+	for _, e := range skipped {
+		fmt.Fprintf(r.log, "skipping a checkpoint: %v\n", e)
+	}
+	if errors.Is(err, checkpoint.ErrNone) {
+		fmt.Fprintf(r.log, "no checkpoint in %s: starting from epoch 1\n", r.cp.Store)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if s.Run != r.run {
+		return 0, fmt.Errorf("the checkpoint of epoch %d in %s is of another run (%q), not of this one (%q)", s.Epoch, r.cp.Store, s.Run, r.run)
+	}
+	if err := tr.Restore(s.Tensors, int(s.Position)); err != nil {
+		return 0, fmt.Errorf("restore the checkpoint of epoch %d from %s: %w", s.Epoch, r.cp.Store, err)
+	}
+	fmt.Fprintf(r.log, "resumed from the checkpoint of epoch %d in %s\n", s.Epoch, r.cp.Store)
+	return s.Epoch, nil
+}
+
+// save writes the checkpoint after epoch epochs. After a stop signal ctx is done, so it writes
+// under a fresh deadline.
+func (r *runCheckpoints) save(ctx context.Context, tr model.Learner, seed uint64, epochs int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	t0 := time.Now()
+	tensors, steps := tr.Snapshot()
+	err := r.cp.Save(ctx, checkpoint.State{Run: r.run, Epoch: epochs, Position: int64(steps), Seed: seed, Tensors: tensors})
+	r.seconds += time.Since(t0).Seconds()
+	if err != nil {
+		return fmt.Errorf("checkpoint after epoch %d: %w", epochs, err)
+	}
+	r.saved++
+	return nil
+}
+
+// due reports whether a checkpoint is due after epochs of last.
+func (r *runCheckpoints) due(epochs, last int) bool {
+	return epochs%r.every == 0 || epochs == last
+}

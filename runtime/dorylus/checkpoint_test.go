@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
+)
+
+// latest returns the newest complete checkpoint at location.
+func latest(t *testing.T, location string) checkpoint.State {
+	t.Helper()
+	st, err := checkpoint.Open(context.Background(), location, objstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, skipped, err := checkpoint.Checkpoints{Store: st}.Latest(context.Background())
+	if err != nil || len(skipped) > 0 {
+		t.Fatalf("latest checkpoint in %s: %v (skipped %v)", location, err, skipped)
+	}
+	return s
+}
+
+// sameWeights fails t unless a and b hold the same tensors to 1e-5 (absolute, or relative for
+// values above 1).
+func sameWeights(t *testing.T, a, b checkpoint.State) {
+	t.Helper()
+	if len(a.Tensors) != len(b.Tensors) || len(a.Tensors) == 0 {
+		t.Fatalf("%d tensors against %d", len(a.Tensors), len(b.Tensors))
+	}
+	for name, x := range a.Tensors {
+		y := b.Tensors[name]
+		if len(x) != len(y) {
+			t.Fatalf("%s: %d values against %d", name, len(x), len(y))
+		}
+		for i := range x {
+			if d := math.Abs(float64(x[i] - y[i])); d > 1e-5*math.Max(1, math.Abs(float64(x[i]))) {
+				t.Fatalf("%s[%d]: %g against %g", name, i, x[i], y[i])
+			}
+		}
+	}
+}
+
+// trainJSON runs `dorylus train` with args and returns its first run's report.
+func trainJSON(t *testing.T, args ...string) runResult {
+	t.Helper()
+	out, logs, err := run(t, append([]string{"train", "--output", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("train %v: %v\n%s", args, err, logs)
+	}
+	var rep trainReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.PerRun) != 1 {
+		t.Fatalf("train %v: %v\n%s", args, err, out)
+	}
+	return rep.PerRun[0]
+}
+
+// TestResumeEqualsUninterrupted trains Cora 20 epochs straight, and 10 epochs then 10 more
+// resumed from the checkpoint, to a folder and to S3 on a real MinIO: the final weights and
+// optimizer state must agree to 1e-5.
+func TestResumeEqualsUninterrupted(t *testing.T) {
+	straight := filepath.Join(t.TempDir(), "straight")
+	trainJSON(t, "--epochs", "20", "--checkpoint-dir", straight, "--checkpoint-every", "20")
+	want := latest(t, straight)
+	if want.Epoch != 20 || want.Position != 20 {
+		t.Fatalf("straight run: checkpoint of epoch %d, position %d; want 20, 20", want.Epoch, want.Position)
+	}
+	resume := func(t *testing.T, loc string) {
+		first := trainJSON(t, "--epochs", "10", "--checkpoint-dir", loc, "--checkpoint-every", "5")
+		if first.Checkpoints != 2 || first.CheckpointSeconds <= 0 {
+			t.Errorf("first half: %d checkpoints in %gs, want 2 (epochs 5, 10)", first.Checkpoints, first.CheckpointSeconds)
+		}
+		second := trainJSON(t, "--epochs", "20", "--checkpoint-dir", loc, "--checkpoint-every", "5", "--resume")
+		if second.ResumedFrom != 10 || second.EpochsRun != 20 {
+			t.Errorf("second half resumed from epoch %d and ran to %d; want 10 and 20", second.ResumedFrom, second.EpochsRun)
+		}
+		got := latest(t, loc)
+		if got.Epoch != 20 || got.Position != 20 || got.Run != want.Run {
+			t.Fatalf("resumed run: checkpoint of epoch %d, position %d, run %q; want 20, 20, %q", got.Epoch, got.Position, got.Run, want.Run)
+		}
+		sameWeights(t, want, got)
+		if _, logs, err := run(t, "train", "--epochs", "20", "--hidden", "32", "--checkpoint-dir", loc, "--resume"); err == nil || !strings.Contains(err.Error(), "another run") {
+			t.Errorf("resuming with another --hidden: %v, want an error saying the checkpoint is of another run\n%s", err, logs)
+		}
+	}
+	t.Run("dir", func(t *testing.T) { resume(t, filepath.Join(t.TempDir(), "ckpt")) })
+	t.Run("s3", func(t *testing.T) {
+		m := minio.Start(t)
+		m.Env(t)
+		t.Setenv(objstore.EnvEndpoint, m.Endpoint)
+		resume(t, "s3://"+m.Bucket(t, "ckpt")+"/runs/cora")
+	})
+}
+
+// TestSIGTERMCheckpointsAndResumes stops a real `dorylus train` process with SIGTERM mid-run:
+// it must exit with an error, leave a checkpoint of the last completed epoch, and a run resumed
+// from it must end with the weights of an undisturbed run to 1e-5.
+func TestSIGTERMCheckpointsAndResumes(t *testing.T) {
+	const epochs = "300"
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	cmd := exec.Command(dorylusBin, "train", "--epochs", epochs, "--checkpoint-dir", dir, "--checkpoint-every", "1000", "--eval-every", "1000")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+		if strings.Contains(sc.Text(), "epoch 60/"+epochs) {
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("still running 30 s after SIGTERM:\n%s", strings.Join(logs, "\n"))
+	}
+	all := strings.Join(logs, "\n")
+	if err == nil || !strings.Contains(all, "training stopped at epoch") || !strings.Contains(all, "saved in "+dir) {
+		t.Fatalf("after SIGTERM: exit %v, want an error saying where the checkpoint went:\n%s", err, all)
+	}
+	cut := latest(t, dir)
+	if cut.Epoch < 60 || cut.Epoch >= 300 {
+		t.Fatalf("checkpoint of epoch %d after SIGTERM at epoch 60 or later of 300", cut.Epoch)
+	}
+	resumed := trainJSON(t, "--epochs", epochs, "--checkpoint-dir", dir, "--checkpoint-every", "1000", "--eval-every", "1000", "--resume")
+	if resumed.ResumedFrom != cut.Epoch {
+		t.Errorf("resumed from epoch %d, the checkpoint is of %d", resumed.ResumedFrom, cut.Epoch)
+	}
+	straight := filepath.Join(t.TempDir(), "straight")
+	trainJSON(t, "--epochs", epochs, "--checkpoint-dir", straight, "--checkpoint-every", "1000", "--eval-every", "1000")
+	sameWeights(t, latest(t, straight), latest(t, dir))
+}
+
+func TestCheckpointFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resume"}, "--resume needs --checkpoint-dir"},
+		{[]string{"--checkpoint-dir", t.TempDir(), "--checkpoint-every", "0"}, "--checkpoint-every 0"},
+		{[]string{"--checkpoint-dir", t.TempDir(), "--runs", "2"}, "one run at a time"},
+		{[]string{"--checkpoint-dir", t.TempDir(), "--graph-servers", "2"}, "single-process trainer only"},
+	} {
+		_, _, err := run(t, append([]string{"train", "--epochs", "1"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("train %v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+}
