@@ -51,6 +51,10 @@ type Config struct {
 	Layers int
 	// Epochs is the number of epochs to run (≥ 1); StopAfter can end the run earlier.
 	Epochs int
+	// FirstEpoch is the epoch the run starts at (0 ≤ FirstEpoch < Epochs): a run resumed from
+	// a checkpoint taken after FirstEpoch epochs. In synchronous mode the weight version starts
+	// at FirstEpoch too, the version a checkpoint of that epoch holds.
+	FirstEpoch int
 	// Sync selects synchronous training: a barrier after every SC_l (and every gradient
 	// exchange), one weight update per epoch. Staleness must then be 0.
 	Sync bool
@@ -125,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Epochs > math.MaxInt32-1 {
 		return bad("epochs %d, want at most %d", c.Epochs, math.MaxInt32-1)
+	}
+	if c.FirstEpoch < 0 || c.FirstEpoch >= c.Epochs {
+		return bad("first epoch %d, want 0..%d", c.FirstEpoch, c.Epochs-1)
 	}
 	if c.Staleness < 0 {
 		return bad("staleness %d, want at least 0", c.Staleness)

@@ -79,7 +79,8 @@ type step struct {
 	weights  bool
 }
 
-// New validates cfg and returns a scheduler at the start of epoch 0 with weight version 0.
+// New validates cfg and returns a scheduler at the start of epoch cfg.FirstEpoch (normally 0)
+// with weight version 0 (in synchronous mode, FirstEpoch).
 func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -191,7 +192,11 @@ func New(cfg Config) (*Scheduler, error) {
 	s.wu = [2]epochCount{{-1, 0}, {-1, 0}}
 	s.iv = make([]ivState, n)
 	for g := range s.iv {
-		s.iv[g] = ivState{pin: -1, prevPin: -1}
+		s.iv[g] = ivState{epoch: cfg.FirstEpoch, pin: -1, prevPin: -1}
+	}
+	s.minUnf = cfg.FirstEpoch
+	if cfg.Sync {
+		s.version = cfg.FirstEpoch
 	}
 	s.atMin = n
 	s.readySet = make([]uint64, (n+63)/64)
