@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,11 +166,140 @@ func TestCheckpointFlagErrors(t *testing.T) {
 		{[]string{"--resume"}, "--resume needs --checkpoint-dir"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--checkpoint-every", "0"}, "--checkpoint-every 0"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--runs", "2"}, "one run at a time"},
-		{[]string{"--checkpoint-dir", t.TempDir(), "--graph-servers", "2"}, "single-process trainer only"},
+		{[]string{"--checkpoint-dir", t.TempDir(), "--graph-servers", "2", "--staleness", "1"}, "synchronous mode only"},
 	} {
 		_, _, err := run(t, append([]string{"train", "--epochs", "1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("train %v: %v, want an error saying %q", c.args, err, c.want)
 		}
 	}
+}
+
+// distArgs are the flags of a synchronous Cora run on 2 graph servers and 2 parameter servers.
+func distArgs(epochs int, dir string, extra ...string) []string {
+	return append([]string{"train", "--graph-servers", "2", "--param-servers", "2", "--intervals", "3", "--output", "json",
+		"--epochs", fmt.Sprint(epochs), "--eval-every", fmt.Sprint(epochs), "--checkpoint-dir", dir}, extra...)
+}
+
+// sameShards compares the latest checkpoints of both parameter-server shards of two runs.
+func sameShards(t *testing.T, a, b string, epoch int) {
+	t.Helper()
+	for s := range 2 {
+		x, y := latest(t, filepath.Join(a, fmt.Sprintf("shard-%d", s))), latest(t, filepath.Join(b, fmt.Sprintf("shard-%d", s)))
+		if x.Epoch != epoch || y.Epoch != epoch {
+			t.Fatalf("shard %d: checkpoints of epochs %d and %d, want %d", s, x.Epoch, y.Epoch, epoch)
+		}
+		sameWeights(t, x, y)
+	}
+}
+
+// TestDistributedResumeEqualsUninterrupted trains Cora synchronously on real server processes
+// 20 epochs straight, and 10 epochs then 10 more resumed from the parameter servers'
+// checkpoints: both shards must end with the same weights and Adam state to 1e-5.
+func TestDistributedResumeEqualsUninterrupted(t *testing.T) {
+	straight, cut := t.TempDir(), t.TempDir()
+	runCLI(t, distArgs(20, straight, "--checkpoint-every", "20")...)
+	first := runCLI(t, distArgs(10, cut, "--checkpoint-every", "5")...)
+	second := runCLI(t, distArgs(20, cut, "--checkpoint-every", "5", "--resume")...)
+	if first.PerRun[0].ResumedFrom != 0 || second.PerRun[0].ResumedFrom != 10 || len(second.PerRun[0].Curve) != 0 && second.PerRun[0].Curve[0].Epoch != 11 {
+		t.Errorf("resumed from epoch %d (first half: %d), want 10", second.PerRun[0].ResumedFrom, first.PerRun[0].ResumedFrom)
+	}
+	sameShards(t, straight, cut, 20)
+	if math.Abs(first.TestAccuracy-second.TestAccuracy) == 0 && first.TestAccuracy == 0 {
+		t.Errorf("no test accuracy reported")
+	}
+}
+
+// childPID returns the pid of the child of pid whose command line contains all of want.
+func childPID(t *testing.T, pid int, want ...string) int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, c := range strings.Fields(string(b)) {
+			cmdline, _ := os.ReadFile("/proc/" + c + "/cmdline")
+			args := strings.ReplaceAll(string(cmdline), "\x00", " ")
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(args, w)
+			}
+			if ok {
+				n, _ := strconv.Atoi(c)
+				return n
+			}
+		}
+	}
+	t.Fatalf("no child of %d runs %v", pid, want)
+	return 0
+}
+
+// TestGraphServerSIGKILLResumes kills graph server 1 with SIGKILL mid-run: the launcher must
+// stop with an error naming it, the parameter servers keep the last finished epoch, and the
+// run resumed from there must end with the weights of an undisturbed run to 1e-5. It logs the
+// time from the kill to the first epoch of the resumed run.
+func TestGraphServerSIGKILLResumes(t *testing.T) {
+	const epochs = 60
+	straight, cut := t.TempDir(), t.TempDir()
+	runCLI(t, distArgs(epochs, straight, "--checkpoint-every", "10")...)
+
+	cmd := exec.Command(dorylusBin, distArgs(epochs, cut, "--checkpoint-every", "10")...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+		if strings.Contains(sc.Text(), fmt.Sprintf("epoch %d/%d", 24, epochs)) {
+			break
+		}
+	}
+	victim := childPID(t, cmd.Process.Pid, "graph-server", "--partition 1")
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+	}
+	err = cmd.Wait()
+	all := strings.Join(logs, "\n")
+	if err == nil || !strings.Contains(all, "graph-server 1 exited before the run finished") {
+		t.Fatalf("after SIGKILL of graph server 1: exit %v, want an error naming it:\n%s", err, all)
+	}
+	// The resumed launch, timed to its first epoch.
+	cmd = exec.Command(dorylusBin, distArgs(epochs, cut, "--checkpoint-every", "10", "--resume")...)
+	if stderr, err = cmd.StderrPipe(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var again time.Duration
+	logs = nil
+	sc = bufio.NewScanner(stderr)
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+		if again == 0 && strings.Contains(sc.Text(), "resumed from the checkpoint of epoch") {
+			again = time.Since(killed)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, strings.Join(logs, "\n"))
+	}
+	var rep trainReport
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || len(rep.PerRun) != 1 {
+		t.Fatalf("resumed run: %v\n%s", err, out.String())
+	}
+	if from := rep.PerRun[0].ResumedFrom; from < 24 || from >= epochs {
+		t.Errorf("resumed from epoch %d after a kill at epoch 24 or later", from)
+	}
+	t.Logf("graph server SIGKILL at epoch ≥ 24: resumed from epoch %d; kill to parameter servers restored: %v", rep.PerRun[0].ResumedFrom, again)
+	sameShards(t, straight, cut, epochs)
 }

@@ -74,6 +74,9 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if o.model != "gcn" {
 		return fmt.Errorf("--model %s: --graph-servers trains gcn", o.model)
 	}
+	if o.checkpoint.location != "" && d.staleness != "sync" {
+		return fmt.Errorf("--checkpoint-dir with --staleness %s: checkpoints are taken in synchronous mode only", d.staleness)
+	}
 	switch {
 	case d.paramServers < 1:
 		return fmt.Errorf("--param-servers %d: want at least 1", d.paramServers)
@@ -172,9 +175,12 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 		stopAll(children)
 	}()
 	exited := make(chan *child, n+m)
+	psArgs := []string{"param-server", "--shards", strconv.Itoa(m)}
+	if c := o.checkpoint; c.location != "" {
+		psArgs = append(psArgs, "--checkpoint-dir", c.location, "--checkpoint-every", strconv.Itoa(c.every), "--keep", strconv.Itoa(c.keep), "--resume="+strconv.FormatBool(c.resume))
+	}
 	for s := range m {
-		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited,
-			"param-server", "--shard", strconv.Itoa(s), "--shards", strconv.Itoa(m))
+		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited, append(psArgs, "--shard", strconv.Itoa(s))...)
 		if err != nil {
 			return res, err
 		}
@@ -226,6 +232,9 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 		case ev := <-lines:
 			switch ev.Event {
 			case "epoch":
+				if len(res.Curve) == 0 {
+					res.ResumedFrom = ev.Epoch - 1 // resumed from a checkpoint when > 0
+				}
 				val := math.NaN()
 				if ev.ValAcc != nil {
 					val = *ev.ValAcc

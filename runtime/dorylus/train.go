@@ -57,9 +57,6 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.applyModelDefaults(cmd)
-			if dist.enabled() && o.checkpoint.location != "" {
-				return errors.New("--checkpoint-dir: checkpoints are written by the single-process trainer only (not with --graph-servers)")
-			}
 			if dist.enabled() {
 				if err := o.validate(); err != nil {
 					return err

@@ -329,16 +329,48 @@ func (s *server) run(ctx context.Context) error {
 	if err := s.connect(ctx); err != nil {
 		return err
 	}
+	first, err := s.firstEpoch()
+	if err != nil {
+		return err
+	}
 	sc, err := pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.model.Layers, Epochs: s.cfg.Epochs,
-		Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
+		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
 		Local: []int{s.cfg.Partition}, ExternalVersions: true,
 	})
 	if err != nil {
 		return err
 	}
 	s.sched = sc
+	if s.coord != nil {
+		s.coord.next = first
+	}
 	return s.drive(ctx)
+}
+
+// firstEpoch returns the epoch to start at: 0, or in synchronous mode the epoch of the
+// checkpoint the parameter servers resumed from (their version at Init; all must agree). In
+// asynchronous mode other graph servers may have pushed before this one's Init, and parameter
+// servers take no checkpoints.
+func (s *server) firstEpoch() (int, error) {
+	if !s.cfg.Sync {
+		return 0, nil
+	}
+	var first *shard
+	for _, sh := range s.shards {
+		switch {
+		case len(sh.layers) == 0: // holds nothing, never moves
+		case first == nil:
+			first = sh
+		case sh.version != first.version:
+			return 0, fmt.Errorf("the parameter servers start at different versions (%s at %d, %s at %d): they resumed from checkpoints of different epochs", first.name, first.version, sh.name, sh.version)
+		}
+	}
+	v := first.version // initShards checked that every layer is held
+	if v >= s.cfg.Epochs {
+		return 0, fmt.Errorf("the parameter servers resumed from the checkpoint of epoch %d: the run of %d epochs is already done", v, s.cfg.Epochs)
+	}
+	return v, nil
 }
 
 // do hands f to the driver goroutine, which runs every change of scheduler state.

@@ -37,7 +37,9 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// Shard is one parameter-server shard; it implements rpc.ParamServerServer.
+// Shard is one parameter-server shard; it implements rpc.ParamServerServer. With
+// EnableCheckpoints it saves its weights and Adam state every few epochs and can resume from
+// them; a failed checkpoint fails the Push that completed the epoch.
 type Shard struct {
 	rpc.UnimplementedParamServerServer
 	id, shards int
@@ -57,6 +59,9 @@ type Shard struct {
 	have     []bool
 	received int
 	sum      []*tensor.Dense
+	// checkpoints (synchronous mode only)
+	ckpt  *Checkpointing
+	saved uint64 // the newest version saved
 }
 
 type keepReport struct {
@@ -164,6 +169,17 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 	}
 	s.adam = adam
 	s.versions[0] = held
+	if s.ckpt != nil {
+		if !req.Sync {
+			return fmt.Errorf("checkpoints need synchronous mode (staleness sync)")
+		}
+		if s.ckpt.Resume {
+			if err := s.restore(req, held); err != nil {
+				s.layers, s.shapes, s.adam, s.versions = nil, nil, nil, map[uint64][]*tensor.Dense{}
+				return err
+			}
+		}
+	}
 	s.keep = make([]keepReport, req.GraphServers)
 	if req.Sync {
 		s.pending = make([][]*tensor.Dense, req.Contributions)
@@ -315,6 +331,9 @@ func (s *Shard) step(grads []*tensor.Dense) error {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.collect()
+	if s.ckpt != nil && s.newest%uint64(s.ckpt.Every) == 0 {
+		return s.save(context.Background())
+	}
 	return nil
 }
 

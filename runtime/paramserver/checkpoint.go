@@ -1,0 +1,125 @@
+package paramserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// checkpointTimeout bounds one checkpoint write or read.
+const checkpointTimeout = time.Minute
+
+// Checkpointing says where and how often a shard saves its weights and Adam state.
+// Checkpoints are taken in synchronous mode, where version v is the weights after epoch v.
+type Checkpointing struct {
+	Checkpoints checkpoint.Checkpoints // the shard's own store
+	Every       int                    // save every this many versions (epochs)
+	// Resume restores the latest complete checkpoint, if any, when the first graph server
+	// sends Init; the graph servers then start at its epoch.
+	Resume bool
+	Log    io.Writer // where resumes and skipped checkpoints are noted; nil discards
+}
+
+// EnableCheckpoints makes the shard save checkpoints (and resume from them) as c says. Call it
+// before serving.
+func (s *Shard) EnableCheckpoints(c Checkpointing) error {
+	if c.Every < 1 {
+		return fmt.Errorf("paramserver: checkpoints every %d epochs", c.Every)
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ckpt, s.saved = &c, 0
+	return nil
+}
+
+// runIdentity names the model, optimiser and data layout an Init describes and this shard's
+// place, so that a checkpoint is restored only into the run that wrote it.
+func (s *Shard) runIdentity(req *rpc.InitRequest) (string, error) {
+	r := proto.Clone(req).(*rpc.InitRequest)
+	r.GraphServer, r.Run = 0, "" // the run name changes between launches of one job
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("parameter server %d of %d, model %v, init %x", s.id, s.shards, req.Dims, sha256.Sum256(b)), nil
+}
+
+// restore loads the latest checkpoint into the held layers at setup (s.mu held).
+func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense) error {
+	c := s.ckpt
+	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+	defer cancel()
+	st, skipped, err := c.Checkpoints.Latest(ctx)
+	for _, e := range skipped {
+		fmt.Fprintf(c.Log, "parameter server %d: skipping a checkpoint: %v\n", s.id, e)
+	}
+	if errors.Is(err, checkpoint.ErrNone) {
+		fmt.Fprintf(c.Log, "parameter server %d: no checkpoint in %s: starting from epoch 1\n", s.id, c.Checkpoints.Store)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	id, err := s.runIdentity(req)
+	if err != nil {
+		return err
+	}
+	if st.Run != id {
+		return fmt.Errorf("the checkpoint of epoch %d in %s is of another run (%s), not of this one (%s)", st.Epoch, c.Checkpoints.Store, st.Run, id)
+	}
+	if st.Position != int64(st.Epoch) {
+		return fmt.Errorf("the checkpoint of epoch %d in %s holds version %d, want the epoch's", st.Epoch, c.Checkpoints.Store, st.Position)
+	}
+	if err := s.adam.Restore(held, st.Tensors, st.Epoch); err != nil {
+		return fmt.Errorf("restore the checkpoint of epoch %d from %s: %w", st.Epoch, c.Checkpoints.Store, err)
+	}
+	delete(s.versions, 0)
+	s.newest, s.saved = uint64(st.Epoch), uint64(st.Epoch)
+	s.versions[s.newest] = held
+	fmt.Fprintf(c.Log, "parameter server %d: resumed from the checkpoint of epoch %d in %s\n", s.id, st.Epoch, c.Checkpoints.Store)
+	return nil
+}
+
+// save writes the newest version and the Adam state as the checkpoint of that epoch (s.mu
+// held), unless it is saved already.
+func (s *Shard) save(ctx context.Context) error {
+	if s.ckpt == nil || s.init == nil || s.newest == s.saved {
+		return nil
+	}
+	id, err := s.runIdentity(s.init)
+	if err != nil {
+		return err
+	}
+	tensors, steps := s.adam.Snapshot(s.versions[s.newest])
+	if uint64(steps) != s.newest {
+		return fmt.Errorf("paramserver: %d Adam steps at version %d", steps, s.newest)
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	err = s.ckpt.Checkpoints.Save(ctx, checkpoint.State{Run: id, Epoch: int(s.newest), Position: int64(s.newest), Seed: s.init.Seed, Tensors: tensors})
+	if err != nil {
+		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w", s.id, s.newest, err)
+	}
+	s.saved = s.newest
+	return nil
+}
+
+// SaveCheckpoint writes the checkpoint of the newest version now, if checkpoints are enabled
+// and it is not saved yet: what a shard does when it is told to stop.
+func (s *Shard) SaveCheckpoint(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.save(ctx)
+}
