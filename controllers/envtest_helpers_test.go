@@ -144,6 +144,25 @@ func report(t *testing.T, ns, name string, p jobstatus.Progress) {
 // same fake clock, and returns its result.
 func reconcileNow(t *testing.T, ns, name string) reconcile.Result {
 	t.Helper()
+	// The reconciler reads through the manager's cache: wait until it has
+	// the API server's latest version of the job.
+	eventually(t, name+" in the cache", func() error {
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		var cached, latest dorylusv1alpha1.GNNTrainingJob
+		cerr := direct.Get(context.Background(), key, &cached)
+		lerr := k8sClient.Get(context.Background(), key, &latest)
+		switch {
+		case apierrors.IsNotFound(lerr) && apierrors.IsNotFound(cerr):
+			return nil
+		case lerr != nil:
+			return lerr
+		case cerr != nil:
+			return cerr
+		case cached.ResourceVersion != latest.ResourceVersion:
+			return fmt.Errorf("cache at resourceVersion %s, server at %s", cached.ResourceVersion, latest.ResourceVersion)
+		}
+		return nil
+	})
 	res, err := direct.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -99,7 +100,13 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {
-		if err := r.writeStatus(ctx, job, status); err != nil {
+		err := r.writeStatus(ctx, job, status)
+		switch {
+		case apierrors.IsConflict(err):
+			// The status was computed from a stale read; the newer
+			// version's watch event brings the job back.
+			return ctrl.Result{}, in.applyErr
+		case err != nil:
 			return ctrl.Result{}, fmt.Errorf("write status: %w", err)
 		}
 		r.emitEvents(job, job.Status.Conditions, status.Conditions)
@@ -129,7 +136,9 @@ func (r *GNNTrainingJobReconciler) nextWake(job *dorylusv1alpha1.GNNTrainingJob,
 }
 
 // writeStatus applies every status field the operator owns (all but
-// progress) with server-side apply, in one request.
+// progress) with server-side apply, in one request. The job's
+// resourceVersion is a precondition: a status computed from a stale cached
+// read (which could, say, reset completionTime) is refused with a conflict.
 func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus) error {
 	status.Progress = nil
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
@@ -147,6 +156,7 @@ func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylus
 	u.SetGroupVersionKind(dorylusv1alpha1.GroupVersion.WithKind("GNNTrainingJob"))
 	u.SetName(job.Name)
 	u.SetNamespace(job.Namespace)
+	u.SetResourceVersion(job.ResourceVersion)
 	return r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
