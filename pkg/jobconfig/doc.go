@@ -33,8 +33,10 @@
 // partition p of GraphServers.Replicas. It serves gRPC on GraphServerPort
 // (5000) on all interfaces, including the standard grpc.health.v1.Health
 // service: the pod's readiness probe is a gRPC probe on that port, and it
-// should report SERVING once the partition is loaded and the peers are
-// reachable. Peers are addressed through the headless Service <job>-gs, which
+// reports SERVING once the partition is loaded. It does not wait for its
+// peers: they find each other through health checks of their own, and a
+// readiness that waited on peers' readiness would deadlock a parallel start.
+// Peers are addressed through the headless Service <job>-gs, which
 // publishes not-ready addresses, as GraphServers.Peers[q] =
 // "<job>-gs-<q>.<job>-gs.<ns>.svc:5000".
 //
