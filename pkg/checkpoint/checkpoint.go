@@ -19,12 +19,12 @@ import (
 // ErrNone reports a store without a complete, valid checkpoint.
 var ErrNone = errors.New("checkpoint: no complete checkpoint")
 
-// errCorrupt marks a checkpoint that is torn or fails its checksum, which Latest skips.
+// errCorrupt marks a checkpoint that is torn or fails its checksum.
 var errCorrupt = errors.New("corrupt")
 
-// skippable reports whether Latest may pass over a checkpoint that failed to load with err:
-// a missing or corrupt object, not a store that cannot be reached.
-func skippable(err error) bool {
+// IsCorrupt reports whether a checkpoint failed to load with err because it is torn, corrupt or
+// missing (so an older one may be used), not because the store failed.
+func IsCorrupt(err error) bool {
 	return errors.Is(err, errCorrupt) || errors.Is(err, os.ErrNotExist) || errors.Is(err, objstore.ErrNotFound)
 }
 
@@ -129,8 +129,8 @@ func encode(s State) ([]byte, error) {
 	return out, nil
 }
 
-// manifests returns the epochs of the published manifests, newest first.
-func (c Checkpoints) manifests(ctx context.Context) ([]int, error) {
+// Epochs returns the epochs of the published checkpoints, newest first (not yet verified).
+func (c Checkpoints) Epochs(ctx context.Context) ([]int, error) {
 	names, err := c.Store.List(ctx)
 	if err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func (c Checkpoints) prune(ctx context.Context) error {
 	if c.Keep <= 0 {
 		return nil
 	}
-	epochs, err := c.manifests(ctx)
+	epochs, err := c.Epochs(ctx)
 	if err != nil || len(epochs) <= c.Keep {
 		return err
 	}
@@ -173,16 +173,16 @@ func (c Checkpoints) prune(ctx context.Context) error {
 // in skipped) newer ones that are torn or corrupt; ErrNone when there is none. A store that
 // fails otherwise (unreachable, access denied) is an error, never a silent fresh start.
 func (c Checkpoints) Latest(ctx context.Context) (s State, skipped []error, err error) {
-	epochs, err := c.manifests(ctx)
+	epochs, err := c.Epochs(ctx)
 	if err != nil {
 		return State{}, nil, err
 	}
 	for _, ep := range epochs {
-		s, err := c.load(ctx, ep)
+		s, err := c.Load(ctx, ep)
 		if err == nil {
 			return s, skipped, nil
 		}
-		if !skippable(err) {
+		if !IsCorrupt(err) {
 			return State{}, skipped, err
 		}
 		skipped = append(skipped, err)
@@ -190,8 +190,9 @@ func (c Checkpoints) Latest(ctx context.Context) (s State, skipped []error, err 
 	return State{}, skipped, fmt.Errorf("%w in %s", ErrNone, c.Store)
 }
 
-// load reads and verifies the checkpoint of epoch.
-func (c Checkpoints) load(ctx context.Context, epoch int) (State, error) {
+// Load reads and verifies the checkpoint of epoch. IsCorrupt tells a torn, corrupt or missing
+// checkpoint from a store that failed.
+func (c Checkpoints) Load(ctx context.Context, epoch int) (State, error) {
 	mname := name(epoch, ".json")
 	mb, err := c.Store.Get(ctx, mname)
 	if err != nil {

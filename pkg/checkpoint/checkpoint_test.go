@@ -53,7 +53,7 @@ func TestSaveLatestKeep(t *testing.T) {
 			!slices.Equal(s.Tensors["w0"], want.Tensors["w0"]) || len(s.Tensors["m0"]) != 70000 {
 			t.Errorf("%s: restored %+v", kind, s)
 		}
-		if eps, _ := c.manifests(ctx); !slices.Equal(eps, []int{4, 3}) {
+		if eps, _ := c.Epochs(ctx); !slices.Equal(eps, []int{4, 3}) {
 			t.Errorf("%s: kept %v, want [4 3]", kind, eps)
 		}
 		names, err := st.List(ctx)

@@ -77,13 +77,19 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 		if err := o.checkpoint.validate(trainOptions{runs: 1}); err != nil {
 			return err
 		}
-		loc := strings.TrimSuffix(o.checkpoint.location, "/") + fmt.Sprintf("/shard-%d", o.shard)
-		st, err := checkpoint.Open(ctx, loc, o.s3)
-		if err != nil {
-			return err
+		c := paramserver.Checkpointing{Every: o.checkpoint.every, Resume: o.checkpoint.resume, Log: os.Stderr}
+		for i := range o.shards {
+			st, err := checkpoint.Open(ctx, strings.TrimSuffix(o.checkpoint.location, "/")+fmt.Sprintf("/shard-%d", i), o.s3)
+			if err != nil {
+				return err
+			}
+			if i == o.shard {
+				c.Checkpoints = checkpoint.Checkpoints{Store: st, Keep: o.checkpoint.keep}
+			} else {
+				c.Peers = append(c.Peers, checkpoint.Checkpoints{Store: st})
+			}
 		}
-		err = sh.EnableCheckpoints(paramserver.Checkpointing{Checkpoints: checkpoint.Checkpoints{Store: st, Keep: o.checkpoint.keep},
-			Every: o.checkpoint.every, Resume: o.checkpoint.resume, Log: os.Stderr})
+		err = sh.EnableCheckpoints(c)
 		if err != nil {
 			return err
 		}

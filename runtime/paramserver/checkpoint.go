@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -23,9 +25,12 @@ const checkpointTimeout = time.Minute
 type Checkpointing struct {
 	Checkpoints checkpoint.Checkpoints // the shard's own store
 	Every       int                    // save every this many versions (epochs)
-	// Resume restores the latest complete checkpoint, if any, when the first graph server
-	// sends Init; the graph servers then start at its epoch.
+	// Resume restores, when the first graph server sends Init, the newest complete checkpoint
+	// of an epoch that every shard in Peers has checkpointed too (a shard killed outright may
+	// lack the latest ones), if any; the graph servers then start at its epoch.
 	Resume bool
+	// Peers are the other shards' checkpoints, read on resume.
+	Peers []checkpoint.Checkpoints
 	Log    io.Writer // where resumes and skipped checkpoints are noted; nil discards
 }
 
@@ -61,10 +66,7 @@ func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense) error {
 	c := s.ckpt
 	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 	defer cancel()
-	st, skipped, err := c.Checkpoints.Latest(ctx)
-	for _, e := range skipped {
-		fmt.Fprintf(c.Log, "parameter server %d: skipping a checkpoint: %v\n", s.id, e)
-	}
+	st, err := s.latestCommon(ctx)
 	if errors.Is(err, checkpoint.ErrNone) {
 		fmt.Fprintf(c.Log, "parameter server %d: no checkpoint in %s: starting from epoch 1\n", s.id, c.Checkpoints.Store)
 		return nil
@@ -90,6 +92,41 @@ func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense) error {
 	s.versions[s.newest] = held
 	fmt.Fprintf(c.Log, "parameter server %d: resumed from the checkpoint of epoch %d in %s\n", s.id, st.Epoch, c.Checkpoints.Store)
 	return nil
+}
+
+// latestCommon returns the newest valid checkpoint of this shard whose epoch every peer has
+// published; ErrNone when this shard has none, an error naming what each has when there is
+// no common epoch.
+func (s *Shard) latestCommon(ctx context.Context) (checkpoint.State, error) {
+	c := s.ckpt
+	own, err := c.Checkpoints.Epochs(ctx)
+	if err != nil {
+		return checkpoint.State{}, err
+	}
+	if len(own) == 0 {
+		return checkpoint.State{}, fmt.Errorf("%w in %s", checkpoint.ErrNone, c.Checkpoints.Store)
+	}
+	have := []string{fmt.Sprintf("%s: %v", c.Checkpoints.Store, own)}
+	common := own
+	for _, p := range c.Peers {
+		eps, err := p.Epochs(ctx)
+		if err != nil {
+			return checkpoint.State{}, err
+		}
+		have = append(have, fmt.Sprintf("%s: %v", p.Store, eps))
+		common = slices.DeleteFunc(common, func(e int) bool { return !slices.Contains(eps, e) })
+	}
+	for _, ep := range common {
+		st, err := c.Checkpoints.Load(ctx, ep)
+		if err == nil {
+			return st, nil
+		}
+		if !checkpoint.IsCorrupt(err) {
+			return checkpoint.State{}, err
+		}
+		fmt.Fprintf(c.Log, "parameter server %d: skipping a checkpoint: %v\n", s.id, err)
+	}
+	return checkpoint.State{}, fmt.Errorf("no epoch has a valid checkpoint on every parameter server (%s); keep more checkpoints (--keep)", strings.Join(have, "; "))
 }
 
 // save writes the newest version and the Adam state as the checkpoint of that epoch (s.mu
