@@ -31,7 +31,7 @@ type Checkpointing struct {
 	Resume bool
 	// Peers are the other shards' checkpoints, read on resume.
 	Peers []checkpoint.Checkpoints
-	Log    io.Writer // where resumes and skipped checkpoints are noted; nil discards
+	Log   io.Writer // where resumes and skipped checkpoints are noted; nil discards
 }
 
 // EnableCheckpoints makes the shard save checkpoints (and resume from them) as c says. Call it
