@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Measures how much of the tensor workers' latency the pipeline hides: trains on real graph-server
+# and parameter-server processes with 0 ms and with LATENCY added to every tensor task, the two
+# runs interleaved ROUNDS times so that load on the machine hits both alike, and prints for each
+# mode the median epoch time of each latency, their ratio and the test accuracies.
+#
+#   hack/bench/latency-hiding.sh [DATASET] [LATENCY] [ROUNDS] [MODES] [extra train flags...]
+#
+# Defaults: datasets/coauthor_cs, 20ms, 5 rounds, modes "1 sync" (the staleness values to try),
+# 2 graph servers, 8 intervals, 30 epochs with no evaluation inside the timed epochs.
+set -euo pipefail
+dataset=${1:-datasets/coauthor_cs}
+latency=${2:-20ms}
+rounds=${3:-5}
+modes=${4:-1 sync}
+shift $(($# < 4 ? $# : 4))
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+go build -o bin/dorylus ./runtime/dorylus
+
+# epoch STALENESS LATENCY [FLAGS...]: prints "median_epoch_seconds test_accuracy" of one run.
+epoch() {
+	bin/dorylus train --dataset "$dataset" --graph-servers 2 --intervals 8 --epochs 30 --eval-every 1000 \
+		--staleness "$1" --inject-latency "$2" --output json "${@:3}" 2>/dev/null |
+		python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["epoch_seconds_median"], d["test_accuracy"])'
+}
+
+for mode in $modes; do
+	base=() slow=()
+	for ((r = 0; r < rounds; r++)); do
+		base+=("$(epoch "$mode" 0ms "$@")")
+		slow+=("$(epoch "$mode" "$latency" "$@")")
+	done
+	printf '%s\n' "${base[@]}" > /tmp/latency-hiding.base
+	printf '%s\n' "${slow[@]}" > /tmp/latency-hiding.slow
+	python3 - "$mode" "$latency" /tmp/latency-hiding.base /tmp/latency-hiding.slow <<'EOF'
+import statistics, sys
+mode, lat, bf, sf = sys.argv[1:]
+def read(f):
+    rows = [tuple(map(float, l.split())) for l in open(f) if l.strip()]
+    return statistics.median(r[0] for r in rows), [r[1] for r in rows]
+b, ba = read(bf)
+s, sa = read(sf)
+print(f"staleness {mode:>4}: epoch 0ms {b*1000:7.1f} ms, {lat} {s*1000:7.1f} ms, ratio {s/b:.2f}; "
+      f"test accuracy {100*statistics.mean(ba):.2f}% / {100*statistics.mean(sa):.2f}%")
+EOF
+done
