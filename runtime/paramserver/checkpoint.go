@@ -94,8 +94,8 @@ func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense) error {
 	return nil
 }
 
-// latestCommon returns the newest valid checkpoint of this shard whose epoch every peer has
-// published; ErrNone when this shard has none, an error naming what each has when there is
+// latestCommon returns the newest valid checkpoint of this shard whose epoch every peer has a
+// valid checkpoint of too; ErrNone when this shard has none, an error naming what each has when there is
 // no common epoch.
 func (s *Shard) latestCommon(ctx context.Context) (checkpoint.State, error) {
 	c := s.ckpt
@@ -118,13 +118,19 @@ func (s *Shard) latestCommon(ctx context.Context) (checkpoint.State, error) {
 	}
 	for _, ep := range common {
 		st, err := c.Checkpoints.Load(ctx, ep)
+		// Every shard must be able to restore ep, or they would resume at different epochs.
+		for _, p := range c.Peers {
+			if err == nil {
+				_, err = p.Load(ctx, ep)
+			}
+		}
 		if err == nil {
 			return st, nil
 		}
 		if !checkpoint.IsCorrupt(err) {
 			return checkpoint.State{}, err
 		}
-		fmt.Fprintf(c.Log, "parameter server %d: skipping a checkpoint: %v\n", s.id, err)
+		fmt.Fprintf(c.Log, "parameter server %d: skipping epoch %d: %v\n", s.id, ep, err)
 	}
 	return checkpoint.State{}, fmt.Errorf("no epoch has a valid checkpoint on every parameter server (%s); keep more checkpoints (--keep)", strings.Join(have, "; "))
 }
