@@ -36,7 +36,7 @@ func (c Config) Client(ctx context.Context) (*s3.Client, error) {
 		opts = append(opts, config.WithRegion(c.Region))
 	}
 	if c.CredentialsDir != "" {
-		p, err := staticCredentials(c.CredentialsDir)
+		p, err := StaticCredentials(c.CredentialsDir)
 		if err != nil {
 			return nil, err
 		}
@@ -69,19 +69,20 @@ func (c Config) Client(ctx context.Context) (*s3.Client, error) {
 	}), nil
 }
 
-// staticCredentials reads the credential files of a mounted Secret.
-func staticCredentials(dir string) (credentials.StaticCredentialsProvider, error) {
+// StaticCredentials reads the credential files of a mounted Secret (jobconfig's
+// CredentialsDir): accessKeyID, secretAccessKey and optionally sessionToken.
+func StaticCredentials(dir string) (credentials.StaticCredentialsProvider, error) {
 	read := func(name string, required bool) (string, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			if !required && os.IsNotExist(err) {
 				return "", nil
 			}
-			return "", fmt.Errorf("objstore: S3 credentials: %w", err)
+			return "", fmt.Errorf("credentials: %w", err)
 		}
 		v := strings.TrimSpace(string(b))
 		if required && v == "" {
-			return "", fmt.Errorf("objstore: S3 credentials: %s is empty", filepath.Join(dir, name))
+			return "", fmt.Errorf("credentials: %s is empty", filepath.Join(dir, name))
 		}
 		return v, nil
 	}

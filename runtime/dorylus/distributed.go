@@ -32,6 +32,7 @@ type distOptions struct {
 	intervals, workers         int
 	latency                    time.Duration
 	target                     float64
+	backend                    backendOptions
 }
 
 // addDistributedFlags registers the distributed flags of `dorylus train`.
@@ -44,6 +45,7 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.IntVar(&d.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval)")
 	f.DurationVar(&d.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
+	d.backend.addFlags(f)
 	return d
 }
 
@@ -82,6 +84,12 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return fmt.Errorf("--param-servers %d: want at least 1", d.paramServers)
 	case d.intervals < 1:
 		return fmt.Errorf("--intervals %d: want at least 1", d.intervals)
+	}
+	if err := d.backend.validate(); err != nil {
+		return err
+	}
+	if _, err := d.backend.forGraphServer(0, d.graphServers); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -200,7 +208,13 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 		if q == 0 {
 			out = eventsW
 		}
-		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited, append(args, "--partition", strconv.Itoa(q))...)
+		b, err := d.backend.forGraphServer(q, n)
+		if err != nil {
+			return res, err
+		}
+		own := append(slices.Clone(args), b.args()...)
+		own = append(own, "--partition", strconv.Itoa(q), "--usage-file", usagePath(dir, seed, q))
+		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited, own...)
 		if err != nil {
 			return res, err
 		}

@@ -105,6 +105,8 @@ type graphServerOptions struct {
 	latency               time.Duration
 	wire                  bool
 	startup               time.Duration
+	backend               backendOptions
+	usageFile             string
 	fetch                 source.Options // how to fetch a remote dataset (from the run config)
 	// the GNNTrainingJob of the run config, if one was given
 	jobNamespace, jobName string
@@ -142,7 +144,7 @@ standard error and training goes on. It keeps serving after the last epoch until
 	f.StringVar(&o.peers, "peers", "", "comma-separated addresses of the graph servers of every partition, in partition order")
 	f.StringVar(&o.paramServers, "param-servers", "", "comma-separated addresses of the parameter-server shards, in shard order")
 	f.StringVar(&o.run, "run", "dorylus", "identity of the run, the same on all its servers")
-	f.IntVar(&o.intervals, "intervals", 0, "intervals of the partition (0: the tensor workers' number)")
+	f.IntVar(&o.intervals, "intervals", 0, "intervals of the partition (0: the tensor workers' number, or --max-concurrency of a remote backend)")
 	f.IntVar(&o.workers, "workers", 0, "concurrent tensor tasks of the cpu backend (0: the number of intervals)")
 	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution layers")
 	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer")
@@ -157,6 +159,8 @@ standard error and training goes on. It keeps serving after the last epoch until
 	f.DurationVar(&o.latency, "inject-latency", 0, "latency added to every tensor task (cpu backend)")
 	f.BoolVar(&o.wire, "tensor-wire", false, "send tensor tasks through the wire encoding of remote backends (cpu backend)")
 	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up")
+	f.StringVar(&o.usageFile, "usage-file", "", "write the tensor backend's call counts to this JSON file when stopping (for dorylus train's cost report)")
+	o.backend.addFlags(f)
 	return cmd
 }
 
@@ -174,9 +178,6 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	if c.Model.Architecture != jobconfig.ArchitectureGCN {
 		return fmt.Errorf("%s: model %s: this build trains GCN", path, c.Model.Architecture)
 	}
-	if c.Backend.Kind != jobconfig.BackendCPU {
-		return fmt.Errorf("%s: tensor backend %q: this build has the cpu backend only", path, c.Backend.Kind)
-	}
 	ds, fetch, err := configDataset(c.Dataset)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -187,7 +188,11 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	o.listen = fmt.Sprintf(":%d", c.GraphServers.Port)
 	o.run = c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID
 	o.jobNamespace, o.jobName = c.Job.Namespace, c.Job.Name
-	o.intervals, o.workers = c.Training.Intervals, c.Backend.CPU.Workers
+	o.intervals = c.Training.Intervals
+	if c.Backend.CPU != nil {
+		o.workers = c.Backend.CPU.Workers
+	}
+	o.backend.fromConfig(c.Backend)
 	o.layers, o.hidden, o.dropout = c.Model.Layers, c.Model.Hidden, c.Model.Dropout
 	o.lr, o.wd, o.epochs, o.seed = c.Training.LearningRate, c.Training.WeightDecay, c.Training.Epochs, uint64(c.Training.Seed)
 	o.target = c.Training.TargetAccuracy
@@ -297,6 +302,9 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	if o.intervals == 0 {
 		o.intervals = o.workers
+		if o.backend.remote() {
+			o.intervals = o.backend.maxConcurrency
+		}
 		if o.intervals == 0 {
 			o.intervals = runtime.GOMAXPROCS(0)
 		}
@@ -304,10 +312,11 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if o.workers == 0 {
 		o.workers = o.intervals
 	}
-	backend, err := cpu.New(cpu.Options{Workers: o.workers, Latency: o.latency, Wire: o.wire})
+	backend, err := o.backend.build(ctx, o.intervals, cpu.Options{Workers: o.workers, Latency: o.latency, Wire: o.wire}, stderr)
 	if err != nil {
 		return err
 	}
+	defer closeBackend(backend, o.backend.kind, o.usageFile, stderr)
 	data, err := loadPartition(ctx, o.dataset, o.fetch, o.partition, o.partitions)
 	if err != nil {
 		return err

@@ -63,6 +63,9 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 				}
 				return runDistributed(cmd.Context(), o, *dist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
+			if dist.backend.remote() {
+				return fmt.Errorf("--backend %s needs --graph-servers: the single-process trainer runs its tensor tasks in process", dist.backend.kind)
+			}
 			return runTrain(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}

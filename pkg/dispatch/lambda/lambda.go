@@ -3,7 +3,8 @@
 // bytes travel as a JSON string of their base64 (a Lambda payload must be JSON), so a task is
 // cut by rows when its request or result would pass Lambda's 6 MB limit. Credentials come from
 // the SDK's default chain (environment, shared files, web identity as IRSA sets it up, EKS pod
-// identity), unless Options.Config is given.
+// identity) or a mounted Secret's folder (Options.CredentialsDir), unless Options.Config is
+// given.
 //
 // A function error is detected both from the X-Amz-Function-Error header and from an
 // errorMessage/errorType payload, because the Lambda runtime interface emulator sets only the
@@ -26,6 +27,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
 
 // Options configures a Lambda backend.
@@ -39,7 +41,11 @@ type Options struct {
 	// Endpoints override the service endpoint (base URLs, e.g. of emulators); empty: the
 	// region's endpoint.
 	Endpoints []string
-	// Config is the AWS configuration; nil loads the default chain with Region.
+	// CredentialsDir holds the files accessKeyID, secretAccessKey and optionally
+	// sessionToken (a mounted Secret); empty: the SDK's default chain.
+	CredentialsDir string
+	// Config is the AWS configuration; nil loads the default chain with Region (and
+	// CredentialsDir).
 	Config *aws.Config
 	// Tuning holds concurrency, timeouts, retries and straggler settings; New sets its Name,
 	// Endpoints and payload limits.
@@ -55,8 +61,16 @@ func New(ctx context.Context, o Options) (*remote.Backend, error) {
 	if o.Config != nil {
 		cfg = *o.Config
 	} else {
+		opts := []func(*config.LoadOptions) error{config.WithRegion(o.Region)}
+		if o.CredentialsDir != "" {
+			p, err := objstore.StaticCredentials(o.CredentialsDir)
+			if err != nil {
+				return nil, fmt.Errorf("lambda backend: %w", err)
+			}
+			opts = append(opts, config.WithCredentialsProvider(p))
+		}
 		var err error
-		if cfg, err = config.LoadDefaultConfig(ctx, config.WithRegion(o.Region)); err != nil {
+		if cfg, err = config.LoadDefaultConfig(ctx, opts...); err != nil {
 			return nil, fmt.Errorf("lambda backend: AWS configuration: %w", err)
 		}
 	}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/lambda"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// backendOptions select and configure a graph server's tensor backend (DESIGN.md section 6).
+// `dorylus graph-server` and `dorylus train --graph-servers` take the same flags; train passes
+// them on to its graph servers (args).
+type backendOptions struct {
+	kind string // jobconfig.BackendCPU, BackendLambda or BackendKnative
+
+	lambdaFunction, lambdaRegion, lambdaQualifier string
+	lambdaEndpoints                               string // comma-separated endpoint overrides
+	lambdaCredentials                             string // folder of a mounted Secret
+	knativeURLs                                   string // comma-separated
+
+	maxConcurrency  int // calls in flight per graph server (0: the number of intervals)
+	perEndpoint     int // calls one endpoint serves at once (0: any)
+	callTimeout     time.Duration
+	stragglerFactor float64
+
+	pullRequested bool // the run config asked for the pull data path, which this build serves inline
+}
+
+// addFlags registers the backend flags.
+func (b *backendOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&b.kind, "backend", jobconfig.BackendCPU, "tensor backend: cpu (a goroutine pool in each graph server), lambda (AWS Lambda Invoke) or knative (HTTP POST)")
+	f.StringVar(&b.lambdaFunction, "lambda-function", "", "lambda: name or ARN of the function running `dorylus function`")
+	f.StringVar(&b.lambdaRegion, "lambda-region", os.Getenv("AWS_REGION"), "lambda: the function's AWS region (default $AWS_REGION)")
+	f.StringVar(&b.lambdaQualifier, "lambda-qualifier", "", "lambda: version or alias to invoke (default $LATEST)")
+	f.StringVar(&b.lambdaEndpoints, "lambda-endpoints", "", "lambda: comma-separated endpoint overrides (a VPC endpoint, or aws-lambda-rie emulators with --endpoint-concurrency 1)")
+	f.StringVar(&b.lambdaCredentials, "lambda-credentials-dir", "", "lambda: folder with accessKeyID, secretAccessKey and optionally sessionToken (default: the SDK's chain, e.g. IRSA)")
+	f.StringVar(&b.knativeURLs, "knative-urls", "", "knative: comma-separated URLs of the Service running `dorylus function`")
+	f.IntVar(&b.maxConcurrency, "max-concurrency", 0, "lambda, knative: most calls in flight per graph server, which the autotuner stays under (0: the number of intervals)")
+	f.IntVar(&b.perEndpoint, "endpoint-concurrency", 0, "lambda, knative: calls one endpoint serves at once (0: any; aws-lambda-rie serves 1). dorylus train deals such endpoints out among its graph servers")
+	f.DurationVar(&b.callTimeout, "call-timeout", 0, "lambda, knative: time limit of one call, above the function's own timeout (0: 60s)")
+	f.Float64Var(&b.stragglerFactor, "straggler-factor", 0, "lambda, knative: relaunch a call slower than this many times the median of its kind, and 500ms (0: 5; negative: never)")
+}
+
+// remote reports whether the backend calls functions.
+func (b *backendOptions) remote() bool { return b.kind != jobconfig.BackendCPU }
+
+// validate checks the flags of the chosen backend.
+func (b *backendOptions) validate() error {
+	switch b.kind {
+	case jobconfig.BackendCPU:
+		return nil
+	case jobconfig.BackendLambda:
+		if b.lambdaFunction == "" || b.lambdaRegion == "" {
+			return fmt.Errorf("--backend lambda: --lambda-function %q and --lambda-region %q are both required", b.lambdaFunction, b.lambdaRegion)
+		}
+	case jobconfig.BackendKnative:
+		if b.knativeURLs == "" {
+			return fmt.Errorf("--backend knative: --knative-urls is required")
+		}
+	default:
+		return fmt.Errorf("--backend %q: want cpu, lambda or knative", b.kind)
+	}
+	switch {
+	case b.maxConcurrency < 0:
+		return fmt.Errorf("--max-concurrency %d: want 0 (the number of intervals) or more", b.maxConcurrency)
+	case b.perEndpoint < 0:
+		return fmt.Errorf("--endpoint-concurrency %d: want 0 (any) or more", b.perEndpoint)
+	case b.callTimeout < 0:
+		return fmt.Errorf("--call-timeout %v: want 0 (the default) or more", b.callTimeout)
+	}
+	return nil
+}
+
+// endpoints returns the endpoint list of the chosen backend.
+func (b *backendOptions) endpoints() []string {
+	if b.kind == jobconfig.BackendKnative {
+		return splitList(b.knativeURLs)
+	}
+	return splitList(b.lambdaEndpoints)
+}
+
+// forGraphServer returns the options of graph server q of n: endpoints that serve a limited
+// number of calls (--endpoint-concurrency) are dealt out round robin, so that no two graph
+// servers overload one; others are shared.
+func (b backendOptions) forGraphServer(q, n int) (backendOptions, error) {
+	eps := b.endpoints()
+	if !b.remote() || b.perEndpoint == 0 || len(eps) == 0 {
+		return b, nil
+	}
+	if len(eps) < n {
+		return b, fmt.Errorf("--endpoint-concurrency %d with %d endpoints for %d graph servers: each graph server needs an endpoint of its own", b.perEndpoint, len(eps), n)
+	}
+	var own []string
+	for i := q; i < len(eps); i += n {
+		own = append(own, eps[i])
+	}
+	if b.kind == jobconfig.BackendKnative {
+		b.knativeURLs = strings.Join(own, ",")
+	} else {
+		b.lambdaEndpoints = strings.Join(own, ",")
+	}
+	return b, nil
+}
+
+// args returns the flags that give a graph server these options.
+func (b *backendOptions) args() []string {
+	a := []string{"--backend", b.kind}
+	if !b.remote() {
+		return a
+	}
+	if b.kind == jobconfig.BackendLambda {
+		a = append(a, "--lambda-function", b.lambdaFunction, "--lambda-region", b.lambdaRegion, "--lambda-qualifier", b.lambdaQualifier,
+			"--lambda-endpoints", b.lambdaEndpoints, "--lambda-credentials-dir", b.lambdaCredentials)
+	} else {
+		a = append(a, "--knative-urls", b.knativeURLs)
+	}
+	return append(a, "--max-concurrency", strconv.Itoa(b.maxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.perEndpoint),
+		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64))
+}
+
+// fromConfig sets the options from a run config's backend (validated by jobconfig.Load).
+func (b *backendOptions) fromConfig(c jobconfig.Backend) {
+	b.kind = c.Kind
+	switch c.Kind {
+	case jobconfig.BackendLambda:
+		l := c.Lambda
+		b.lambdaFunction, b.lambdaRegion, b.lambdaEndpoints = l.FunctionName, l.Region, l.Endpoint
+		b.lambdaCredentials, b.maxConcurrency = l.CredentialsDir, l.MaxConcurrency
+		b.pullRequested = l.DataPath == jobconfig.DataPathPull
+	case jobconfig.BackendKnative:
+		b.knativeURLs, b.maxConcurrency = c.Knative.URL, c.Knative.MaxConcurrency
+	}
+}
+
+// build returns the backend of a graph server with the given intervals; cpuOpts configure the
+// cpu backend. Notes on how the options were read go to log.
+func (b *backendOptions) build(ctx context.Context, intervals int, cpuOpts cpu.Options, log io.Writer) (dispatch.Backend, error) {
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	if !b.remote() {
+		return cpu.New(cpuOpts)
+	}
+	tune := remote.Options{MaxConcurrency: b.maxConcurrency, PerEndpoint: b.perEndpoint, CallTimeout: b.callTimeout, StragglerFactor: b.stragglerFactor}
+	if tune.MaxConcurrency == 0 {
+		tune.MaxConcurrency = intervals
+	}
+	if b.kind == jobconfig.BackendKnative {
+		return knative.New(knative.Options{URLs: b.endpoints(), Tuning: tune})
+	}
+	if b.pullRequested {
+		fmt.Fprintf(log, "dorylus graph-server: lambda data path %q is not in this build: tensors travel inline in the requests, cut by rows under the 6 MB payload limit\n", jobconfig.DataPathPull)
+	}
+	return lambda.New(ctx, lambda.Options{Function: b.lambdaFunction, Region: b.lambdaRegion, Qualifier: b.lambdaQualifier,
+		Endpoints: b.endpoints(), CredentialsDir: b.lambdaCredentials, Tuning: tune})
+}
+
+// backendUsage is what a graph server's tensor backend did, as --usage-file holds it.
+type backendUsage struct {
+	Backend    string `json:"backend"`
+	Tasks      int64  `json:"tasks"`
+	Tries      int64  `json:"tries"` // calls sent, retries and relaunches included (remote backends)
+	Retries    int64  `json:"retries"`
+	Relaunches int64  `json:"relaunches"`
+	Failures   int64  `json:"failures"`
+	Splits     int64  `json:"splits"`
+	// BilledSeconds sums the time of every call, each rounded up to a millisecond, measured by
+	// the caller (remote backends); BusySeconds sums the time of the tasks.
+	BilledSeconds float64 `json:"billed_seconds"`
+	BusySeconds   float64 `json:"busy_seconds"`
+}
+
+// usageOf returns the counts of a backend.
+func usageOf(b dispatch.Backend, kind string) backendUsage {
+	u := backendUsage{Backend: kind}
+	if s, ok := b.(dispatch.StatsReporter); ok {
+		st := s.Stats()
+		u.Tasks, u.BusySeconds = st.Calls, st.Busy.Seconds()
+	}
+	if r, ok := b.(*remote.Backend); ok {
+		ru := r.Usage()
+		u.Tries, u.Retries, u.Relaunches, u.Failures, u.Splits = ru.Tries, ru.Retries, ru.Relaunches, ru.Failures, ru.Splits
+		u.BilledSeconds = ru.Billed.Seconds()
+	}
+	return u
+}
+
+// closeBackend closes a backend that holds resources and writes its usage to path (if set);
+// failures are logged: the run's result does not depend on them.
+func closeBackend(b dispatch.Backend, kind, path string, log io.Writer) {
+	if c, ok := b.(dispatch.Closer); ok {
+		if err := c.Close(); err != nil {
+			fmt.Fprintf(log, "dorylus graph-server: close the %s backend: %v\n", kind, err)
+		}
+	}
+	if path == "" {
+		return
+	}
+	data, err := json.Marshal(usageOf(b, kind))
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(log, "dorylus graph-server: --usage-file: %v\n", err)
+	}
+}
+
+// usagePath is the --usage-file of graph server q in a run of dorylus train.
+func usagePath(dir string, seed uint64, q int) string {
+	return filepath.Join(dir, fmt.Sprintf("usage-%d-%d.json", seed, q))
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// writeRunConfig writes a valid run config with backend b and returns its path.
+func writeRunConfig(t *testing.T, b jobconfig.Backend) string {
+	t.Helper()
+	c := &jobconfig.RunConfig{
+		Version: jobconfig.Version,
+		Job:     jobconfig.JobRef{Name: "cora", Namespace: "ml", UID: "u-1"},
+		Dataset: jobconfig.Dataset{Source: jobconfig.SourceBuiltin, Name: "cora"},
+		Model:   jobconfig.Model{Architecture: jobconfig.ArchitectureGCN, Layers: 2, Hidden: 16, Dropout: 0.5},
+		Training: jobconfig.Training{Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Staleness: 1, Seed: 1},
+		GraphServers: jobconfig.GraphServers{Replicas: 1, Port: jobconfig.GraphServerPort, Peers: []string{"cora-gs-0.cora-gs.ml.svc:5000"}},
+		ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: jobconfig.ParamServerPort,
+			Service: "cora-ps.ml.svc:5100", Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
+		Backend: b,
+	}
+	data, err := jobconfig.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBackendFromConfig reads the lambda and knative backends of a run config into the
+// graph-server options and builds them: the concurrency and intervals follow maxConcurrency,
+// the Secret's folder supplies the credentials, and the pull data path is served inline with
+// a note.
+func TestBackendFromConfig(t *testing.T) {
+	creds := t.TempDir()
+	for name, v := range map[string]string{"accessKeyID": "AKID", "secretAccessKey": "secret"} {
+		if err := os.WriteFile(filepath.Join(creds, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lam := jobconfig.Backend{Kind: jobconfig.BackendLambda, Lambda: &jobconfig.Lambda{FunctionName: "dorylus-fn", Region: "eu-west-1",
+		MemoryMB: 3008, MaxConcurrency: 3, DataPath: jobconfig.DataPathPull, Endpoint: "http://127.0.0.1:9000", CredentialsDir: creds}}
+	var o graphServerOptions
+	if err := o.fromConfig(writeRunConfig(t, lam)); err != nil {
+		t.Fatal(err)
+	}
+	want := backendOptions{kind: "lambda", lambdaFunction: "dorylus-fn", lambdaRegion: "eu-west-1", lambdaEndpoints: "http://127.0.0.1:9000",
+		lambdaCredentials: creds, maxConcurrency: 3, pullRequested: true}
+	if o.backend != want {
+		t.Fatalf("lambda options %+v, want %+v", o.backend, want)
+	}
+	var log bytes.Buffer
+	b, err := o.backend.build(context.Background(), 8, cpu.Options{}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb, ok := b.(*remote.Backend); !ok || rb.Concurrency() != 3 {
+		t.Errorf("backend %T with concurrency %d, want a remote backend of 3", b, b.Concurrency())
+	}
+	if !strings.Contains(log.String(), `"pull" is not in this build`) {
+		t.Errorf("log %q: want a note that pull travels inline", log.String())
+	}
+
+	kn := jobconfig.Backend{Kind: jobconfig.BackendKnative, Knative: &jobconfig.Knative{URL: "http://cora-fn.ml.svc.cluster.local", MaxConcurrency: 5}}
+	o = graphServerOptions{}
+	if err := o.fromConfig(writeRunConfig(t, kn)); err != nil {
+		t.Fatal(err)
+	}
+	if want := (backendOptions{kind: "knative", knativeURLs: "http://cora-fn.ml.svc.cluster.local", maxConcurrency: 5}); o.backend != want {
+		t.Fatalf("knative options %+v, want %+v", o.backend, want)
+	}
+	if b, err := o.backend.build(context.Background(), 8, cpu.Options{}, &log); err != nil || b.Concurrency() != 5 {
+		t.Fatalf("knative backend %v, %v: want concurrency 5", b, err)
+	}
+
+	lam.Lambda.CredentialsDir = filepath.Join(creds, "absent")
+	o = graphServerOptions{}
+	if err := o.fromConfig(writeRunConfig(t, lam)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.backend.build(context.Background(), 8, cpu.Options{}, &log); err == nil || !strings.Contains(err.Error(), "absent") {
+		t.Errorf("missing credentials folder: %v, want an error naming it", err)
+	}
+}
+
+// TestBackendArgs passes every backend's options through args and the flags, as dorylus
+// train does for its graph servers, and expects them unchanged.
+func TestBackendArgs(t *testing.T) {
+	for _, b := range []backendOptions{
+		{kind: "cpu"},
+		{kind: "lambda", lambdaFunction: "arn:aws:lambda:us-east-1:123456789012:function:f", lambdaRegion: "us-east-1", lambdaQualifier: "live",
+			lambdaEndpoints: "http://127.0.0.1:1,http://127.0.0.1:2", lambdaCredentials: "/creds", maxConcurrency: 7, perEndpoint: 1,
+			callTimeout: 3 * time.Second, stragglerFactor: -1},
+		{kind: "knative", knativeURLs: "http://fn", maxConcurrency: 2, stragglerFactor: 2.5},
+	} {
+		var got backendOptions
+		fs := pflag.NewFlagSet("gs", pflag.ContinueOnError)
+		got.addFlags(fs)
+		if err := fs.Parse(b.args()); err != nil {
+			t.Fatalf("%s: %v", b.kind, err)
+		}
+		if b.kind == "cpu" {
+			got.lambdaRegion = "" // the flag's default is $AWS_REGION, not passed for cpu
+		}
+		if got != b {
+			t.Errorf("%s: args %q parse to %+v", b.kind, b.args(), got)
+		}
+	}
+}
+
+// TestForGraphServer deals endpoints that serve one call at a time out among the graph
+// servers, shares the others, and refuses too few.
+func TestForGraphServer(t *testing.T) {
+	b := backendOptions{kind: "lambda", lambdaFunction: "f", lambdaRegion: "r", lambdaEndpoints: "e0,e1,e2,e3,e4", perEndpoint: 1}
+	for q, want := range []string{"e0,e2,e4", "e1,e3"} {
+		got, err := b.forGraphServer(q, 2)
+		if err != nil || got.lambdaEndpoints != want {
+			t.Errorf("graph server %d: endpoints %q, %v; want %q", q, got.lambdaEndpoints, err, want)
+		}
+	}
+	if _, err := b.forGraphServer(0, 6); err == nil || !strings.Contains(err.Error(), "5 endpoints for 6 graph servers") {
+		t.Errorf("6 graph servers on 5 endpoints: %v", err)
+	}
+	shared := backendOptions{kind: "knative", knativeURLs: "u0,u1"}
+	if got, err := shared.forGraphServer(1, 2); err != nil || got.knativeURLs != "u0,u1" {
+		t.Errorf("shared URLs: %q, %v", got.knativeURLs, err)
+	}
+}
+
+// TestBackendFlagErrors: bad backend flags fail with an error naming the flag, before any
+// process starts.
+func TestBackendFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--backend", "lambda", "--lambda-function", "f", "--lambda-region", "us-east-1"}, "--backend lambda needs --graph-servers"},
+		{[]string{"train", "--graph-servers", "2", "--backend", "gpu"}, `--backend "gpu"`},
+		{[]string{"train", "--graph-servers", "2", "--backend", "lambda", "--lambda-region", "us-east-1"}, "--lambda-function"},
+		{[]string{"train", "--graph-servers", "2", "--backend", "knative"}, "--knative-urls is required"},
+		{[]string{"train", "--graph-servers", "2", "--backend", "knative", "--knative-urls", "http://fn", "--endpoint-concurrency", "1"}, "1 endpoints for 2 graph servers"},
+		{[]string{"train", "--graph-servers", "2", "--backend", "knative", "--knative-urls", "http://fn", "--max-concurrency", "-1"}, "--max-concurrency -1"},
+	} {
+		cmd := newRootCommand()
+		cmd.SetArgs(c.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("dorylus %s: %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
