@@ -55,13 +55,13 @@ func (b *backendOptions) addFlags(f *pflag.FlagSet) {
 	f.Float64Var(&b.stragglerFactor, "straggler-factor", 0, "lambda, knative: relaunch a call slower than this many times the median of its kind, and 500ms (0: 5; negative: never)")
 }
 
-// remote reports whether the backend calls functions.
-func (b *backendOptions) remote() bool { return b.kind != jobconfig.BackendCPU }
+// remote reports whether the backend calls functions (an empty kind is cpu).
+func (b *backendOptions) remote() bool { return b.kind != jobconfig.BackendCPU && b.kind != "" }
 
 // validate checks the flags of the chosen backend.
 func (b *backendOptions) validate() error {
 	switch b.kind {
-	case jobconfig.BackendCPU:
+	case jobconfig.BackendCPU, "":
 		return nil
 	case jobconfig.BackendLambda:
 		if b.lambdaFunction == "" || b.lambdaRegion == "" {
@@ -118,10 +118,10 @@ func (b backendOptions) forGraphServer(q, n int) (backendOptions, error) {
 
 // args returns the flags that give a graph server these options.
 func (b *backendOptions) args() []string {
-	a := []string{"--backend", b.kind}
 	if !b.remote() {
-		return a
+		return []string{"--backend", jobconfig.BackendCPU}
 	}
+	a := []string{"--backend", b.kind}
 	if b.kind == jobconfig.BackendLambda {
 		a = append(a, "--lambda-function", b.lambdaFunction, "--lambda-region", b.lambdaRegion, "--lambda-qualifier", b.lambdaQualifier,
 			"--lambda-endpoints", b.lambdaEndpoints, "--lambda-credentials-dir", b.lambdaCredentials)
