@@ -1325,12 +1325,13 @@ func (x *WatchRequest) GetGraphServer() uint32 {
 	return 0
 }
 
-// VersionUpdate announces a shard's newest version.
+// VersionUpdate announces a shard's newest version and the epoch of its newest checkpoint.
 type VersionUpdate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Version         uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	CheckpointEpoch uint64                 `protobuf:"varint,2,opt,name=checkpoint_epoch,json=checkpointEpoch,proto3" json:"checkpoint_epoch,omitempty"` // 0: none saved or resumed from
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *VersionUpdate) Reset() {
@@ -1366,6 +1367,13 @@ func (*VersionUpdate) Descriptor() ([]byte, []int) {
 func (x *VersionUpdate) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *VersionUpdate) GetCheckpointEpoch() uint64 {
+	if x != nil {
+		return x.CheckpointEpoch
 	}
 	return 0
 }
@@ -1463,9 +1471,10 @@ const file_dorylus_proto_rawDesc = "" +
 	"\tPushReply\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\"1\n" +
 	"\fWatchRequest\x12!\n" +
-	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\")\n" +
+	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\"T\n" +
 	"\rVersionUpdate\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion*P\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12)\n" +
+	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch*P\n" +
 	"\x04Flow\x12\x14\n" +
 	"\x10FLOW_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fFLOW_FORWARD\x10\x01\x12\x11\n" +

@@ -240,6 +240,15 @@ func (c *coordinator) report(ev Event) {
 	c.status.update(*p, final)
 }
 
+// checkpointed reports that every parameter server has a checkpoint of epoch e (0: none yet).
+func (c *coordinator) checkpointed(e int) {
+	if c.status == nil || e == 0 || (c.progress.LastCheckpointEpoch != nil && *c.progress.LastCheckpointEpoch == e) {
+		return
+	}
+	c.progress.LastCheckpointEpoch = &e
+	c.status.update(c.progress, false)
+}
+
 // startEval runs an evaluation pass at version v beside training and reports it.
 func (s *server) startEval(id uint32, v uint64) {
 	s.evalPins[v]++

@@ -343,7 +343,7 @@ func (s *server) run(ctx context.Context) error {
 	}
 	s.sched = sc
 	if s.coord != nil {
-		s.coord.next = first
+		s.coord.next, s.coord.progress.Epoch = first, first
 	}
 	return s.drive(ctx)
 }

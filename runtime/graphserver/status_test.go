@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
@@ -187,6 +188,89 @@ func TestStatusErrorsLogged(t *testing.T) {
 // the result, and the failures are logged.
 func TestRunReportsStatus(t *testing.T) {
 	const epochs = 4
+	sh, err := paramserver.New(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	f.err = errors.New("the server could not find the requested resource")
+	lines, log := runCora(t, sh, epochs, f)
+	if len(lines) != epochs+1 {
+		t.Fatalf("%d JSON lines, want %d epochs and the result", len(lines), epochs)
+	}
+	f.mu.Lock()
+	reports := append([]jobstatus.Progress(nil), f.reports...)
+	f.mu.Unlock()
+	if len(reports) == 0 {
+		t.Fatal("no status report")
+	}
+	last, res := reports[len(reports)-1], lines[epochs]
+	if last.Epoch != epochs || last.TrainAccuracy != res.TrainAcc || last.ValAccuracy != *res.ValAcc ||
+		last.TestAccuracy != res.TestAcc || last.Loss != lines[epochs-1].Loss || last.TestAccuracy == 0 {
+		t.Fatalf("final report %+v, want the result %+v with the last epoch's loss %v", last, res, lines[epochs-1].Loss)
+	}
+	for i := 1; i < len(reports); i++ {
+		if reports[i].Epoch < reports[i-1].Epoch {
+			t.Fatalf("reports out of order: %+v", reports)
+		}
+		if reports[i].LastCheckpointEpoch != nil {
+			t.Fatalf("a checkpoint epoch reported without checkpoints: %+v", reports[i])
+		}
+	}
+	if !strings.Contains(log, "could not find the requested resource") {
+		t.Fatalf("log %q: want the failed reports", log)
+	}
+}
+
+// TestStatusCheckpointEpoch trains with a parameter server that checkpoints every 2 epochs:
+// the reports carry the epoch of its newest checkpoint once it exists, and a run resumed from
+// it reports that epoch from the start.
+func TestStatusCheckpointEpoch(t *testing.T) {
+	dir := checkpoint.Dir(t.TempDir())
+	shard := func(resume bool) *paramserver.Shard {
+		sh, err := paramserver.New(0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sh.EnableCheckpoints(paramserver.Checkpointing{Checkpoints: checkpoint.Checkpoints{Store: dir}, Every: 2, Resume: resume}); err != nil {
+			t.Fatal(err)
+		}
+		return sh
+	}
+	check := func(f *fakeReporter, firstEpoch int, want []int) {
+		t.Helper()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var got []int
+		for _, p := range f.reports {
+			if p.Epoch < firstEpoch {
+				t.Errorf("report of epoch %d in a run that started after epoch %d", p.Epoch, firstEpoch)
+			}
+			if p.LastCheckpointEpoch != nil {
+				if c := *p.LastCheckpointEpoch; c > p.Epoch+1 {
+					t.Errorf("checkpoint of epoch %d reported with epoch %d", c, p.Epoch)
+				}
+				if len(got) == 0 || got[len(got)-1] != *p.LastCheckpointEpoch {
+					got = append(got, *p.LastCheckpointEpoch)
+				}
+			}
+		}
+		if !equal(got, want) {
+			t.Errorf("checkpoint epochs reported %v, want %v", got, want)
+		}
+	}
+	f := newFake()
+	runCora(t, shard(false), 5, f)
+	check(f, 0, []int{2, 4})
+	f = newFake()
+	runCora(t, shard(true), 7, f) // resumes after epoch 4
+	check(f, 4, []int{4, 6})
+}
+
+// runCora trains Cora for epochs on one graph server with parameter server sh and status
+// reporter f, and returns its JSON lines (checked: one per epoch run, then the result) and log.
+func runCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) ([]Event, string) {
+	t.Helper()
 	d, err := graph.Load("cora", graph.LoadOptions{})
 	if err != nil {
 		t.Skip("cora:", err)
@@ -202,10 +286,6 @@ func TestRunReportsStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	sh, err := paramserver.New(0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	plis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -223,8 +303,6 @@ func TestRunReportsStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFake()
-	f.err = errors.New("the server could not find the requested resource")
 	var events, log syncBuffer
 	cfg := Config{
 		Partition: 0, Partitions: 1, Intervals: 2, Data: data,
@@ -260,26 +338,8 @@ func TestRunReportsStatus(t *testing.T) {
 		}
 		lines = append(lines, ev)
 	}
-	if len(lines) != epochs+1 || lines[epochs].Event != "result" {
-		t.Fatalf("%d JSON lines, want %d epochs and the result:\n%s", len(lines), epochs, events.String())
+	if n := len(lines); n == 0 || lines[n-1].Event != "result" || lines[n-1].Epoch != epochs {
+		t.Fatalf("JSON lines do not end with the result after epoch %d:\n%s", epochs, events.String())
 	}
-	f.mu.Lock()
-	reports := append([]jobstatus.Progress(nil), f.reports...)
-	f.mu.Unlock()
-	if len(reports) == 0 {
-		t.Fatal("no status report")
-	}
-	last, res := reports[len(reports)-1], lines[epochs]
-	if last.Epoch != epochs || last.TrainAccuracy != res.TrainAcc || last.ValAccuracy != *res.ValAcc ||
-		last.TestAccuracy != res.TestAcc || last.Loss != lines[epochs-1].Loss || last.TestAccuracy == 0 {
-		t.Fatalf("final report %+v, want the result %+v with the last epoch's loss %v", last, res, lines[epochs-1].Loss)
-	}
-	for i := 1; i < len(reports); i++ {
-		if reports[i].Epoch < reports[i-1].Epoch {
-			t.Fatalf("reports out of order: %+v", reports)
-		}
-	}
-	if !strings.Contains(log.String(), "could not find the requested resource") {
-		t.Fatalf("log %q: want the failed reports", log.String())
-	}
+	return lines, log.String()
 }

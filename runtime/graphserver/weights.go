@@ -18,6 +18,8 @@ type shard struct {
 	client  rpc.ParamServerClient
 	layers  []int // the layers it holds
 	version int   // its newest version, as last heard (driver only)
+	// checkpoint is the epoch of its newest checkpoint, 0 for none, as last heard (driver only)
+	checkpoint int
 }
 
 // initShards sends Init to every shard and checks that together they hold every layer once.
@@ -66,8 +68,11 @@ func (s *server) watch(ctx context.Context, i int) {
 	for err == nil {
 		var u *rpc.VersionUpdate
 		if u, err = stream.Recv(); err == nil {
-			v := int(u.Version)
-			s.do(func() { s.shardVersion(i, v) })
+			v, ck := int(u.Version), int(u.CheckpointEpoch)
+			s.do(func() {
+				s.shardVersion(i, v)
+				s.shardCheckpoint(i, ck)
+			})
 		}
 	}
 	if ctx.Err() == nil {
@@ -86,6 +91,22 @@ func (s *server) shardVersion(i, v int) {
 		}
 	}
 	s.setVersion(low)
+}
+
+// shardCheckpoint records the epoch of a shard's newest checkpoint; graph server 0 reports
+// the lowest over the shards, the newest epoch all of them have saved.
+func (s *server) shardCheckpoint(i, epoch int) {
+	s.shards[i].checkpoint = epoch
+	if s.coord == nil {
+		return
+	}
+	low := math.MaxInt
+	for _, sh := range s.shards {
+		if len(sh.layers) > 0 {
+			low = min(low, sh.checkpoint)
+		}
+	}
+	s.coord.checkpointed(low)
 }
 
 // weightCache holds the weight versions this server's tasks use, each pulled once.

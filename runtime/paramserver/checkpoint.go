@@ -156,6 +156,7 @@ func (s *Shard) save(ctx context.Context) error {
 		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w", s.id, s.newest, err)
 	}
 	s.saved = s.newest
+	s.notify()
 	return nil
 }
 

@@ -45,7 +45,7 @@ type Shard struct {
 	id, shards int
 
 	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced whenever newest moves
+	changed  chan struct{} // closed and replaced whenever newest or saved moves
 	init     *rpc.InitRequest
 	layers   []int                      // global layer index of each held layer
 	shapes   [][2]int                   // rows and columns of each held layer
@@ -328,8 +328,7 @@ func (s *Shard) step(grads []*tensor.Dense) error {
 	}
 	s.newest++
 	s.versions[s.newest] = next
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.notify()
 	s.collect()
 	if s.ckpt != nil && s.newest%uint64(s.ckpt.Every) == 0 {
 		return s.save(context.Background())
@@ -384,19 +383,26 @@ func (s *Shard) needed(v uint64) bool {
 	return false
 }
 
-// Watch implements rpc.ParamServerServer: it streams the newest version whenever it moves.
+// notify wakes the watchers (s.mu held).
+func (s *Shard) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Watch implements rpc.ParamServerServer: it streams the newest version and the epoch of the
+// newest checkpoint whenever either moves.
 func (s *Shard) Watch(_ *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) error {
 	ctx := stream.Context()
-	sent := uint64(math.MaxUint64)
+	var sent *rpc.VersionUpdate
 	for {
 		s.mu.Lock()
-		v, ch := s.newest, s.changed
+		u, ch := &rpc.VersionUpdate{Version: s.newest, CheckpointEpoch: s.saved}, s.changed
 		s.mu.Unlock()
-		if v != sent {
-			if err := stream.Send(&rpc.VersionUpdate{Version: v}); err != nil {
+		if sent == nil || !proto.Equal(u, sent) {
+			if err := stream.Send(u); err != nil {
 				return err
 			}
-			sent = v
+			sent = u
 		}
 		select {
 		case <-ctx.Done():
