@@ -100,7 +100,7 @@ type GATLayer struct {
 	W    *tensor.Dense // In × Heads·F
 	ADst *tensor.Dense // Heads × F: attention weights of the destination vertex
 	ASrc *tensor.Dense // Heads × F: attention weights of the source vertex
-	Bias *tensor.Dense // 1 × Out, added after the heads are combined
+	Bias *tensor.Dense // 1 × Out, added after the heads are combined; may be nil for AVForward and AVBackward, which do not use it
 }
 
 // GATParams are the parameters of every layer.
@@ -178,7 +178,7 @@ func (c GATConfig) checkLayer(l int, p GATLayer) error {
 	ok := func(d *tensor.Dense, r, k int) bool {
 		return d != nil && d.Rows == r && d.Cols == k && len(d.Data) == r*k
 	}
-	if !ok(p.W, s.In, s.Width()) || !ok(p.ADst, s.Heads, s.F) || !ok(p.ASrc, s.Heads, s.F) || !ok(p.Bias, 1, s.Out) {
+	if !ok(p.W, s.In, s.Width()) || !ok(p.ADst, s.Heads, s.F) || !ok(p.ASrc, s.Heads, s.F) || (p.Bias != nil && !ok(p.Bias, 1, s.Out)) {
 		return fmt.Errorf("gat: layer %d wants W %dx%d, attention %dx%d, bias 1x%d: %w", l, s.In, s.Width(), s.Heads, s.F, s.Out, ErrShape)
 	}
 	return nil
@@ -353,7 +353,8 @@ type AEInput struct {
 	Adj        *tensor.CSR   // row r lists the sources of destination r of the interval (self loop included); Cols spans SrcScore
 	DstScore   *tensor.Dense // Adj.Rows × Heads: s_dst of the interval's vertices
 	SrcScore   *tensor.Dense // Adj.Cols × Heads: s_src of every vertex a source id can name (locals and ghosts)
-	EdgeOffset int64         // position of the interval's first in-edge in the graph's CSR; keys the attention dropout
+	SrcIDs     []int32       // global id of every source column (nil: the column is the id); keys the attention dropout
+	RowOffset  int           // global id of the interval's first destination; keys the attention dropout
 	Key        uint64        // AttentionKey(seed, epoch, Layer)
 	Train      bool          // apply attention dropout
 }
@@ -369,6 +370,9 @@ func (c GATConfig) checkAE(in *AEInput, edges *tensor.Dense) error {
 	if err := tensor.CheckEdgeAttention(edges, in.Adj, in.DstScore, in.SrcScore); err != nil {
 		return fmt.Errorf("gat AE %d: %w", in.Layer, err)
 	}
+	if in.SrcIDs != nil && len(in.SrcIDs) != in.Adj.Cols {
+		return fmt.Errorf("gat AE %d: %d source ids for %d columns: %w", in.Layer, len(in.SrcIDs), in.Adj.Cols, ErrShape)
+	}
 	return nil
 }
 
@@ -382,7 +386,7 @@ func (c GATConfig) AEForward(in *AEInput, alpha *tensor.Dense) error {
 	}
 	tensor.EdgeAttention(alpha, in.Adj, in.DstScore, in.SrcScore, AttentionSlope)
 	if in.Train && c.AttentionDropout > 0 {
-		tensor.Dropout(alpha, alpha, c.AttentionDropout, in.Key, int(in.EdgeOffset))
+		tensor.DropoutEdges(alpha, in.Adj, in.SrcIDs, c.AttentionDropout, in.Key, in.RowOffset)
 	}
 	return nil
 }
@@ -400,7 +404,7 @@ func (c GATConfig) AEBackward(in *AEInput, grad, dDst *tensor.Dense) error {
 		return fmt.Errorf("gat ∇AE %d: dDst must be %dx%d: %w", in.Layer, in.Adj.Rows, grad.Cols, ErrShape)
 	}
 	if in.Train && c.AttentionDropout > 0 {
-		tensor.DropoutBackward(grad, c.AttentionDropout, in.Key, int(in.EdgeOffset))
+		tensor.DropoutEdges(grad, in.Adj, in.SrcIDs, c.AttentionDropout, in.Key, in.RowOffset)
 	}
 	tensor.EdgeAttentionBackward(grad, dDst, in.Adj, in.DstScore, in.SrcScore, AttentionSlope)
 	return nil

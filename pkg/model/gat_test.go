@@ -123,7 +123,7 @@ func TestGATAEGradients(t *testing.T) {
 		src.Data[i] = float32(rng.IntN(5)-2) + 0.25
 	}
 	for _, train := range []bool{false, true} {
-		in := &AEInput{Layer: l, Adj: p.adj, DstScore: dst, SrcScore: src, EdgeOffset: p.edge0, Key: AttentionKey(7, 1, l), Train: train}
+		in := &AEInput{Layer: l, Adj: p.adj, DstScore: dst, SrcScore: src, RowOffset: p.lo, Key: AttentionKey(7, 1, l), Train: train}
 		nnz := int(p.adj.NNZ())
 		r := randDense(rng, nnz, heads, 0) // loss = Σ R ⊙ α̃
 		loss := func() float64 {
@@ -161,7 +161,7 @@ func TestGATAttentionDropoutKeyedByEdge(t *testing.T) {
 	cut := tensor.NewDense(whole.Rows, 2)
 	for _, b := range [][2]int{{0, 7}, {7, 8}, {8, 30}} {
 		p := rowBlock(adj, b[0], b[1])
-		in := &AEInput{Adj: p.adj, DstScore: dst.RowSlice(b[0], b[1]), SrcScore: src, EdgeOffset: p.edge0, Key: key, Train: true}
+		in := &AEInput{Adj: p.adj, DstScore: dst.RowSlice(b[0], b[1]), SrcScore: src, RowOffset: b[0], Key: key, Train: true}
 		if err := cfg.AEForward(in, edgeRows(cut, p)); err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestGATWholeModelGradient(t *testing.T) {
 			x.Data[i] = float32(rng.NormFloat64()) * 0.7
 		}
 	}
-	const epoch = 3
+	const epoch = 2
 	lossAt := func() (float64, string) {
 		if err := tr.forward(epoch, true); err != nil {
 			t.Fatal(err)

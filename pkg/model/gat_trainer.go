@@ -154,7 +154,7 @@ func (t *GATTrainer) input(l, epoch int, train bool) *AVInput {
 func (t *GATTrainer) edgeInput(l int, p edgeInterval, epoch int, train bool) *AEInput {
 	return &AEInput{
 		Layer: l, Adj: p.adj, DstScore: t.v[l].DstScore.RowSlice(p.lo, p.hi), SrcScore: t.v[l].SrcScore,
-		EdgeOffset: p.edge0, Key: AttentionKey(t.cfg.Seed, epoch, l), Train: train,
+		RowOffset: p.lo, Key: AttentionKey(t.cfg.Seed, epoch, l), Train: train,
 	}
 }
 

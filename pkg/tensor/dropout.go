@@ -165,3 +165,41 @@ func dropoutCSRChunk(t *task, _, lo, hi int) {
 		}
 	}
 }
+
+// DropoutEdges applies dropout, in place, to the edge values vals of the block a (one row per
+// entry, one column per head): element h of entry k (j → i) is kept or dropped exactly as element
+// (rowOffset+i, id(j)·heads+h) of a dense Dropout with the same p and key, where id(j) is
+// colIDs[j], or j when colIDs is nil. The mask depends only on the two end points' ids and the
+// head, not on where the entry is stored, so any split of the destinations into blocks, any
+// order of the entries within a row and the backward pass (the same call on the gradient)
+// regenerate it. p must be in [0, 1].
+func DropoutEdges(vals *Dense, a *CSR, colIDs []int32, p float32, key uint64, rowOffset int) {
+	const op = "DropoutEdges"
+	must(checkEdges(op, a, vals, nil))
+	if colIDs != nil && len(colIDs) != a.Cols {
+		must(shapeErr(op, "%d column ids for %d columns", len(colIDs), a.Cols))
+	}
+	if p == 0 {
+		return
+	}
+	thr, scale := dropThreshold(p)
+	heads := vals.Cols
+	edgeRows(a, heads, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			seed := rowSeed(key, rowOffset+i)
+			for k := a.RowPtr[i]; k < a.RowPtr[i+1]; k++ {
+				j := a.ColIdx[k]
+				if colIDs != nil {
+					j = colIDs[j]
+				}
+				base := int(j) * heads
+				row := vals.Data[int(k)*heads : int(k)*heads+heads]
+				for h, v := range row {
+					c := base + h
+					u := uint32(uint16(mix64(seed+uint64(c/4+1)*golden) >> (16 * (c % 4))))
+					row[h] = keepScaled(v, u, thr, scale)
+				}
+			}
+		}
+	})
+}

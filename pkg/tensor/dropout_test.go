@@ -175,3 +175,55 @@ func TestDropoutNoAlloc(t *testing.T) {
 		}
 	})
 }
+
+// TestDropoutEdgesKeyedByEndPoints checks that an edge's mask is that of element (dst,
+// src·heads+h) of a dense dropout, whatever the block's column numbering and entry order.
+func TestDropoutEdgesKeyedByEndPoints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const rows, cols, heads = 120, 90, 3
+	a := randCSR(rng, rows, cols, 0.1, true)
+	vals := NewDense(int(a.NNZ()), heads)
+	for i := range vals.Data {
+		vals.Data[i] = rng.Float32() + 0.5
+	}
+	ones := NewDense(rows, cols*heads)
+	for i := range ones.Data {
+		ones.Data[i] = 1
+	}
+	mask := NewDense(rows, cols*heads)
+	Dropout(mask, ones, 0.4, 11, 500)
+	got := vals.Clone()
+	DropoutEdges(got, a, nil, 0.4, 11, 500)
+	for i := range rows {
+		for k := a.RowPtr[i]; k < a.RowPtr[i+1]; k++ {
+			for h := range heads {
+				e := int(k)*heads + h
+				want := vals.Data[e] * mask.Data[i*cols*heads+int(a.ColIdx[k])*heads+h]
+				if got.Data[e] != want {
+					t.Fatalf("entry %d head %d: %g, want %g", k, h, got.Data[e], want)
+				}
+			}
+		}
+	}
+	// The same edges with the columns renumbered in reverse and the colIDs naming the original
+	// ids get the same mask.
+	perm := make([]int32, cols)
+	for c := range perm {
+		perm[c] = int32(cols - 1 - c)
+	}
+	b := &CSR{Rows: rows, Cols: cols, RowPtr: a.RowPtr, ColIdx: make([]int32, len(a.ColIdx))}
+	for k, c := range a.ColIdx {
+		b.ColIdx[k] = int32(cols - 1 - int(c))
+	}
+	again := vals.Clone()
+	DropoutEdges(again, b, perm, 0.4, 11, 500)
+	if !equalDense(again, got) {
+		t.Error("renumbered columns with their ids give another mask")
+	}
+	// p = 0 leaves the values alone.
+	same := vals.Clone()
+	DropoutEdges(same, a, nil, 0, 11, 500)
+	if !equalDense(same, vals) {
+		t.Error("p = 0 changed the values")
+	}
+}
