@@ -349,14 +349,14 @@ func addColSums(sums, src *tensor.Dense) {
 // AEInput is what one ApplyEdge task of layer l reads: the in-edges of an interval of
 // destination vertices and the attention scores of both ends.
 type AEInput struct {
-	Layer      int
-	Adj        *tensor.CSR   // row r lists the sources of destination r of the interval (self loop included); Cols spans SrcScore
-	DstScore   *tensor.Dense // Adj.Rows × Heads: s_dst of the interval's vertices
-	SrcScore   *tensor.Dense // Adj.Cols × Heads: s_src of every vertex a source id can name (locals and ghosts)
-	SrcIDs     []int32       // global id of every source column (nil: the column is the id); keys the attention dropout
-	RowOffset  int           // global id of the interval's first destination; keys the attention dropout
-	Key        uint64        // AttentionKey(seed, epoch, Layer)
-	Train      bool          // apply attention dropout
+	Layer     int
+	Adj       *tensor.CSR   // row r lists the sources of destination r of the interval (self loop included); Cols spans SrcScore
+	DstScore  *tensor.Dense // Adj.Rows × Heads: s_dst of the interval's vertices
+	SrcScore  *tensor.Dense // Adj.Cols × Heads: s_src of every vertex a source id can name (locals and ghosts)
+	SrcIDs    []int32       // global id of every source column (nil: the column is the id); keys the attention dropout
+	RowOffset int           // global id of the interval's first destination; keys the attention dropout
+	Key       uint64        // AttentionKey(seed, epoch, Layer)
+	Train     bool          // apply attention dropout
 }
 
 func (c GATConfig) checkAE(in *AEInput, edges *tensor.Dense) error {
