@@ -30,11 +30,16 @@ import (
 // Op is the tensor task a request asks for.
 type Op uint8
 
-// The tensor tasks of a GCN interval.
+// The tensor tasks of a GCN interval, then those of a GAT interval (pkg/model's GAT cut).
 const (
 	OpForward  Op = 1 // AV_l, l < L: P = drop(σ(input)) W
 	OpLoss     Op = 2 // AV_L: masked softmax cross-entropy of the logits and its gradient dZ_{L-1}
 	OpBackward Op = 3 // ∇AV_l: dW_l = Hᵀ dP and, for l ≥ 1, dZ_{l-1}
+
+	OpGATForward   Op = 4 // GAT AV_l: P = drop(σ(input)) W and the scores s_dst, s_src of every head
+	OpGATBackward  Op = 5 // GAT ∇AV_l: dW, da_dst, da_src and, for l ≥ 1, dZ_{l-1} and db_{l-1}
+	OpEdgeForward  Op = 6 // GAT AE_l: the attention coefficients of the in-edges of an interval
+	OpEdgeBackward Op = 7 // GAT ∇AE_l: dLoss/du of those in-edges and dLoss/ds_dst of the interval
 )
 
 // String returns the task's name.
@@ -46,18 +51,31 @@ func (o Op) String() string {
 		return "loss"
 	case OpBackward:
 		return "∇AV"
+	case OpGATForward:
+		return "GAT AV"
+	case OpGATBackward:
+		return "GAT ∇AV"
+	case OpEdgeForward:
+		return "AE"
+	case OpEdgeBackward:
+		return "∇AE"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
+// IsGAT reports whether the op is one of GAT's tasks, which take their model from
+// TaskRequest.GAT.
+func (o Op) IsGAT() bool { return o >= OpGATForward && o <= OpEdgeBackward }
+
 // TaskRequest is one tensor task on one interval of rows.
 type TaskRequest struct {
 	Op        Op
-	Model     model.GCNConfig
-	Layer     int    // the weight index l (OpForward, OpBackward)
-	RowOffset int    // global id of the interval's first row: keys the dropout masks
-	Key       uint64 // model.DropoutKey(seed, epoch, Layer)
-	Train     bool   // apply dropout
+	Model     model.GCNConfig // the GCN ops' model
+	GAT       model.GATConfig // the GAT ops' model
+	Layer     int             // the weight index l (OpForward, OpBackward, every GAT op)
+	RowOffset int             // global id of the interval's first row: keys the dropout masks
+	Key       uint64          // model.DropoutKey(seed, epoch, Layer); the edge ops: model.AttentionKey
+	Train     bool            // apply dropout
 
 	Features graph.Features // layer 0's input rows
 	Z        *tensor.Dense  // layer ≥ 1's input rows Z_{l-1}; OpLoss: the logits
@@ -67,19 +85,48 @@ type TaskRequest struct {
 	Rows     []int32        // OpLoss: the rows that count (the interval's training rows)
 	Total    int            // OpLoss: training rows of the whole graph
 
-	// Optional destinations, written when set: Out receives P (OpForward), dZ_{L-1} (OpLoss)
-	// or dZ_{l-1} (OpBackward, l ≥ 1); DW receives dW_l (overwritten).
-	Out, DW *tensor.Dense
-	// Act, when set, is an activation buffer an in-process backend may reuse; remote backends
-	// ignore it.
-	Act *model.Activation
+	// GAT: the layer's attention vectors (OpGATForward, OpGATBackward), b_{l-1} for l ≥ 1,
+	// and for OpGATBackward the forward P of the rows and dLoss/ds_dst, dLoss/ds_src (DP is
+	// dLoss/dP; the task adds the score gradients into it).
+	ADst, ASrc, PrevBias *tensor.Dense
+	P, DDst, DSrc        *tensor.Dense
+	// GAT edge ops: the in-edges of the interval's destinations (row r: destination
+	// RowOffset+r; columns index SrcScore), the scores of both ends, the global id of every
+	// column (nil: the column is the id) and, for OpEdgeBackward, dLoss/dα̃ of the edges.
+	Adj                *tensor.CSR
+	DstScore, SrcScore *tensor.Dense
+	SrcIDs             []int32
+	DAlpha             *tensor.Dense
+
+	// Optional destinations, written when set: Out receives P (OpForward, OpGATForward),
+	// dZ_{L-1} (OpLoss), dZ_{l-1} (OpBackward, OpGATBackward, l ≥ 1), α̃ (OpEdgeForward) or
+	// dLoss/du (OpEdgeBackward); DW receives dW_l; OutDst and OutSrc the scores s_dst, s_src
+	// (OpGATForward), OutDst dLoss/ds_dst (OpEdgeBackward); DADst, DASrc, DBias the gradients of
+	// the attention vectors and of b_{l-1} (OpGATBackward). Gradients are overwritten.
+	Out, DW             *tensor.Dense
+	OutDst, OutSrc      *tensor.Dense
+	DADst, DASrc, DBias *tensor.Dense
+	// Act and GATAct, when set, are activation buffers an in-process backend may reuse;
+	// remote backends ignore them.
+	Act    *model.Activation
+	GATAct *model.GATActivation
 }
 
 // TaskResult is what a task produced.
 type TaskResult struct {
-	Out  *tensor.Dense // P, dZ_{L-1} or dZ_{l-1}; nil for ∇AV_0
-	DW   *tensor.Dense // OpBackward
+	Out  *tensor.Dense // P, dZ_{L-1}, dZ_{l-1}, α̃ or dLoss/du; nil for ∇AV_0
+	DW   *tensor.Dense // OpBackward, OpGATBackward
 	Loss float64       // OpLoss: the rows' share of the mean training loss
+	// GAT: the scores (OpGATForward; Dst is dLoss/ds_dst for OpEdgeBackward) and the
+	// attention-vector and previous-bias gradients (OpGATBackward; DBias nil in layer 0).
+	Dst, Src            *tensor.Dense
+	DADst, DASrc, DBias *tensor.Dense
+}
+
+// Destinations returns the request's destination buffers as a TaskResult, the form
+// DecodeResult copies a remote result into.
+func (r *TaskRequest) Destinations() TaskResult {
+	return TaskResult{Out: r.Out, DW: r.DW, Dst: r.OutDst, Src: r.OutSrc, DADst: r.DADst, DASrc: r.DASrc, DBias: r.DBias}
 }
 
 // Backend runs tensor tasks. Run blocks until the task is done, ctx ends, or the backend
@@ -112,6 +159,11 @@ var ErrRequest = errors.New("bad tensor task request")
 // NumRows returns the number of rows the request's task works on.
 func (r *TaskRequest) NumRows() int {
 	switch {
+	case r.Op == OpEdgeForward || r.Op == OpEdgeBackward:
+		if r.Adj != nil {
+			return r.Adj.Rows
+		}
+		return 0
 	case r.Op != OpLoss && r.Layer == 0 && r.Features.Sparse != nil:
 		return r.Features.Sparse.Rows
 	case r.Op != OpLoss && r.Layer == 0 && r.Features.Dense != nil:
@@ -127,6 +179,9 @@ func (r *TaskRequest) NumRows() int {
 func (r *TaskRequest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %v layer %d: %s", ErrRequest, r.Op, r.Layer, fmt.Sprintf(format, args...))
+	}
+	if r.Op.IsGAT() {
+		return r.validateGAT(bad)
 	}
 	if err := r.Model.Validate(); err != nil {
 		return bad("%v", err)
@@ -187,6 +242,9 @@ func (r *TaskRequest) Validate() error {
 func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
 	if err := req.Validate(); err != nil {
 		return TaskResult{}, err
+	}
+	if req.Op.IsGAT() {
+		return executeGAT(req)
 	}
 	if act == nil {
 		act = &model.Activation{}

@@ -147,10 +147,12 @@ func TestWireRefusals(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	req := requests(rng, graph.Features{Sparse: sparse(rng, 7, 9)})[0]
 	b := dispatch.EncodeRequest(&req)
-	newer := slices.Clone(b)
-	newer[4] = 2
-	if _, err := dispatch.DecodeRequest(newer); !errors.Is(err, dispatch.ErrWireVersion) {
-		t.Errorf("version 2: %v", err)
+	for _, v := range []byte{dispatch.WireVersion - 1, dispatch.WireVersion + 1} {
+		other := slices.Clone(b)
+		other[4] = v
+		if _, err := dispatch.DecodeRequest(other); !errors.Is(err, dispatch.ErrWireVersion) {
+			t.Errorf("version %d: %v", v, err)
+		}
 	}
 	for n := 0; n < len(b); n += 7 {
 		if _, err := dispatch.DecodeRequest(b[:n]); err == nil {

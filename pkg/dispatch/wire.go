@@ -7,12 +7,13 @@ import (
 	"math"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
 // WireVersion is the version of the request and result encoding this build writes and reads.
 //
-// A request is a 64-byte header followed by its tensors; all integers are little-endian:
+// A request is a 72-byte header followed by its tensors; all integers are little-endian:
 //
 //	offset size  field
 //	 0      4    magic "DRYQ" (a result: "DRYS")
@@ -22,26 +23,31 @@ import (
 //	 8      4    layer
 //	12      4    model layers
 //	16      4    model input width
-//	20      4    model hidden width
+//	20      4    model hidden width (GAT: per head)
 //	24      4    model classes
 //	28      4    model dropout, float32 bits
 //	32      8    row offset (a result: the loss, float64 bits)
 //	40      8    dropout key
 //	48      8    total training rows
 //	56      4    number of tensors
-//	60      4    reserved (0)
+//	60      4    GAT: heads of the hidden layers (0 for the GCN ops)
+//	64      4    GAT: heads of the output layer
+//	68      4    GAT: attention dropout, float32 bits
+//
+// The model fields describe TaskRequest.GAT for the GAT ops (Op.IsGAT) and TaskRequest.Model
+// otherwise.
 //
 // Each tensor has a 24-byte header — role (1 byte), type (1), reserved (2), rows (4), columns
 // (4), reserved (4), entries (8) — then its data: a dense block as rows·cols float32 values
 // row-major; an int32 vector as entries values; a CSR as int64 row offsets (rows+1), int32
 // column indices (entries) and, for the valued type, float32 values (entries).
-const WireVersion = 1
+const WireVersion = 2
 
 // ErrWireVersion is wrapped by the error a decoder returns for another version's bytes.
 var ErrWireVersion = errors.New("unsupported tensor task wire version")
 
 const (
-	wireHeader       = 64
+	wireHeader       = 72
 	wireTensorHeader = 24
 	magicRequest     = "DRYQ"
 	magicResult      = "DRYS"
@@ -57,6 +63,22 @@ const (
 	roleRows
 	roleOut
 	roleDW
+	roleADst
+	roleASrc
+	rolePrevBias
+	roleP
+	roleDDst
+	roleDSrc
+	roleAdj
+	roleDstScore
+	roleSrcScore
+	roleSrcIDs
+	roleDAlpha
+	roleResDst
+	roleResSrc
+	roleDADst
+	roleDASrc
+	roleDBias
 )
 
 // Tensor types.
@@ -79,13 +101,17 @@ func EncodeRequest(req *TaskRequest) []byte {
 	if req.Train {
 		b[7] = 1
 	}
-	m := req.Model
 	le.PutUint32(b[8:], uint32(req.Layer))
-	le.PutUint32(b[12:], uint32(m.Layers))
-	le.PutUint32(b[16:], uint32(m.InDim))
-	le.PutUint32(b[20:], uint32(m.Hidden))
-	le.PutUint32(b[24:], uint32(m.Classes))
-	le.PutUint32(b[28:], math.Float32bits(m.Dropout))
+	if req.Op.IsGAT() {
+		g := req.GAT
+		putModel(b, g.Layers, g.InDim, g.Hidden, g.Classes, g.Dropout)
+		le.PutUint32(b[60:], uint32(g.Heads))
+		le.PutUint32(b[64:], uint32(g.OutHeads))
+		le.PutUint32(b[68:], math.Float32bits(g.AttentionDropout))
+	} else {
+		m := req.Model
+		putModel(b, m.Layers, m.InDim, m.Hidden, m.Classes, m.Dropout)
+	}
 	le.PutUint64(b[32:], uint64(req.RowOffset))
 	le.PutUint64(b[40:], req.Key)
 	le.PutUint64(b[48:], uint64(req.Total))
@@ -95,18 +121,18 @@ func EncodeRequest(req *TaskRequest) []byte {
 	} else if f.Dense != nil {
 		b, count = appendDense(b, roleFeatures, f.Dense), count+1
 	}
-	for _, t := range []struct {
-		role byte
-		d    *tensor.Dense
-	}{{roleZ, req.Z}, {roleW, req.W}, {roleDP, req.DP}} {
+	for _, t := range requestTensors(req) {
 		if t.d != nil {
 			b, count = appendDense(b, t.role, t.d), count+1
 		}
 	}
+	if req.Adj != nil {
+		b, count = appendCSR(b, roleAdj, req.Adj), count+1
+	}
 	for _, t := range []struct {
 		role byte
 		v    []int32
-	}{{roleLabels, req.Labels}, {roleRows, req.Rows}} {
+	}{{roleLabels, req.Labels}, {roleRows, req.Rows}, {roleSrcIDs, req.SrcIDs}} {
 		if t.v != nil {
 			b, count = appendInts(b, t.role, t.v), count+1
 		}
@@ -115,18 +141,51 @@ func EncodeRequest(req *TaskRequest) []byte {
 	return b
 }
 
+// roleTensor is a dense tensor with its wire role.
+type roleTensor struct {
+	role byte
+	d    *tensor.Dense
+}
+
+// requestTensors returns the dense tensors of a request, in wire order.
+func requestTensors(req *TaskRequest) []roleTensor {
+	return []roleTensor{{roleZ, req.Z}, {roleW, req.W}, {roleDP, req.DP}, {roleADst, req.ADst}, {roleASrc, req.ASrc},
+		{rolePrevBias, req.PrevBias}, {roleP, req.P}, {roleDDst, req.DDst}, {roleDSrc, req.DSrc},
+		{roleDstScore, req.DstScore}, {roleSrcScore, req.SrcScore}, {roleDAlpha, req.DAlpha}}
+}
+
+// resultTensors returns the dense tensors of a result, in wire order.
+func resultTensors(res *TaskResult) []roleTensor {
+	return []roleTensor{{roleOut, res.Out}, {roleDW, res.DW}, {roleResDst, res.Dst}, {roleResSrc, res.Src},
+		{roleDADst, res.DADst}, {roleDASrc, res.DASrc}, {roleDBias, res.DBias}}
+}
+
+// putModel writes a model's fields into a request header.
+func putModel(b []byte, layers, in, hidden, classes int, dropout float32) {
+	le.PutUint32(b[12:], uint32(layers))
+	le.PutUint32(b[16:], uint32(in))
+	le.PutUint32(b[20:], uint32(hidden))
+	le.PutUint32(b[24:], uint32(classes))
+	le.PutUint32(b[28:], math.Float32bits(dropout))
+}
+
 // requestSize estimates the bytes of req's tensors.
 func requestSize(req *TaskRequest) int {
-	n := 8 * wireTensorHeader
-	for _, d := range []*tensor.Dense{req.Z, req.W, req.DP, req.Features.Dense} {
-		if d != nil {
-			n += 4 * len(d.Data)
+	n := 20 * wireTensorHeader
+	for _, t := range requestTensors(req) {
+		if t.d != nil {
+			n += 4 * len(t.d.Data)
 		}
 	}
-	if s := req.Features.Sparse; s != nil {
-		n += 8*len(s.RowPtr) + 8*len(s.ColIdx)
+	if d := req.Features.Dense; d != nil {
+		n += 4 * len(d.Data)
 	}
-	return n + 4*len(req.Labels) + 4*len(req.Rows)
+	for _, s := range []*tensor.CSR{req.Features.Sparse, req.Adj} {
+		if s != nil {
+			n += 8*len(s.RowPtr) + 8*len(s.ColIdx)
+		}
+	}
+	return n + 4*len(req.Labels) + 4*len(req.Rows) + 4*len(req.SrcIDs)
 }
 
 func appendTensorHeader(b []byte, role, typ byte, rows, cols int, entries int64) []byte {
@@ -171,10 +230,7 @@ func EncodeResult(op Op, res TaskResult) []byte {
 	b[6] = byte(op)
 	le.PutUint64(b[32:], math.Float64bits(res.Loss))
 	count := 0
-	for _, t := range []struct {
-		role byte
-		d    *tensor.Dense
-	}{{roleOut, res.Out}, {roleDW, res.DW}} {
+	for _, t := range resultTensors(&res) {
 		if t.d != nil {
 			b, count = appendDense(b, t.role, t.d), count+1
 		}
@@ -292,11 +348,17 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 		Op: Op(h[6]), Train: h[7]&1 != 0, Layer: int(le.Uint32(h[8:])),
 		RowOffset: int(le.Uint64(h[32:])), Key: le.Uint64(h[40:]), Total: int(le.Uint64(h[48:])),
 	}
-	req.Model.Layers = int(le.Uint32(h[12:]))
-	req.Model.InDim = int(le.Uint32(h[16:]))
-	req.Model.Hidden = int(le.Uint32(h[20:]))
-	req.Model.Classes = int(le.Uint32(h[24:]))
-	req.Model.Dropout = math.Float32frombits(le.Uint32(h[28:]))
+	layers, in, hidden, classes := int(le.Uint32(h[12:])), int(le.Uint32(h[16:])), int(le.Uint32(h[20:])), int(le.Uint32(h[24:]))
+	dropout := math.Float32frombits(le.Uint32(h[28:]))
+	if req.Op.IsGAT() {
+		req.GAT = model.GATConfig{InDim: in, Hidden: hidden, Heads: int(le.Uint32(h[60:])), OutHeads: int(le.Uint32(h[64:])),
+			Classes: classes, Layers: layers, Dropout: dropout, AttentionDropout: math.Float32frombits(le.Uint32(h[68:]))}
+	} else {
+		req.Model = model.GCNConfig{InDim: in, Hidden: hidden, Classes: classes, Layers: layers, Dropout: dropout}
+	}
+	dense := map[byte]**tensor.Dense{roleZ: &req.Z, roleW: &req.W, roleDP: &req.DP, roleADst: &req.ADst, roleASrc: &req.ASrc,
+		rolePrevBias: &req.PrevBias, roleP: &req.P, roleDDst: &req.DDst, roleDSrc: &req.DSrc, roleDstScore: &req.DstScore,
+		roleSrcScore: &req.SrcScore, roleDAlpha: &req.DAlpha}
 	for range le.Uint32(h[56:]) {
 		t, err := r.tensor()
 		if err != nil {
@@ -307,16 +369,16 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 			req.Features = graph.Features{Sparse: t.csr}
 		case t.role == roleFeatures && t.dense != nil:
 			req.Features = graph.Features{Dense: t.dense}
-		case t.role == roleZ && t.dense != nil:
-			req.Z = t.dense
-		case t.role == roleW && t.dense != nil:
-			req.W = t.dense
-		case t.role == roleDP && t.dense != nil:
-			req.DP = t.dense
+		case t.role == roleAdj && t.csr != nil:
+			req.Adj = t.csr
+		case dense[t.role] != nil && t.dense != nil:
+			*dense[t.role] = t.dense
 		case t.role == roleLabels && t.ints != nil:
 			req.Labels = t.ints
 		case t.role == roleRows && t.ints != nil:
 			req.Rows = t.ints
+		case t.role == roleSrcIDs && t.ints != nil:
+			req.SrcIDs = t.ints
 		default:
 			return TaskRequest{}, r.fail("unexpected tensor of role %d", t.role)
 		}
@@ -327,8 +389,8 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 	return req, nil
 }
 
-// DecodeResult decodes the bytes of EncodeResult for a task of op. It copies the tensors into
-// into.Out and into.DW when those are set and of the right shape.
+// DecodeResult decodes the bytes of EncodeResult for a task of op. It copies each tensor into
+// the matching buffer of into (TaskRequest.Destinations) when that is set and of the right shape.
 func DecodeResult(b []byte, op Op, into TaskResult) (TaskResult, error) {
 	r := &wireReader{b: b, what: "tensor task result"}
 	h, err := r.header(magicResult)
@@ -339,20 +401,18 @@ func DecodeResult(b []byte, op Op, into TaskResult) (TaskResult, error) {
 		return TaskResult{}, r.fail("result of %v for a %v request", Op(h[6]), op)
 	}
 	res := TaskResult{Loss: math.Float64frombits(le.Uint64(h[32:]))}
+	fields := map[byte][2]**tensor.Dense{roleOut: {&res.Out, &into.Out}, roleDW: {&res.DW, &into.DW}, roleResDst: {&res.Dst, &into.Dst},
+		roleResSrc: {&res.Src, &into.Src}, roleDADst: {&res.DADst, &into.DADst}, roleDASrc: {&res.DASrc, &into.DASrc}, roleDBias: {&res.DBias, &into.DBias}}
 	for range le.Uint32(h[56:]) {
 		t, err := r.tensor()
 		if err != nil {
 			return TaskResult{}, err
 		}
-		dst := &res.Out
-		want := into.Out
-		switch {
-		case t.role == roleOut && t.dense != nil:
-		case t.role == roleDW && t.dense != nil:
-			dst, want = &res.DW, into.DW
-		default:
+		f, ok := fields[t.role]
+		if !ok || t.dense == nil {
 			return TaskResult{}, r.fail("unexpected tensor of role %d", t.role)
 		}
+		dst, want := f[0], *f[1]
 		if want == nil {
 			*dst = t.dense
 			continue

@@ -192,11 +192,11 @@ func DropoutEdges(vals *Dense, a *CSR, colIDs []int32, p float32, key uint64, ro
 				if colIDs != nil {
 					j = colIDs[j]
 				}
-				base := int(j) * heads
+				base := uint64(uint32(j)) * uint64(heads) // ids are non-negative
 				row := vals.Data[int(k)*heads : int(k)*heads+heads]
 				for h, v := range row {
-					c := base + h
-					u := uint32(uint16(mix64(seed+uint64(c/4+1)*golden) >> (16 * (c % 4))))
+					c := base + uint64(h)
+					u := uint32(uint16(mix64(seed+(c/4+1)*golden) >> (16 * (c % 4))))
 					row[h] = keepScaled(v, u, thr, scale)
 				}
 			}

@@ -87,5 +87,5 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 	if err != nil {
 		return dispatch.TaskResult{}, err
 	}
-	return dispatch.DecodeResult(dispatch.EncodeResult(req.Op, res), req.Op, dispatch.TaskResult{Out: req.Out, DW: req.DW})
+	return dispatch.DecodeResult(dispatch.EncodeResult(req.Op, res), req.Op, req.Destinations())
 }

@@ -224,7 +224,7 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 		if err != nil {
 			return dispatch.TaskResult{}, err
 		}
-		res, err := dispatch.DecodeResult(body, req.Op, dispatch.TaskResult{Out: req.Out, DW: req.DW})
+		res, err := dispatch.DecodeResult(body, req.Op, req.Destinations())
 		if err != nil {
 			return res, fmt.Errorf("%s: %v layer %d: %w", b.opts.Name, req.Op, req.Layer, err)
 		}

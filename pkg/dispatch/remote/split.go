@@ -28,6 +28,10 @@ func split(req *dispatch.TaskRequest, maxRequest, maxResult int) ([]part, error)
 			parts = append(parts, part{lo: lo, hi: hi, req: r, body: body})
 			return nil
 		}
+		if req.Op.IsGAT() {
+			return fmt.Errorf("%w: %v layer %d: a %d-byte request and a %d-byte result, over the limits of %d and %d bytes: GAT tasks are not split by rows; use more intervals",
+				dispatch.ErrRequest, req.Op, req.Layer, len(body), res, maxRequest, maxResult)
+		}
 		if hi-lo <= 1 {
 			return fmt.Errorf("%w: %v layer %d: row %d alone needs a %d-byte request and a %d-byte result, over the limits of %d and %d bytes",
 				dispatch.ErrRequest, req.Op, req.Layer, req.RowOffset+lo, len(body), res, maxRequest, maxResult)
@@ -108,8 +112,11 @@ func outShape(req *dispatch.TaskRequest) (rows, cols int, ok bool) {
 
 // resultSize returns the bytes of the encoded result of req.
 func resultSize(req *dispatch.TaskRequest) int {
-	const header, tensorHeader = 64, 24
+	const header, tensorHeader = 72, 24
 	n := header
+	if req.Op.IsGAT() {
+		return n + 7*tensorHeader + 4*gatResultValues(req)
+	}
 	if r, c, ok := outShape(req); ok {
 		n += tensorHeader + 4*r*c
 	}
@@ -117,4 +124,24 @@ func resultSize(req *dispatch.TaskRequest) int {
 		n += tensorHeader + 4*len(req.W.Data)
 	}
 	return n
+}
+
+// gatResultValues returns the float32 values of a GAT op's result.
+func gatResultValues(req *dispatch.TaskRequest) int {
+	if req.GAT.Validate() != nil || req.Layer < 0 || req.Layer >= req.GAT.Layers {
+		return 0
+	}
+	s, n := req.GAT.Shape(req.Layer), req.NumRows()
+	switch req.Op {
+	case dispatch.OpGATForward:
+		return n * (s.Width() + 2*s.Heads)
+	case dispatch.OpGATBackward:
+		return s.In*s.Width() + 2*s.Heads*s.F + n*s.In + s.In
+	case dispatch.OpEdgeForward, dispatch.OpEdgeBackward:
+		if req.Adj == nil {
+			return 0
+		}
+		return int(req.Adj.NNZ())*s.Heads + n*s.Heads
+	}
+	return 0
 }
