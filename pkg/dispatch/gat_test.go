@@ -201,7 +201,9 @@ func TestGATRequestRefusals(t *testing.T) {
 		func(r *dispatch.TaskRequest) { r.W, r.Adj = dense(rng, 2, 2), nil },
 		func(r *dispatch.TaskRequest) { r.ADst, r.SrcScore = dense(rng, 1, 1), dense(rng, 1, 1) },
 		func(r *dispatch.TaskRequest) { r.SrcIDs, r.ASrc = []int32{1}, nil },
-		func(r *dispatch.TaskRequest) { r.DP, r.DAlpha, r.Features, r.Z, r.DstScore = nil, nil, graph.Features{}, nil, nil },
+		func(r *dispatch.TaskRequest) {
+			r.DP, r.DAlpha, r.Features, r.Z, r.DstScore = nil, nil, graph.Features{}, nil, nil
+		},
 	}
 	for _, req := range reqs {
 		for k, brk := range breakers {
