@@ -778,6 +778,11 @@ type InitRequest struct {
 	Contributions uint32                 `protobuf:"varint,7,opt,name=contributions,proto3" json:"contributions,omitempty"` // gradients per epoch: intervals of all graph servers
 	GraphServers  uint32                 `protobuf:"varint,8,opt,name=graph_servers,json=graphServers,proto3" json:"graph_servers,omitempty"`
 	Run           string                 `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
+	// GAT, when heads > 0: dims are then input, heads·hidden…, classes, and the shard holds the
+	// parameter tensors W, a_dst, a_src, bias of every layer (pkg/model GATParams.Tensors order),
+	// numbered as layers 4l..4l+3; weight_decay applies to every tensor.
+	Heads         uint32 `protobuf:"varint,10,opt,name=heads,proto3" json:"heads,omitempty"`                       // attention heads of every hidden layer
+	OutHeads      uint32 `protobuf:"varint,11,opt,name=out_heads,json=outHeads,proto3" json:"out_heads,omitempty"` // attention heads of the output layer
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -873,6 +878,20 @@ func (x *InitRequest) GetRun() string {
 		return x.Run
 	}
 	return ""
+}
+
+func (x *InitRequest) GetHeads() uint32 {
+	if x != nil {
+		return x.Heads
+	}
+	return 0
+}
+
+func (x *InitRequest) GetOutHeads() uint32 {
+	if x != nil {
+		return x.OutHeads
+	}
+	return 0
 }
 
 // InitReply says which layers the shard holds and its newest version.
@@ -1434,7 +1453,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\rR\x02id\x12\x18\n" +
 	"\acorrect\x18\x03 \x03(\x04R\acorrect\x12\x12\n" +
-	"\x04loss\x18\x04 \x03(\x01R\x04loss\"\x91\x02\n" +
+	"\x04loss\x18\x04 \x03(\x01R\x04loss\"\xc4\x02\n" +
 	"\vInitRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\rR\x04dims\x12\x12\n" +
@@ -1444,7 +1463,10 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04sync\x18\x06 \x01(\bR\x04sync\x12$\n" +
 	"\rcontributions\x18\a \x01(\rR\rcontributions\x12#\n" +
 	"\rgraph_servers\x18\b \x01(\rR\fgraphServers\x12\x10\n" +
-	"\x03run\x18\t \x01(\tR\x03run\"=\n" +
+	"\x03run\x18\t \x01(\tR\x03run\x12\x14\n" +
+	"\x05heads\x18\n" +
+	" \x01(\rR\x05heads\x12\x1b\n" +
+	"\tout_heads\x18\v \x01(\rR\boutHeads\"=\n" +
 	"\tInitReply\x12\x16\n" +
 	"\x06layers\x18\x01 \x03(\rR\x06layers\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"H\n" +

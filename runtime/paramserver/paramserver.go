@@ -1,5 +1,6 @@
 // Package paramserver is the parameter-server role of the data plane: one shard of the model's
-// weights, sharded by layer (layer l lives on shard l mod M), its Adam state, and the weight
+// weights, sharded by layer (layer l lives on shard l mod M; a GAT's parameter tensors — W,
+// a_dst, a_src, bias of every layer — count as layers 4l..4l+3), its Adam state, and the weight
 // versions graph servers still read (weight stashing, DESIGN.md section 5).
 //
 // Every graph server sends Init with the model's shape and optimiser settings; the first one
@@ -136,28 +137,18 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 	case !(req.LearningRate > 0) || !(req.WeightDecay >= 0):
 		return fmt.Errorf("learning rate %g, weight decay %g", req.LearningRate, req.WeightDecay)
 	}
-	cfg := model.GCNConfig{InDim: int(req.Dims[0]), Classes: int(req.Dims[L]), Layers: L}
-	if L > 1 {
-		cfg.Hidden = int(req.Dims[1])
-	}
-	for i, d := range cfg.Dims() {
-		if uint32(d) != req.Dims[i] {
-			return fmt.Errorf("layer widths %v: every hidden layer must have the same width", req.Dims)
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	all := cfg.InitWeights(req.Seed)
 	lr, wd := req.LearningRate, req.WeightDecay
 	if !req.Sync {
 		n := float32(req.Contributions)
 		lr, wd = lr/n, wd/n
 	}
-	decay := model.DefaultAdam(lr, wd, L).WeightDecay
+	all, decay, err := initialParams(req, L, wd)
+	if err != nil {
+		return err
+	}
 	var held []*tensor.Dense
 	adamCfg := model.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	for l := s.id; l < L; l += s.shards {
+	for l := s.id; l < len(all); l += s.shards {
 		s.layers = append(s.layers, l)
 		s.shapes = append(s.shapes, [2]int{all[l].Rows, all[l].Cols})
 		held = append(held, all[l])
@@ -188,6 +179,46 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 	}
 	s.init = req
 	return nil
+}
+
+// initialParams returns the model's initial parameter tensors, as pkg/model's single-process
+// trainers initialise them from the seed, and the weight decay of each: a GCN's weight
+// matrices (decay on the first), or a GAT's W, a_dst, a_src and bias of every layer (decay on
+// all).
+func initialParams(req *rpc.InitRequest, L int, wd float32) ([]*tensor.Dense, []float32, error) {
+	if req.Heads > 0 {
+		g := model.GATConfig{InDim: int(req.Dims[0]), Heads: int(req.Heads), OutHeads: int(req.OutHeads), Classes: int(req.Dims[L]), Layers: L}
+		if L > 1 {
+			g.Hidden = int(req.Dims[1]) / g.Heads
+		}
+		for l := range L {
+			if s := g.Shape(l); uint32(s.In) != req.Dims[l] || (l < L-1 && uint32(s.Out) != req.Dims[l+1]) {
+				return nil, nil, fmt.Errorf("layer widths %v do not fit a GAT of %d heads: every hidden layer must be heads·hidden wide", req.Dims, g.Heads)
+			}
+		}
+		if err := g.Validate(); err != nil {
+			return nil, nil, err
+		}
+		all := g.InitParams(req.Seed).Tensors()
+		decay := make([]float32, len(all))
+		for i := range decay {
+			decay[i] = wd
+		}
+		return all, decay, nil
+	}
+	cfg := model.GCNConfig{InDim: int(req.Dims[0]), Classes: int(req.Dims[L]), Layers: L}
+	if L > 1 {
+		cfg.Hidden = int(req.Dims[1])
+	}
+	for i, d := range cfg.Dims() {
+		if uint32(d) != req.Dims[i] {
+			return nil, nil, fmt.Errorf("layer widths %v: every hidden layer must have the same width", req.Dims)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return cfg.InitWeights(req.Seed), model.DefaultAdam(1, wd, L).WeightDecay, nil
 }
 
 // alloc returns a set of buffers shaped like the held layers, reusing a dropped version's.

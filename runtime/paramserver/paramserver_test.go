@@ -234,3 +234,70 @@ func TestPullWaitsOverGRPC(t *testing.T) {
 		t.Error("a pull of a version that never comes returned")
 	}
 }
+
+// TestGATParameters checks that an Init with heads makes the shards hold a GAT's W, a_dst,
+// a_src and bias of every layer, initialised as the single-process trainer does, sharded by
+// tensor index, and that a synchronous step applies Adam with the decay on every tensor.
+func TestGATParameters(t *testing.T) {
+	g := model.GATConfig{InDim: 6, Hidden: 2, Heads: 3, OutHeads: 1, Classes: 4, Layers: 2}
+	req := func(gs uint32) *rpc.InitRequest {
+		return &rpc.InitRequest{GraphServer: gs, Dims: []uint32{6, 6, 4}, Seed: 9, LearningRate: 0.01, WeightDecay: 5e-4,
+			Sync: true, Contributions: 1, GraphServers: 1, Run: "gat", Heads: 3, OutHeads: 1}
+	}
+	ref := g.InitParams(9).Tensors()
+	shards := []*Shard{mustShard(t, 0, 3), mustShard(t, 1, 3), mustShard(t, 2, 3)}
+	got := make([]*tensor.Dense, len(ref))
+	for i, s := range shards {
+		r, err := s.Init(context.Background(), req(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, w := range pull(t, s, 0) {
+			l := int(r.Layers[k])
+			if l%3 != i {
+				t.Fatalf("shard %d holds tensor %d", i, l)
+			}
+			got[l] = w
+		}
+	}
+	for l, w := range ref {
+		if got[l] == nil || !slices.Equal(got[l].Data, w.Data) {
+			t.Fatalf("tensor %d differs from GATConfig.InitParams", l)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	grads := make([]*tensor.Dense, len(ref))
+	for l, w := range ref {
+		grads[l] = tensor.NewDense(w.Rows, w.Cols)
+		for i := range grads[l].Data {
+			grads[l].Data[i] = float32(rng.NormFloat64())
+		}
+	}
+	decay := make([]float32, len(ref))
+	for i := range decay {
+		decay[i] = 5e-4
+	}
+	adam, _ := model.NewAdam(model.AdamConfig{LR: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: decay}, ref)
+	if err := adam.Step(ref, grads); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shards {
+		m := map[int]*tensor.Dense{}
+		for _, l := range s.layers {
+			m[l] = grads[l]
+		}
+		if _, err := push(t, s, 0, 0, 0, 0, m); err != nil {
+			t.Fatal(err)
+		}
+		for k, w := range pull(t, s, 1) {
+			if !slices.Equal(w.Data, ref[s.layers[k]].Data) {
+				t.Fatalf("tensor %d after one step differs from Adam with decay on every tensor", s.layers[k])
+			}
+		}
+	}
+	bad := req(0)
+	bad.Dims = []uint32{6, 5, 4}
+	if _, err := mustShard(t, 0, 1).Init(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "heads") {
+		t.Errorf("hidden width 5 with 3 heads: %v", err)
+	}
+}
