@@ -33,7 +33,7 @@ func newEvaluator(s *server) *evaluator {
 	dmax := 0
 	for l := range s.model.Layers {
 		d := s.dims[l+1]
-		dmax = max(dmax, d)
+		dmax = max(dmax, s.rowWidth(l))
 		e.p = append(e.p, tensor.NewDense(rows, d))
 		e.z = append(e.z, tensor.NewDense(s.part.Owned, d))
 	}
@@ -49,12 +49,15 @@ func newEvaluator(s *server) *evaluator {
 // receive stores a peer's rows of layer l of evaluation id.
 func (e *evaluator) receive(q, id, l int, b *rpc.RowsBatch) error {
 	s := e.s
-	n, d := int(b.Data.Rows), s.dims[l+1]
+	n := int(b.Data.Rows)
 	if b.Offset != 0 || n != s.part.GhostsOf(q) {
 		return fmt.Errorf("evaluation rows %d+%d of a ghost block of %d", b.Offset, n, s.part.GhostsOf(q))
 	}
-	base := s.part.Owned + s.part.GhostStart[q]
-	if err := rpc.DecodeFloat32s(e.p[l].Data[base*d:(base+n)*d], b.Data.Data); err != nil {
+	var scores *tensor.Dense
+	if s.gat != nil {
+		scores = s.gat.eval.ssrc[l]
+	}
+	if err := storeGhostRows(e.p[l], scores, s.part.Owned+s.part.GhostStart[q], n, b.Data.Data); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -95,6 +98,17 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalRepo
 	for l := range s.model.Layers {
 		err := each(indices(s.ivs), func(i int) error {
 			iv := &s.ivs[i]
+			if s.gat != nil {
+				req := s.avGATRequest(i, l, 0, w, false)
+				if l > 0 {
+					req.Z = e.z[l-1].RowSlice(iv.Lo, iv.Hi)
+				}
+				ev := &s.gat.eval
+				req.Op, req.Out, req.GATAct = dispatch.OpGATForward, e.p[l].RowSlice(iv.Lo, iv.Hi), &ev.act[i][l]
+				req.OutDst, req.OutSrc = ev.sdst[l].RowSlice(iv.Lo, iv.Hi), ev.ssrc[l].RowSlice(iv.Lo, iv.Hi)
+				_, err := s.cfg.Backend.Run(ctx, req)
+				return err
+			}
 			req := dispatch.TaskRequest{Op: dispatch.OpForward, Model: s.model, Layer: l, RowOffset: s.part.Lo + iv.Lo,
 				W: w[l], Out: e.p[l].RowSlice(iv.Lo, iv.Hi), Act: &e.act[i][l]}
 			if l == 0 {
@@ -108,12 +122,19 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalRepo
 		if err != nil {
 			return nil, err
 		}
-		d := s.dims[l+1]
+		d := s.rowWidth(l)
+		var scores *tensor.Dense
+		if s.gat != nil {
+			scores = s.gat.eval.ssrc[l]
+		}
 		err = s.sendAll(ctx, func(q int) *rpc.RowsBatch {
 			rows := s.part.SendTo[q]
 			buf := e.send[q][:len(rows)*d]
 			for k, r := range rows {
-				copy(buf[k*d:(k+1)*d], e.p[l].Row(int(r)))
+				n := copy(buf[k*d:(k+1)*d], e.p[l].Row(int(r)))
+				if scores != nil {
+					copy(buf[k*d+n:(k+1)*d], scores.Row(int(r)))
+				}
 			}
 			return &rpc.RowsBatch{From: uint32(s.cfg.Partition), Flow: rpc.Flow_FLOW_EVAL,
 				Task: &rpc.TaskRef{Partition: uint32(s.cfg.Partition), Epoch: id, Layer: uint32(l)},
@@ -125,9 +146,22 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalRepo
 		if err := e.await(ctx, int(id), l); err != nil {
 			return nil, err
 		}
+		if s.gat != nil {
+			if err := e.gatherGAT(ctx, l); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		tensor.SpMM(e.z[l], s.part.Adj, e.p[l])
 	}
 	logits := e.z[s.model.Layers-1]
+	if g := s.gat; g != nil {
+		L := s.model.Layers
+		if err := g.cfg.OutputForward(logits, w[4*(L-1)+3], g.eval.logits); err != nil {
+			return nil, err
+		}
+		logits = g.eval.logits
+	}
 	rep := &rpc.EvalReport{From: uint32(s.cfg.Partition), Id: id, Correct: make([]uint64, 3), Loss: make([]float64, 2)}
 	for i, rows := range s.part.Splits {
 		if len(rows) > 0 {
@@ -140,4 +174,22 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalRepo
 		}
 	}
 	return rep, nil
+}
+
+// gatherGAT is the evaluation's AE_l and GA_l of a GAT: the attention coefficients of every
+// interval's in-edges (no dropout), then Z_l.
+func (e *evaluator) gatherGAT(ctx context.Context, l int) error {
+	s, ev := e.s, &e.s.gat.eval
+	err := each(indices(s.ivs), func(i int) error {
+		iv, gi := &s.ivs[i], &s.gat.ivs[i]
+		req := s.aeRequest(i, l, 0, ev.sdst[l].RowSlice(iv.Lo, iv.Hi), ev.ssrc[l], false)
+		req.Out = ev.alpha[l].RowSlice(int(gi.e0), int(gi.e1))
+		_, err := s.cfg.Backend.Run(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	tensor.EdgeAggregate(e.z[l], s.gat.adj, ev.alpha[l], nil, e.p[l])
+	return nil
 }

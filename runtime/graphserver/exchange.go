@@ -135,7 +135,7 @@ func (s *server) storeRows(b *rpc.RowsBatch) error {
 	if l >= s.model.Layers {
 		return fmt.Errorf("layer %d of %d", l, s.model.Layers)
 	}
-	d, n := s.dims[l+1], int(b.Data.Rows)
+	d, n := s.rowWidth(l), int(b.Data.Rows)
 	if err := b.Data.Shape(n, d); err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *server) storeRows(b *rpc.RowsBatch) error {
 			return fmt.Errorf("interval %d sent rows %d+%d, earlier %d+%d", task.Interval, off, n, s.seg[g][0], s.seg[g][1])
 		}
 		base := s.part.Owned + s.part.GhostStart[q] + off
-		if err := rpc.DecodeFloat32s(s.p[l][slot].Data[base*d:(base+n)*d], b.Data.Data); err != nil {
+		if err := storeGhostRows(s.p[l][slot], s.scoresOf(l, slot), base, n, b.Data.Data); err != nil {
 			return err
 		}
 	case b.Flow == rpc.Flow_FLOW_GRADIENT && task.Kind == pipeline.KindBackSC:
@@ -189,6 +189,36 @@ func (s *server) storeRows(b *rpc.RowsBatch) error {
 	}
 	s.do(func() { s.observe(task) })
 	return nil
+}
+
+// storeGhostRows decodes n received rows into rows base.. of p, and for a GAT (scores not
+// nil) the s_src that follows each row into the same rows of scores.
+func storeGhostRows(p, scores *tensor.Dense, base, n int, data []byte) error {
+	if scores == nil {
+		return rpc.DecodeFloat32s(p.Data[base*p.Cols:(base+n)*p.Cols], data)
+	}
+	w, h := 4*p.Cols, 4*scores.Cols
+	if len(data) != n*(w+h) {
+		return fmt.Errorf("%d bytes for %d rows of %d+%d values", len(data), n, p.Cols, scores.Cols)
+	}
+	for k := range n {
+		row := data[k*(w+h) : (k+1)*(w+h)]
+		if err := rpc.DecodeFloat32s(p.Row(base+k), row[:w]); err != nil {
+			return err
+		}
+		if err := rpc.DecodeFloat32s(scores.Row(base+k), row[w:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scoresOf returns a GAT's s_src buffer of layer l in slot, nil for a GCN.
+func (s *server) scoresOf(l, slot int) *tensor.Dense {
+	if s.gat == nil {
+		return nil
+	}
+	return s.gat.ssrc[l][slot]
 }
 
 // observe records a remote task in the scheduler.

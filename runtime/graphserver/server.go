@@ -58,7 +58,12 @@ type Config struct {
 	Run                   string               // the run's identity, shared by all its servers
 
 	Layers, Hidden int
-	Dropout        float64
+	// Heads > 0 trains a GAT (pkg/model): Heads attention heads of Hidden features in every
+	// hidden layer, OutHeads in the output layer, dropout AttentionDropout on the attention
+	// coefficients. Heads == 0 trains a GCN.
+	Heads, OutHeads  int
+	AttentionDropout float64
+	Dropout          float64
 	LearningRate   float64
 	WeightDecay    float64
 	Epochs         int
@@ -105,6 +110,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("evaluation every %d epochs", c.EvalEvery)
 	case c.Backend == nil:
 		return errors.New("no tensor backend")
+	case c.Heads < 0 || (c.Heads > 0 && c.OutHeads < 1):
+		return fmt.Errorf("GAT with %d heads and %d output heads", c.Heads, c.OutHeads)
 	}
 	return nil
 }
@@ -115,9 +122,10 @@ type server struct {
 	cfg   Config
 	part  *partition.Part
 	ivs   []interval
-	model model.GCNConfig
-	dims  []int
-	slots int // R
+	model model.GCNConfig // a GAT's: only Layers is set
+	gat   *gatModel       // nil for a GCN
+	dims  []int           // widths of the input and of P_l (a GAT's: heads·features) of every layer
+	slots int             // R
 
 	p  [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
 	z  []*tensor.Dense   // [layer]: Z_l, owned rows
@@ -235,18 +243,36 @@ func newServer(cfg Config) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := model.GCNConfig{InDim: d.Features.Cols(), Hidden: cfg.Hidden, Classes: d.NumClasses, Layers: cfg.Layers, Dropout: float32(cfg.Dropout)}
-	if err := m.Validate(); err != nil {
-		return nil, err
-	}
 	s := &server{
-		cfg: cfg, part: part, model: m, dims: m.Dims(), slots: 1,
+		cfg: cfg, part: part, slots: 1,
 		events: make(chan func(), 1024), epochLoss: map[int]float64{}, epochWU: map[int]int{}, evalPins: map[uint64]int{},
+	}
+	if cfg.Heads > 0 {
+		g := model.GATConfig{InDim: d.Features.Cols(), Hidden: cfg.Hidden, Heads: cfg.Heads, OutHeads: cfg.OutHeads, Classes: d.NumClasses,
+			Layers: cfg.Layers, Dropout: float32(cfg.Dropout), AttentionDropout: float32(cfg.AttentionDropout)}
+		if err := g.Validate(); err != nil {
+			return nil, err
+		}
+		s.model = model.GCNConfig{Layers: g.Layers}
+		s.dims = []int{g.InDim}
+		for l := range g.Layers {
+			s.dims = append(s.dims, g.Shape(l).Width())
+		}
+		s.gat = &gatModel{cfg: g}
+	} else {
+		m := model.GCNConfig{InDim: d.Features.Cols(), Hidden: cfg.Hidden, Classes: d.NumClasses, Layers: cfg.Layers, Dropout: float32(cfg.Dropout)}
+		if err := m.Validate(); err != nil {
+			return nil, err
+		}
+		s.model, s.dims = m, m.Dims()
 	}
 	if !cfg.Sync {
 		s.slots = 2*cfg.Staleness + 2
 	}
 	s.allocate(cuts)
+	if s.gat != nil {
+		s.gat.allocate(s)
+	}
 	s.weights.byVersion = map[int]*weightSet{}
 	s.keep.Store(&rpc.Keep{})
 	if cfg.Partition == 0 {
@@ -291,8 +317,8 @@ func (s *server) allocate(cuts []partition.Interval) {
 		}
 	}
 	dmax := 0
-	for _, d := range s.dims[1:] {
-		dmax = max(dmax, d)
+	for l := range L {
+		dmax = max(dmax, s.rowWidth(l))
 	}
 	for i := range cuts {
 		c := &cuts[i]
@@ -306,8 +332,10 @@ func (s *server) allocate(cuts []partition.Interval) {
 		for l := range L {
 			d := s.dims[l+1]
 			iv.dp = append(iv.dp, tensor.NewDense(c.Rows(), d))
-			iv.dw = append(iv.dw, tensor.NewDense(s.dims[l], d))
-			iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, d))
+			if s.gat == nil {
+				iv.dw = append(iv.dw, tensor.NewDense(s.dims[l], d))
+			}
+			iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, s.rowWidth(l)))
 			iv.zView = append(iv.zView, s.z[l].RowSlice(c.Lo, c.Hi))
 			var pv, dzv []*tensor.Dense
 			for r := range R {
@@ -322,6 +350,15 @@ func (s *server) allocate(cuts []partition.Interval) {
 		}
 		s.ivs = append(s.ivs, iv)
 	}
+}
+
+// rowWidth returns the width of the rows of layer l that Scatter and ∇SC exchange: P_l and its
+// gradient, and for a GAT the source scores s_src and their gradient after them.
+func (s *server) rowWidth(l int) int {
+	if s.gat != nil {
+		return s.dims[l+1] + s.gat.cfg.Shape(l).Heads
+	}
+	return s.dims[l+1]
 }
 
 // run connects, trains and serves until ctx ends.

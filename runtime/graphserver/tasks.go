@@ -15,6 +15,9 @@ import (
 // runTask runs one task of a local interval; it returns the loss of the output layer's AV.
 func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, error) {
 	t := st.Task
+	if s.gat != nil && t.Kind != pipeline.KindSC && t.Kind != pipeline.KindBackSC && t.Kind != pipeline.KindWU {
+		return s.runGATTask(ctx, st)
+	}
 	iv := &s.ivs[t.Interval]
 	slot, l := t.Epoch%s.slots, t.Layer
 	L := s.model.Layers
@@ -64,7 +67,7 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 		_, err = s.cfg.Backend.Run(ctx, req)
 		return 0, err
 	case pipeline.KindWU:
-		return 0, s.pushGradients(ctx, t, st.Weights, iv)
+		return 0, s.pushGradients(ctx, t, st.Weights)
 	}
 	return 0, nil
 }
@@ -144,15 +147,20 @@ func (s *server) gatherGradients(iv *interval, l int, reads []pipeline.Read) {
 	}
 }
 
-// scatter is SC_l: it sends the interval's P_l rows each peer holds as ghosts.
+// scatter is SC_l: it sends the interval's P_l rows each peer holds as ghosts (a GAT's: each
+// followed by its s_src row).
 func (s *server) scatter(ctx context.Context, t pipeline.Task, iv *interval, src *tensor.Dense) error {
-	d := src.Cols
+	scores := s.scoresOf(t.Layer, t.Epoch%s.slots)
+	d := s.rowWidth(t.Layer)
 	return s.sendAll(ctx, func(q int) *rpc.RowsBatch {
 		rg := iv.Send[q]
 		rows := s.part.SendTo[q][rg[0]:rg[1]]
 		buf := iv.send[q][:len(rows)*d]
 		for k, r := range rows {
-			copy(buf[k*d:(k+1)*d], src.Row(int(r)))
+			n := copy(buf[k*d:(k+1)*d], src.Row(int(r)))
+			if scores != nil {
+				copy(buf[k*d+n:(k+1)*d], scores.Row(int(r)))
+			}
 		}
 		return &rpc.RowsBatch{From: uint32(s.cfg.Partition), Flow: rpc.Flow_FLOW_FORWARD, Task: taskRef(t), Offset: uint32(rg[0]),
 			Data: &rpc.Tensor{Rows: uint32(len(rows)), Cols: uint32(d), Data: rpc.Float32Bytes(buf)}}

@@ -30,6 +30,10 @@ func (s *server) initShards(ctx context.Context) error {
 	for _, d := range s.dims {
 		req.Dims = append(req.Dims, uint32(d))
 	}
+	if g := s.gat; g != nil { // the parameter servers' widths: the output layer's is the classes
+		req.Dims[len(req.Dims)-1] = uint32(g.cfg.Classes)
+		req.Heads, req.OutHeads = uint32(g.cfg.Heads), uint32(g.cfg.OutHeads)
+	}
 	err := each(s.shards, func(sh *shard) error {
 		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 		defer cancel()
@@ -46,17 +50,17 @@ func (s *server) initShards(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	held := make([]int, s.model.Layers)
+	held := make([]int, s.numParams())
 	for _, sh := range s.shards {
 		for _, l := range sh.layers {
 			if l >= len(held) {
-				return fmt.Errorf("%s holds layer %d of a %d-layer model", sh.name, l, len(held))
+				return fmt.Errorf("%s holds tensor %d of a model of %d", sh.name, l, len(held))
 			}
 			held[l]++
 		}
 	}
 	if i := slices.IndexFunc(held, func(n int) bool { return n != 1 }); i >= 0 {
-		return fmt.Errorf("layer %d is held by %d parameter servers, want 1 (are the shard numbers right?)", i, held[i])
+		return fmt.Errorf("tensor %d is held by %d parameter servers, want 1 (are the shard numbers right?)", i, held[i])
 	}
 	return nil
 }
@@ -152,7 +156,7 @@ func (s *server) weightSetOf(v int) *weightSet {
 // fetch pulls version v from every shard.
 func (s *server) fetch(v int, ws *weightSet) {
 	defer close(ws.ready)
-	ws.w = make([]*tensor.Dense, s.model.Layers)
+	ws.w = make([]*tensor.Dense, s.numParams())
 	var mu sync.Mutex
 	ws.err = each(s.shards, func(sh *shard) error {
 		if len(sh.layers) == 0 {
@@ -169,7 +173,8 @@ func (s *server) fetch(v int, ws *weightSet) {
 			if !slices.Contains(sh.layers, l) {
 				return fmt.Errorf("%s sent layer %d, which it does not hold", sh.name, l)
 			}
-			w := tensor.NewDense(s.dims[l], s.dims[l+1])
+			rows, cols := s.paramShape(l)
+			w := tensor.NewDense(rows, cols)
 			if err := lt.Tensor.DecodeInto(w); err != nil {
 				return fmt.Errorf("%s: layer %d: %w", sh.name, l, err)
 			}
@@ -199,8 +204,35 @@ func (c *weightCache) release(k *rpc.Keep) {
 	}
 }
 
-// pushGradients is WU: it hands the interval's dW of every layer to the shard holding it.
-func (s *server) pushGradients(ctx context.Context, t pipeline.Task, version int, iv *interval) error {
+// numParams returns the number of parameter tensors: a GCN's weight matrices, or a GAT's W,
+// a_dst, a_src and bias of every layer (the parameter servers' "layers").
+func (s *server) numParams() int {
+	if s.gat != nil {
+		return 4 * s.model.Layers
+	}
+	return s.model.Layers
+}
+
+// paramShape returns the shape of parameter tensor i.
+func (s *server) paramShape(i int) (rows, cols int) {
+	if s.gat != nil {
+		p := s.gat.shapes[i]
+		return p.Rows, p.Cols
+	}
+	return s.dims[i], s.dims[i+1]
+}
+
+// gradient returns local interval i's gradient of parameter tensor l in the current epoch.
+func (s *server) gradient(i, l int) *tensor.Dense {
+	if s.gat != nil {
+		return s.gat.ivs[i].flatG[l]
+	}
+	return s.ivs[i].dw[l]
+}
+
+// pushGradients is WU: it hands the interval's gradient of every parameter tensor to the shard
+// holding it.
+func (s *server) pushGradients(ctx context.Context, t pipeline.Task, version int) error {
 	return each(indices(s.shards), func(i int) error {
 		sh := s.shards[i]
 		if len(sh.layers) == 0 {
@@ -208,7 +240,7 @@ func (s *server) pushGradients(ctx context.Context, t pipeline.Task, version int
 		}
 		req := &rpc.PushRequest{GraphServer: uint32(s.cfg.Partition), Task: taskRef(t), Version: uint64(version), Keep: s.keep.Load()}
 		for _, l := range sh.layers {
-			req.Grads = append(req.Grads, &rpc.LayerTensor{Layer: uint32(l), Tensor: rpc.NewTensor(iv.dw[l])})
+			req.Grads = append(req.Grads, &rpc.LayerTensor{Layer: uint32(l), Tensor: rpc.NewTensor(s.gradient(t.Interval, l))})
 		}
 		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 		defer cancel()

@@ -1,0 +1,375 @@
+package graphserver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// A GAT (pkg/model) runs through the same pipeline steps as a GCN, with pkg/model's GAT cut:
+//
+//	AV_l   worker (OpGATForward): P_l and the scores s_dst, s_src of the interval's rows
+//	SC_l   the rows of P_l, each followed by its s_src, to their ghosts
+//	GA_l   worker (OpEdgeForward) AE_l: α̃ of the interval's in-edges from s_dst and the
+//	       sources' s_src (ghosts included); then here Z_l = Σ_j α̃_ij P_j
+//	AV_L   here: logits = mean of the heads + bias, the loss, dZ_{L-1} and the bias gradient
+//	∇GA_l  here dα̃ = ⟨dZ_i, P_j⟩; worker (OpEdgeBackward) ∇AE_l: du and ds_dst; here the
+//	       interval's contributions to its ghost sources: Σ_i α̃_ij dZ_i and Σ_i du_ij
+//	∇SC_l  those contributions ([dP | ds_src] rows) to the ghosts' owners
+//	∇AV_l  here the owned part of dP_j and ds_src_j from the local intervals' α̃, du and dZ_l,
+//	       plus the pushed contributions; worker (OpGATBackward): dW, da_dst, da_src, and for
+//	       l ≥ 1 dZ_{l-1} and db_{l-1}
+//	WU     the interval's gradients of every parameter tensor to the parameter servers
+//
+// α̃_l and du_l (one row per in-edge of the partition) are kept in the R slots as P_l is,
+// since ∇AV of one interval reads those of the others at the epoch the scheduler names; GA_l's
+// reads are remembered so that ∇GA_l recomposes the P_l and s_src it saw.
+
+// gatModel is a graph server's GAT state.
+type gatModel struct {
+	cfg    model.GATConfig
+	shapes []*tensor.Dense // the shape of every parameter tensor (GATParams.Tensors order)
+	adj    *tensor.CSR     // A + I on the owned rows, local columns (part.Adj's structure)
+	ids    []int32         // global id of every local column
+	ssrc   [][]*tensor.Dense
+	sdst   []*tensor.Dense   // [layer]: s_dst of the owned rows
+	alpha  [][]*tensor.Dense // [layer][slot]: α̃ of every entry of adj
+	du     [][]*tensor.Dense // [layer][slot]: dLoss/dα̃ of every entry, then dLoss/du
+	compS  []*bufPool        // [layer]: composite s_src buffers of mixed-epoch reads
+	compE  []*bufPool        // [layer]: composite edge buffers of mixed-epoch reads
+	ivs    []gatInterval
+	eval   gatEval
+}
+
+// gatInterval is one interval's GAT state.
+type gatInterval struct {
+	e0, e1    int64         // its rows' entries in adj
+	block     *tensor.CSR   // its rows of adj, offsets from 0
+	localT    *tensor.CSR   // its rows of adjᵀ restricted to owned columns: the owned destinations of each row's out-edges
+	localPerm []int64       // entry k of localT is entry localPerm[k] of adj
+	ghostT    *tensor.CSR   // the entries of its rows to ghosts, transposed: one row per touched ghost (Interval.Touched)
+	ghostPerm []int64       // entry k of ghostT is entry ghostPerm[k] of adj
+	act       []model.GATActivation
+	reads     [][]pipeline.Read // [layer]: what GA_l read
+	version   int               // the weight version pinned in the current epoch
+	grads     model.GATParams   // the epoch's gradients, until WU
+	flatG     []*tensor.Dense
+	dDst      []*tensor.Dense // [layer]: dLoss/ds_dst of its rows
+	dSrc      []*tensor.Dense // [layer]: dLoss/ds_src of its rows
+	ghostP    []*tensor.Dense // [layer]: contributions to the touched ghosts' dP
+	ghostS    []*tensor.Dense // [layer]: and to their ds_src
+	logits    *tensor.Dense
+	dLogits   *tensor.Dense
+}
+
+// gatEval holds the evaluation pass's GAT buffers.
+type gatEval struct {
+	ssrc, sdst, alpha []*tensor.Dense // [layer]
+	logits            *tensor.Dense
+	act               [][]model.GATActivation // [interval][layer]
+}
+
+// allocate sets up the edge structures and the GAT buffers of s.
+func (g *gatModel) allocate(s *server) {
+	g.shapes = g.cfg.NewParams().Tensors()
+	n, p := s.part.Owned, s.part
+	g.adj = &tensor.CSR{Rows: n, Cols: p.Adj.Cols, RowPtr: p.Adj.RowPtr, ColIdx: p.Adj.ColIdx}
+	g.ids = make([]int32, g.adj.Cols)
+	for c := range n {
+		g.ids[c] = int32(p.Lo + c)
+	}
+	copy(g.ids[n:], p.Ghosts)
+	localT, localPerm := transposeWhere(g.adj, 0, n, n, func(c int32) int {
+		if int(c) < n {
+			return int(c)
+		}
+		return -1
+	})
+	L, R, nnz := g.cfg.Layers, s.slots, int(g.adj.NNZ())
+	rows := n + len(p.Ghosts)
+	g.ssrc, g.alpha, g.du = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, L)
+	for l := range L {
+		h := g.cfg.Shape(l).Heads
+		g.sdst = append(g.sdst, tensor.NewDense(n, h))
+		for range R {
+			g.ssrc[l] = append(g.ssrc[l], tensor.NewDense(rows, h))
+			g.alpha[l] = append(g.alpha[l], tensor.NewDense(nnz, h))
+			g.du[l] = append(g.du[l], tensor.NewDense(nnz, h))
+		}
+		g.compS = append(g.compS, &bufPool{rows: rows, cols: h})
+		g.compE = append(g.compE, &bufPool{rows: nnz, cols: h})
+		g.eval.ssrc = append(g.eval.ssrc, tensor.NewDense(rows, h))
+		g.eval.sdst = append(g.eval.sdst, tensor.NewDense(n, h))
+		g.eval.alpha = append(g.eval.alpha, tensor.NewDense(nnz, h))
+	}
+	g.eval.logits = tensor.NewDense(n, g.cfg.Classes)
+	for i := range s.ivs {
+		iv := s.ivs[i].Interval
+		gi := gatInterval{e0: g.adj.RowPtr[iv.Lo], e1: g.adj.RowPtr[iv.Hi], act: make([]model.GATActivation, L), reads: make([][]pipeline.Read, L)}
+		gi.block = rowBlock(g.adj, iv.Lo, iv.Hi)
+		gi.localT = rowBlock(localT, iv.Lo, iv.Hi)
+		gi.localPerm = localPerm[localT.RowPtr[iv.Lo]:localT.RowPtr[iv.Hi]]
+		gi.ghostT, gi.ghostPerm = transposeWhere(g.adj, iv.Lo, iv.Hi, len(iv.Touched), func(c int32) int {
+			if int(c) < n {
+				return -1
+			}
+			t, _ := slices.BinarySearch(iv.Touched, c-int32(n))
+			return t
+		})
+		gi.grads = g.cfg.NewParams()
+		gi.flatG = gi.grads.Tensors()
+		for l := range L {
+			sh := g.cfg.Shape(l)
+			gi.dDst = append(gi.dDst, tensor.NewDense(iv.Rows(), sh.Heads))
+			gi.dSrc = append(gi.dSrc, tensor.NewDense(iv.Rows(), sh.Heads))
+			gi.ghostP = append(gi.ghostP, tensor.NewDense(len(iv.Touched), sh.Width()))
+			gi.ghostS = append(gi.ghostS, tensor.NewDense(len(iv.Touched), sh.Heads))
+		}
+		gi.logits, gi.dLogits = tensor.NewDense(iv.Rows(), g.cfg.Classes), tensor.NewDense(iv.Rows(), g.cfg.Classes)
+		g.ivs = append(g.ivs, gi)
+		g.eval.act = append(g.eval.act, make([]model.GATActivation, L))
+	}
+}
+
+// rowBlock returns rows [lo, hi) of a with offsets from 0, sharing a's column indices.
+func rowBlock(a *tensor.CSR, lo, hi int) *tensor.CSR {
+	s, e := a.RowPtr[lo], a.RowPtr[hi]
+	rp := make([]int64, hi-lo+1)
+	for i := range rp {
+		rp[i] = a.RowPtr[lo+i] - s
+	}
+	return &tensor.CSR{Rows: hi - lo, Cols: a.Cols, RowPtr: rp, ColIdx: a.ColIdx[s:e]}
+}
+
+// transposeWhere returns the entries of rows [lo, hi) of a whose column rowOf maps to an output
+// row (rows of them; −1 skips the entry), transposed: output row t lists, ascending, the rows r
+// of a with such an entry (columns span a.Rows). perm gives each output entry's position in a.
+func transposeWhere(a *tensor.CSR, lo, hi, rows int, rowOf func(c int32) int) (*tensor.CSR, []int64) {
+	t := &tensor.CSR{Rows: rows, Cols: a.Rows, RowPtr: make([]int64, rows+1)}
+	for k := a.RowPtr[lo]; k < a.RowPtr[hi]; k++ {
+		if o := rowOf(a.ColIdx[k]); o >= 0 {
+			t.RowPtr[o+1]++
+		}
+	}
+	for o := range rows {
+		t.RowPtr[o+1] += t.RowPtr[o]
+	}
+	t.ColIdx = make([]int32, t.RowPtr[rows])
+	perm := make([]int64, t.RowPtr[rows])
+	next := slices.Clone(t.RowPtr[:rows])
+	for r := lo; r < hi; r++ {
+		for k := a.RowPtr[r]; k < a.RowPtr[r+1]; k++ {
+			if o := rowOf(a.ColIdx[k]); o >= 0 {
+				t.ColIdx[next[o]], perm[next[o]] = int32(r), k
+				next[o]++
+			}
+		}
+	}
+	return t, perm
+}
+
+// layerParams returns layer l's parameters in the weights w (every parameter tensor).
+func layerParams(w []*tensor.Dense, l int) model.GATLayer {
+	return model.GATLayer{W: w[4*l], ADst: w[4*l+1], ASrc: w[4*l+2], Bias: w[4*l+3]}
+}
+
+// prevBias returns b_{l-1} of the weights w, nil in layer 0.
+func prevBias(w []*tensor.Dense, l int) *tensor.Dense {
+	if l == 0 {
+		return nil
+	}
+	return w[4*(l-1)+3]
+}
+
+// avGATRequest returns the request of a GAT AV_l or ∇AV_l of interval i in epoch e.
+func (s *server) avGATRequest(i, l, e int, w []*tensor.Dense, train bool) dispatch.TaskRequest {
+	iv := &s.ivs[i]
+	p := layerParams(w, l)
+	req := dispatch.TaskRequest{GAT: s.gat.cfg, Layer: l, RowOffset: s.part.Lo + iv.Lo, Key: model.DropoutKey(s.cfg.Seed, e, l),
+		Train: train, W: p.W, ADst: p.ADst, ASrc: p.ASrc, PrevBias: prevBias(w, l)}
+	if l == 0 {
+		req.Features = iv.feats
+	}
+	return req
+}
+
+// aeRequest returns the request of AE_l or ∇AE_l of interval i in epoch e, given the sources'
+// s_src (owned then ghost rows) and the interval's s_dst.
+func (s *server) aeRequest(i, l, e int, dst, src *tensor.Dense, train bool) dispatch.TaskRequest {
+	g := s.gat
+	return dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: g.cfg, Layer: l, RowOffset: s.part.Lo + s.ivs[i].Lo,
+		Key: model.AttentionKey(s.cfg.Seed, e, l), Train: train, Adj: g.ivs[i].block, DstScore: dst, SrcScore: src, SrcIDs: g.ids}
+}
+
+// runGATTask runs one GAT task of a local interval other than SC, ∇SC and WU; it returns the
+// loss of the output layer's AV.
+func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, error) {
+	t := st.Task
+	g, iv := s.gat, &s.ivs[t.Interval]
+	gi := &g.ivs[t.Interval]
+	slot, l, L := t.Epoch%s.slots, t.Layer, s.model.Layers
+	switch t.Kind {
+	case pipeline.KindAV:
+		if l == L {
+			return s.gatLoss(ctx, t, iv, gi)
+		}
+		gi.version = st.Weights
+		w, err := s.weightsAt(ctx, st.Weights)
+		if err != nil {
+			return 0, err
+		}
+		req := s.avGATRequest(t.Interval, l, t.Epoch, w, true)
+		if l > 0 {
+			req.Z = iv.zView[l-1]
+		}
+		req.Op, req.Out, req.GATAct = dispatch.OpGATForward, iv.pView[l][slot], &gi.act[l]
+		req.OutDst, req.OutSrc = g.sdst[l].RowSlice(iv.Lo, iv.Hi), g.ssrc[l][slot].RowSlice(iv.Lo, iv.Hi)
+		_, err = s.cfg.Backend.Run(ctx, req)
+		return 0, err
+	case pipeline.KindGA:
+		gi.reads[l] = append(gi.reads[l][:0], st.Reads...)
+		p, doneP := s.compose(s.p[l], s.compP[l], st.Reads, true)
+		defer doneP()
+		src, doneS := s.compose(g.ssrc[l], g.compS[l], st.Reads, true)
+		defer doneS()
+		alpha := g.alpha[l][slot].RowSlice(int(gi.e0), int(gi.e1))
+		req := s.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
+		req.Out = alpha
+		if _, err := s.cfg.Backend.Run(ctx, req); err != nil {
+			return 0, err
+		}
+		tensor.EdgeAggregate(iv.zView[l], gi.block, alpha, nil, p)
+	case pipeline.KindBackGA:
+		p, doneP := s.compose(s.p[l], s.compP[l], gi.reads[l], true)
+		defer doneP()
+		src, doneS := s.compose(g.ssrc[l], g.compS[l], gi.reads[l], true)
+		defer doneS()
+		dz := s.dz[l][slot]
+		du := g.du[l][slot].RowSlice(int(gi.e0), int(gi.e1))
+		tensor.EdgeDot(du, gi.block, dz.RowSlice(iv.Lo, iv.Hi), p) // dα̃
+		req := s.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
+		req.Op, req.DAlpha, req.Out, req.OutDst = dispatch.OpEdgeBackward, du, du, gi.dDst[l]
+		if _, err := s.cfg.Backend.Run(ctx, req); err != nil {
+			return 0, err
+		}
+		if gi.ghostT.Rows > 0 {
+			tensor.EdgeAggregate(gi.ghostP[l], gi.ghostT, g.alpha[l][slot], gi.ghostPerm, dz)
+			tensor.EdgeSum(gi.ghostS[l], gi.ghostT, g.du[l][slot], gi.ghostPerm)
+			interleave(iv.ghostC[l], gi.ghostP[l], gi.ghostS[l])
+		}
+	case pipeline.KindBackAV:
+		s.gatherGATGradients(iv, gi, l, st.Reads)
+		w, err := s.weightsAt(ctx, st.Weights)
+		if err != nil {
+			return 0, err
+		}
+		req := s.avGATRequest(t.Interval, l, t.Epoch, w, true)
+		if l > 0 {
+			req.Z = iv.zView[l-1]
+			req.Out, req.DBias = iv.dzView[l-1][slot], gi.grads[l-1].Bias
+		}
+		req.Op, req.GATAct, req.P, req.DP, req.DDst, req.DSrc = dispatch.OpGATBackward, &gi.act[l], iv.pView[l][slot], iv.dp[l], gi.dDst[l], gi.dSrc[l]
+		req.DW, req.DADst, req.DASrc = gi.grads[l].W, gi.grads[l].ADst, gi.grads[l].ASrc
+		_, err = s.cfg.Backend.Run(ctx, req)
+		return 0, err
+	default:
+		return 0, fmt.Errorf("GAT task %v is not run here", t)
+	}
+	return 0, nil
+}
+
+// gatLoss is the GAT's AV_L: the logits of the interval's rows (the mean of the heads plus the
+// output bias of the pinned version), the loss, dZ_{L-1} and the output bias's gradient.
+func (s *server) gatLoss(ctx context.Context, t pipeline.Task, iv *interval, gi *gatInterval) (float64, error) {
+	g, L := s.gat, s.model.Layers
+	w, err := s.weightsAt(ctx, gi.version)
+	if err != nil {
+		return 0, err
+	}
+	bias, dBias := w[4*(L-1)+3], gi.grads[L-1].Bias
+	if err := g.cfg.OutputForward(iv.zView[L-1], bias, gi.logits); err != nil {
+		return 0, err
+	}
+	loss, err := model.LossForward(gi.logits, iv.labels, iv.train, s.part.Totals[0], gi.dLogits)
+	if err != nil {
+		return 0, err
+	}
+	dBias.Zero()
+	return loss, g.cfg.OutputBackward(gi.dLogits, iv.dzView[L-1][t.Epoch%s.slots], dBias)
+}
+
+// interleave writes the rows of a followed by those of b into dst (a.Cols+b.Cols wide).
+func interleave(dst, a, b *tensor.Dense) {
+	for r := range dst.Rows {
+		n := copy(dst.Row(r), a.Row(r))
+		copy(dst.Row(r)[n:], b.Row(r))
+	}
+}
+
+// composeEdges returns the edge-value buffer ∇AV reads: the slot of the common epoch when the
+// local intervals are read at the same epoch, otherwise a composite holding each local
+// interval's entries of its epoch.
+func (s *server) composeEdges(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read) (*tensor.Dense, func()) {
+	epoch, mixed := -1, false
+	for _, r := range reads {
+		if r.From.Partition != s.cfg.Partition {
+			continue
+		}
+		if epoch >= 0 && r.Epoch != epoch {
+			mixed = true
+		}
+		epoch = r.Epoch
+	}
+	if !mixed {
+		return slots[max(epoch, 0)%s.slots], func() {}
+	}
+	comp := pool.get()
+	h := comp.Cols
+	for _, r := range reads {
+		if r.From.Partition == s.cfg.Partition {
+			gi := &s.gat.ivs[r.From.Interval]
+			copy(comp.Data[gi.e0*int64(h):gi.e1*int64(h)], slots[r.Epoch%s.slots].Data[gi.e0*int64(h):gi.e1*int64(h)])
+		}
+	}
+	return comp, func() { pool.put(comp) }
+}
+
+// gatherGATGradients computes dP_l and ds_src of the interval's rows: the owned part from the
+// local intervals' α̃_l, du_l and dZ_l rows, plus the contributions remote intervals pushed,
+// each of the epoch the scheduler names.
+func (s *server) gatherGATGradients(iv *interval, gi *gatInterval, l int, reads []pipeline.Read) {
+	g := s.gat
+	dz, doneZ := s.compose(s.dz[l], s.compDZ[l], reads, false)
+	defer doneZ()
+	alpha, doneA := s.composeEdges(g.alpha[l], g.compE[l], reads)
+	defer doneA()
+	du, doneU := s.composeEdges(g.du[l], g.compE[l], reads)
+	defer doneU()
+	dp, ds := iv.dp[l], gi.dSrc[l]
+	tensor.EdgeAggregate(dp, gi.localT, alpha, gi.localPerm, dz)
+	tensor.EdgeSum(ds, gi.localT, du, gi.localPerm)
+	w := dp.Cols
+	for _, r := range reads {
+		if r.From.Partition == s.cfg.Partition {
+			continue
+		}
+		c := &s.contrib[l][s.global(r.From.Partition, r.From.Interval)][r.Epoch%s.slots]
+		a, _ := slices.BinarySearch(c.rows, int32(iv.Lo))
+		b, _ := slices.BinarySearch(c.rows, int32(iv.Hi))
+		for k := a; k < b; k++ {
+			i := int(c.rows[k]) - iv.Lo
+			src := c.data.Row(k)
+			for j, v := range src[:w] {
+				dp.Data[i*w+j] += v
+			}
+			for j, v := range src[w:] {
+				ds.Data[i*ds.Cols+j] += v
+			}
+		}
+	}
+}
