@@ -48,12 +48,12 @@ type gatModel struct {
 
 // gatInterval is one interval's GAT state.
 type gatInterval struct {
-	e0, e1    int64         // its rows' entries in adj
-	block     *tensor.CSR   // its rows of adj, offsets from 0
-	localT    *tensor.CSR   // its rows of adjᵀ restricted to owned columns: the owned destinations of each row's out-edges
-	localPerm []int64       // entry k of localT is entry localPerm[k] of adj
-	ghostT    *tensor.CSR   // the entries of its rows to ghosts, transposed: one row per touched ghost (Interval.Touched)
-	ghostPerm []int64       // entry k of ghostT is entry ghostPerm[k] of adj
+	e0, e1    int64       // its rows' entries in adj
+	block     *tensor.CSR // its rows of adj, offsets from 0
+	localT    *tensor.CSR // its rows of adjᵀ restricted to owned columns: the owned destinations of each row's out-edges
+	localPerm []int64     // entry k of localT is entry localPerm[k] of adj
+	ghostT    *tensor.CSR // the entries of its rows to ghosts, transposed: one row per touched ghost (Interval.Touched)
+	ghostPerm []int64     // entry k of ghostT is entry ghostPerm[k] of adj
 	act       []model.GATActivation
 	reads     [][]pipeline.Read // [layer]: what GA_l read
 	version   int               // the weight version pinned in the current epoch

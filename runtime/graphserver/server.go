@@ -64,14 +64,14 @@ type Config struct {
 	Heads, OutHeads  int
 	AttentionDropout float64
 	Dropout          float64
-	LearningRate   float64
-	WeightDecay    float64
-	Epochs         int
-	Seed           uint64
-	Sync           bool
-	Staleness      int
-	TargetAccuracy float64 // stop once the validation accuracy reaches it (0: never)
-	EvalEvery      int     // evaluate every this many epochs, and after the last
+	LearningRate     float64
+	WeightDecay      float64
+	Epochs           int
+	Seed             uint64
+	Sync             bool
+	Staleness        int
+	TargetAccuracy   float64 // stop once the validation accuracy reaches it (0: never)
+	EvalEvery        int     // evaluate every this many epochs, and after the last
 
 	Backend dispatch.Backend
 	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
