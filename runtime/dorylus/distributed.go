@@ -73,9 +73,6 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if _, _, err := parseStaleness(d.staleness); err != nil {
 		return err
 	}
-	if o.model != "gcn" {
-		return fmt.Errorf("--model %s: --graph-servers trains gcn", o.model)
-	}
 	if o.checkpoint.location != "" && d.staleness != "sync" {
 		return fmt.Errorf("--checkpoint-dir with --staleness %s: checkpoints are taken in synchronous mode only", d.staleness)
 	}
@@ -199,6 +196,7 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 	args := []string{"graph-server", "--partitions", strconv.Itoa(n), "--dataset", dir,
 		"--peers", strings.Join(addrs[:n], ","), "--param-servers", strings.Join(addrs[n:], ","),
 		"--run", fmt.Sprintf("train-%d-%d", os.Getpid(), seed), "--intervals", strconv.Itoa(d.intervals), "--workers", strconv.Itoa(d.workers),
+		"--model", o.model, "--heads", strconv.Itoa(o.heads),
 		"--layers", strconv.Itoa(o.layers), "--hidden", strconv.Itoa(o.hidden), "--dropout", fmt.Sprint(o.dropout),
 		"--lr", fmt.Sprint(o.lr), "--weight-decay", fmt.Sprint(o.weightDecay), "--epochs", strconv.Itoa(o.epochs),
 		"--seed", strconv.FormatUint(seed, 10), "--staleness", d.staleness, "--eval-every", strconv.Itoa(o.evalEvery),

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
-	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -56,8 +55,7 @@ func singleProcessLosses(t *testing.T, o trainOptions, seed uint64) []float64 {
 		t.Fatal(err)
 	}
 	graph.RowNormalize(d.Features.Sparse)
-	tr, err := model.NewTrainer(d, model.TrainConfig{GCN: model.GCNConfig{InDim: d.NumFeatures(), Hidden: o.hidden,
-		Classes: d.NumClasses, Layers: o.layers, Dropout: float32(o.dropout)}, LR: float32(o.lr), WeightDecay: float32(o.weightDecay), Seed: seed})
+	tr, err := newLearner(d, o, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +75,23 @@ func singleProcessLosses(t *testing.T, o trainOptions, seed uint64) []float64 {
 func TestSyncMatchesSingleProcess(t *testing.T) {
 	o := coraOptions(40)
 	o.evalEvery = 40
+	syncMatchesSingleProcess(t, o, 2)
+}
+
+// TestGATSyncMatchesSingleProcess is TestSyncMatchesSingleProcess for a GAT of the paper's
+// shape (8 heads of 8 features, dropout 0.6 on inputs and attention coefficients) with 3
+// parameter servers, so that a layer's tensors lie on different shards.
+func TestGATSyncMatchesSingleProcess(t *testing.T) {
+	o := coraOptions(30)
+	o.model, o.hidden, o.heads, o.dropout, o.lr = "gat", 8, 8, 0.6, 0.005
+	o.evalEvery = 10
+	syncMatchesSingleProcess(t, o, 3)
+}
+
+// syncMatchesSingleProcess trains o on 2 graph servers and paramServers parameter servers in
+// synchronous mode and checks every epoch's loss against the single-process trainer's.
+func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
+	t.Helper()
 	dir := t.TempDir()
 	d, err := graph.Load("cora", graph.LoadOptions{})
 	if err != nil {
@@ -86,7 +101,7 @@ func TestSyncMatchesSingleProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	stats := serverStats{rss: map[string]int64{}}
-	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: 2, staleness: "sync", intervals: 3},
+	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: "sync", intervals: 3},
 		1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +122,9 @@ func TestSyncMatchesSingleProcess(t *testing.T) {
 		if stats.rss[name] <= 0 {
 			t.Errorf("no peak RSS of %s", name)
 		}
+	}
+	if len(res.Curve) > 0 && math.IsNaN(res.Curve[len(res.Curve)-1].ValAcc) {
+		t.Error("no validation accuracy after the last epoch")
 	}
 }
 

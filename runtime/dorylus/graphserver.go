@@ -95,7 +95,8 @@ type graphServerOptions struct {
 	peers, paramServers   string
 	run                   string
 	intervals, workers    int
-	layers, hidden        int
+	model                 string
+	layers, hidden, heads int
 	dropout, lr, wd       float64
 	epochs                int
 	seed                  uint64
@@ -146,11 +147,13 @@ standard error and training goes on. It keeps serving after the last epoch until
 	f.StringVar(&o.run, "run", "dorylus", "identity of the run, the same on all its servers")
 	f.IntVar(&o.intervals, "intervals", 0, "intervals of the partition (0: the tensor workers' number, or --max-concurrency of a remote backend)")
 	f.IntVar(&o.workers, "workers", 0, "concurrent tensor tasks of the cpu backend (0: the number of intervals)")
-	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution layers")
-	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer")
-	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer")
+	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (the output layer of a gat has one head)")
+	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")
+	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer (gat: features per head)")
+	f.IntVar(&o.heads, "heads", 8, "gat: attention heads of each hidden layer, concatenated")
+	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer (gat: and on the attention coefficients)")
 	f.Float64Var(&o.lr, "lr", 0.01, "Adam learning rate")
-	f.Float64Var(&o.wd, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight")
+	f.Float64Var(&o.wd, "weight-decay", 5e-4, "L2 weight decay on the first layer's weight (gat: on every parameter)")
 	f.IntVar(&o.epochs, "epochs", 200, "training epochs")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of weights and dropout")
 	f.StringVar(&o.staleness, "staleness", "sync", "sync, or the staleness bound S ≥ 0 of asynchronous training")
@@ -175,8 +178,13 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	if err != nil {
 		return err
 	}
-	if c.Model.Architecture != jobconfig.ArchitectureGCN {
-		return fmt.Errorf("%s: model %s: this build trains GCN", path, c.Model.Architecture)
+	switch c.Model.Architecture {
+	case jobconfig.ArchitectureGCN:
+		o.model = "gcn"
+	case jobconfig.ArchitectureGAT:
+		o.model, o.heads = "gat", c.Model.Heads
+	default:
+		return fmt.Errorf("%s: model %s: this build trains GCN and GAT", path, c.Model.Architecture)
 	}
 	ds, fetch, err := configDataset(c.Dataset)
 	if err != nil {
@@ -300,6 +308,15 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	heads, outHeads := 0, 0
+	switch {
+	case o.model == "gat" && o.heads < 1:
+		return fmt.Errorf("--heads %d: want at least 1", o.heads)
+	case o.model == "gat":
+		heads, outHeads = o.heads, 1
+	case o.model != "gcn":
+		return fmt.Errorf("--model %q: want gcn or gat", o.model)
+	}
 	if o.intervals == 0 {
 		o.intervals = o.workers
 		if o.backend.remote() {
@@ -330,7 +347,8 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	cfg := graphserver.Config{
 		Partition: o.partition, Partitions: o.partitions, Intervals: o.intervals, Data: data,
 		Peers: splitList(o.peers), ParamServers: splitList(o.paramServers), Run: o.run,
-		Layers: o.layers, Hidden: o.hidden, Dropout: o.dropout, LearningRate: o.lr, WeightDecay: o.wd,
+		Layers: o.layers, Hidden: o.hidden, Heads: heads, OutHeads: outHeads, AttentionDropout: o.dropout,
+		Dropout: o.dropout, LearningRate: o.lr, WeightDecay: o.wd,
 		Epochs: o.epochs, Seed: o.seed, Sync: sync, Staleness: stale, TargetAccuracy: o.target, EvalEvery: o.evalEvery,
 		Backend: backend, Startup: o.startup,
 	}
