@@ -781,8 +781,12 @@ type InitRequest struct {
 	// GAT, when heads > 0: dims are then input, heads·hidden…, classes, and the shard holds the
 	// parameter tensors W, a_dst, a_src, bias of every layer (pkg/model GATParams.Tensors order),
 	// numbered as layers 4l..4l+3; weight_decay applies to every tensor.
-	Heads         uint32 `protobuf:"varint,10,opt,name=heads,proto3" json:"heads,omitempty"`                       // attention heads of every hidden layer
-	OutHeads      uint32 `protobuf:"varint,11,opt,name=out_heads,json=outHeads,proto3" json:"out_heads,omitempty"` // attention heads of the output layer
+	Heads    uint32 `protobuf:"varint,10,opt,name=heads,proto3" json:"heads,omitempty"`                       // attention heads of every hidden layer
+	OutHeads uint32 `protobuf:"varint,11,opt,name=out_heads,json=outHeads,proto3" json:"out_heads,omitempty"` // attention heads of the output layer
+	// rewind_to, in synchronous mode, takes an initialised shard back to the weights after this
+	// epoch (from its checkpoint; 0: the initial weights): graph servers send it when they find
+	// the shards at different versions, one of them restarted from an older checkpoint.
+	RewindTo      *uint64 `protobuf:"varint,12,opt,name=rewind_to,json=rewindTo,proto3,oneof" json:"rewind_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -890,6 +894,13 @@ func (x *InitRequest) GetHeads() uint32 {
 func (x *InitRequest) GetOutHeads() uint32 {
 	if x != nil {
 		return x.OutHeads
+	}
+	return 0
+}
+
+func (x *InitRequest) GetRewindTo() uint64 {
+	if x != nil && x.RewindTo != nil {
+		return *x.RewindTo
 	}
 	return 0
 }
@@ -1453,7 +1464,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\rR\x02id\x12\x18\n" +
 	"\acorrect\x18\x03 \x03(\x04R\acorrect\x12\x12\n" +
-	"\x04loss\x18\x04 \x03(\x01R\x04loss\"\xc4\x02\n" +
+	"\x04loss\x18\x04 \x03(\x01R\x04loss\"\xf4\x02\n" +
 	"\vInitRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\rR\x04dims\x12\x12\n" +
@@ -1466,7 +1477,10 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x03run\x18\t \x01(\tR\x03run\x12\x14\n" +
 	"\x05heads\x18\n" +
 	" \x01(\rR\x05heads\x12\x1b\n" +
-	"\tout_heads\x18\v \x01(\rR\boutHeads\"=\n" +
+	"\tout_heads\x18\v \x01(\rR\boutHeads\x12 \n" +
+	"\trewind_to\x18\f \x01(\x04H\x00R\brewindTo\x88\x01\x01B\f\n" +
+	"\n" +
+	"_rewind_to\"=\n" +
 	"\tInitReply\x12\x16\n" +
 	"\x06layers\x18\x01 \x03(\rR\x06layers\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"H\n" +
@@ -1597,6 +1611,7 @@ func file_dorylus_proto_init() {
 	if File_dorylus_proto != nil {
 		return
 	}
+	file_dorylus_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -62,7 +64,31 @@ func (s *server) initShards(ctx context.Context) error {
 	if i := slices.IndexFunc(held, func(n int) bool { return n != 1 }); i >= 0 {
 		return fmt.Errorf("tensor %d is held by %d parameter servers, want 1 (are the shard numbers right?)", i, held[i])
 	}
-	return nil
+	if !s.cfg.Sync {
+		return nil
+	}
+	// A shard that restarted resumed from its last checkpoint: take the others back to it.
+	low := math.MaxInt
+	for _, sh := range s.shards {
+		if len(sh.layers) > 0 {
+			low = min(low, sh.version)
+		}
+	}
+	rewind := proto.Clone(req).(*rpc.InitRequest)
+	rewind.RewindTo = proto.Uint64(uint64(low))
+	return each(s.shards, func(sh *shard) error {
+		if len(sh.layers) == 0 || sh.version == low {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		defer cancel()
+		r, err := sh.client.Init(cctx, rewind)
+		if err != nil {
+			return fmt.Errorf("take %s back from version %d to epoch %d, where another parameter server resumed: %w", sh.name, sh.version, low, err)
+		}
+		sh.version = int(r.Version)
+		return nil
+	})
 }
 
 // watch follows a shard's versions until ctx ends.

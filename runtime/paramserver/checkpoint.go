@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -53,7 +54,7 @@ func (s *Shard) EnableCheckpoints(c Checkpointing) error {
 // place, so that a checkpoint is restored only into the run that wrote it.
 func (s *Shard) runIdentity(req *rpc.InitRequest) (string, error) {
 	r := proto.Clone(req).(*rpc.InitRequest)
-	r.GraphServer, r.Run = 0, "" // the run name changes between launches of one job
+	r.GraphServer, r.Run, r.RewindTo = 0, "", nil // the run name changes between launches of one job
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 	if err != nil {
 		return "", err
@@ -61,8 +62,8 @@ func (s *Shard) runIdentity(req *rpc.InitRequest) (string, error) {
 	return fmt.Sprintf("parameter server %d of %d, model %v, init %x", s.id, s.shards, req.Dims, sha256.Sum256(b)), nil
 }
 
-// restore loads the latest checkpoint into the held layers at setup (s.mu held).
-func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense) error {
+// restore loads into held and adam the newest checkpoint every shard has, if any (at setup).
+func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense, adam *model.Adam) error {
 	c := s.ckpt
 	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 	defer cancel()
@@ -71,26 +72,63 @@ func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense) error {
 		fmt.Fprintf(c.Log, "parameter server %d: no checkpoint in %s: starting from epoch 1\n", s.id, c.Checkpoints.Store)
 		return nil
 	}
+	if err == nil {
+		err = s.restoreState(req, st, held, adam)
+	}
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(c.Log, "parameter server %d: resumed from the checkpoint of epoch %d in %s\n", s.id, st.Epoch, c.Checkpoints.Store)
+	return nil
+}
+
+// restoreState checks that st is a checkpoint of this run and loads it into held and adam.
+func (s *Shard) restoreState(req *rpc.InitRequest, st checkpoint.State, held []*tensor.Dense, adam *model.Adam) error {
+	where := s.ckpt.Checkpoints.Store
 	id, err := s.runIdentity(req)
 	if err != nil {
 		return err
 	}
 	if st.Run != id {
-		return fmt.Errorf("the checkpoint of epoch %d in %s is of another run (%s), not of this one (%s)", st.Epoch, c.Checkpoints.Store, st.Run, id)
+		return fmt.Errorf("the checkpoint of epoch %d in %s is of another run (%s), not of this one (%s)", st.Epoch, where, st.Run, id)
 	}
 	if st.Position != int64(st.Epoch) {
-		return fmt.Errorf("the checkpoint of epoch %d in %s holds version %d, want the epoch's", st.Epoch, c.Checkpoints.Store, st.Position)
+		return fmt.Errorf("the checkpoint of epoch %d in %s holds version %d, want the epoch's", st.Epoch, where, st.Position)
 	}
-	if err := s.adam.Restore(held, st.Tensors, st.Epoch); err != nil {
-		return fmt.Errorf("restore the checkpoint of epoch %d from %s: %w", st.Epoch, c.Checkpoints.Store, err)
+	if err := adam.Restore(held, st.Tensors, st.Epoch); err != nil {
+		return fmt.Errorf("restore the checkpoint of epoch %d from %s: %w", st.Epoch, where, err)
 	}
-	delete(s.versions, 0)
-	s.newest, s.saved = uint64(st.Epoch), uint64(st.Epoch)
-	s.versions[s.newest] = held
-	fmt.Fprintf(c.Log, "parameter server %d: resumed from the checkpoint of epoch %d in %s\n", s.id, st.Epoch, c.Checkpoints.Store)
+	return nil
+}
+
+// rewind takes the shard back to the weights and Adam state after epoch: the initial ones for
+// 0, else its checkpoint of that epoch (s.mu held).
+func (s *Shard) rewind(epoch int) error {
+	if epoch > int(s.newest) {
+		return fmt.Errorf("asked to go back to epoch %d, but the newest version is %d", epoch, s.newest)
+	}
+	held, adam, err := s.fresh(s.init)
+	if err != nil {
+		return err
+	}
+	if epoch > 0 {
+		if s.ckpt == nil {
+			return fmt.Errorf("asked to go back to epoch %d from %d, but it takes no checkpoints", epoch, s.newest)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		defer cancel()
+		st, err := s.ckpt.Checkpoints.Load(ctx, epoch)
+		if err == nil {
+			err = s.restoreState(s.init, st, held, adam)
+		}
+		if err != nil {
+			return fmt.Errorf("go back to epoch %d from %d: %w", epoch, s.newest, err)
+		}
+	}
+	if s.ckpt != nil {
+		fmt.Fprintf(s.ckpt.Log, "parameter server %d: back from version %d to the checkpoint of epoch %d, where another shard resumed\n", s.id, s.newest, epoch)
+	}
+	s.start(held, adam, epoch)
 	return nil
 }
 

@@ -135,3 +135,74 @@ func TestResumeAtCommonEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestRejoinAndRewind restarts the graph servers of a synchronous run mid-epoch: a second Init
+// from a graph server drops the unfinished epoch's gradients, and RewindTo takes the shard back
+// to a checkpoint (or to the initial weights), refusing an epoch it has no checkpoint of.
+func TestRejoinAndRewind(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	weights := trainShards(t, dirs, 5) // checkpoints of epochs 2 and 4
+	s, r, err := resumeShard(t, 0, dirs)
+	if err != nil || r.Version != 4 {
+		t.Fatalf("resume: %v, %v; want version 4", r, err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	g := map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}
+	if _, err := push(t, s, 0, 0, 4, 4, g); err != nil {
+		t.Fatal(err)
+	}
+	// Graph server 0 restarts: its Init again drops the gradient it pushed.
+	if r, err := s.Init(context.Background(), initReq(0, true)); err != nil || r.Version != 4 {
+		t.Fatalf("second Init: %v, %v", r, err)
+	}
+	if _, err := push(t, s, 0, 0, 4, 4, g); err != nil {
+		t.Fatalf("the same interval after the restart: %v", err)
+	}
+	// Without a restart, a second push of it is refused.
+	if _, err := s.Init(context.Background(), initReq(1, true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := push(t, s, 0, 0, 4, 4, g); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("a second push in one run: %v", err)
+	}
+	// Complete epoch 5, then go back to 2 and 0.
+	for c := 1; c < 4; c++ {
+		if _, err := push(t, s, c/2, c%2, 4, 4, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewind := func(e uint64) (*rpc.InitReply, error) {
+		req := initReq(1, true)
+		req.RewindTo = &e
+		return s.Init(context.Background(), req)
+	}
+	if _, err := rewind(3); err == nil || !strings.Contains(err.Error(), "go back to epoch 3") {
+		t.Errorf("rewind to epoch 3, which has no checkpoint: %v", err)
+	}
+	if _, err := rewind(9); err == nil || !strings.Contains(err.Error(), "newest version is 5") {
+		t.Errorf("rewind to epoch 9 at version 5: %v", err)
+	}
+	for _, e := range []uint64{2, 0} {
+		r, err := rewind(e)
+		if err != nil || r.Version != e {
+			t.Fatalf("rewind to %d: %v, %v", e, r, err)
+		}
+		if got := s.Versions(); !slices.Equal(got, []uint64{e}) {
+			t.Errorf("versions %v after the rewind to %d", got, e)
+		}
+		for l, w := range pull(t, s, e) {
+			if !slices.Equal(w.Data, weights[0][e][l].Data) {
+				t.Errorf("rewound to %d: layer %d differs from the weights of that epoch", e, l)
+			}
+		}
+	}
+	// Training goes on from there: epoch 1 again, as the first time.
+	for c := range 4 {
+		if _, err := push(t, s, c/2, c%2, 0, 0, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Newest() != 1 {
+		t.Errorf("newest %d after an epoch from the rewind to 0", s.Newest())
+	}
+}

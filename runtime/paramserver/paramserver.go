@@ -60,9 +60,10 @@ type Shard struct {
 	have     []bool
 	received int
 	sum      []*tensor.Dense
+	joined   []bool // per graph server: sent Init since the run (re)started
 	// checkpoints (synchronous mode only)
 	ckpt  *Checkpointing
-	saved uint64 // the newest version saved
+	saved uint64 // the newest version saved, or restored
 }
 
 type keepReport struct {
@@ -99,22 +100,33 @@ func (s *Shard) Versions() []uint64 {
 	return out
 }
 
-// Init implements rpc.ParamServerServer.
+// Init implements rpc.ParamServerServer. In synchronous mode a later Init restarts the run
+// at the newest version (or, with RewindTo, at an older checkpoint) when the graph servers
+// restarted; see rejoin.
 func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.init != nil {
 		a, b := proto.Clone(s.init).(*rpc.InitRequest), proto.Clone(req).(*rpc.InitRequest)
-		a.GraphServer, b.GraphServer = 0, 0
+		a.GraphServer, b.GraphServer, b.RewindTo = 0, 0, nil
 		if !proto.Equal(a, b) {
 			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: graph server %d describes another run or model (%v) than graph server %d did (%v)",
 				s.id, req.GraphServer, b, s.init.GraphServer, a)
 		}
+		if s.init.Sync {
+			if err := s.rejoin(req); err != nil {
+				return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %v", s.id, err)
+			}
+		}
 		return s.initReply(), nil
+	}
+	if req.RewindTo != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: asked to go back to epoch %d before any Init", s.id, *req.RewindTo)
 	}
 	if err := s.setup(req); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %v", s.id, err)
 	}
+	s.joined[req.GraphServer] = true
 	return s.initReply(), nil
 }
 
@@ -132,22 +144,43 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 	switch {
 	case L < 1:
 		return fmt.Errorf("model with %d layer widths", len(req.Dims))
+	case req.GraphServer >= req.GraphServers:
+		return fmt.Errorf("graph server %d of %d", req.GraphServer, req.GraphServers)
 	case req.GraphServers < 1 || req.Contributions < req.GraphServers || req.Contributions%req.GraphServers != 0:
 		return fmt.Errorf("%d contributions from %d graph servers: want a whole number of intervals per server", req.Contributions, req.GraphServers)
 	case !(req.LearningRate > 0) || !(req.WeightDecay >= 0):
 		return fmt.Errorf("learning rate %g, weight decay %g", req.LearningRate, req.WeightDecay)
+	case s.ckpt != nil && !req.Sync:
+		return fmt.Errorf("checkpoints need synchronous mode (staleness sync)")
 	}
+	held, adam, err := s.fresh(req)
+	if err == nil && s.ckpt != nil && s.ckpt.Resume {
+		err = s.restore(req, held, adam)
+	}
+	if err != nil {
+		s.layers, s.shapes = nil, nil
+		return err
+	}
+	s.init = req
+	s.start(held, adam, adam.Steps())
+	return nil
+}
+
+// fresh returns the initial parameters of the held layers, as the seed gives them, with a new
+// Adam for them; it sets the held layers and their shapes.
+func (s *Shard) fresh(req *rpc.InitRequest) ([]*tensor.Dense, *model.Adam, error) {
 	lr, wd := req.LearningRate, req.WeightDecay
 	if !req.Sync {
 		n := float32(req.Contributions)
 		lr, wd = lr/n, wd/n
 	}
-	all, decay, err := initialParams(req, L, wd)
+	all, decay, err := initialParams(req, len(req.Dims)-1, wd)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var held []*tensor.Dense
 	adamCfg := model.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	s.layers, s.shapes = s.layers[:0], s.shapes[:0]
 	for l := s.id; l < len(all); l += s.shards {
 		s.layers = append(s.layers, l)
 		s.shapes = append(s.shapes, [2]int{all[l].Rows, all[l].Cols})
@@ -155,29 +188,54 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 		adamCfg.WeightDecay = append(adamCfg.WeightDecay, decay[l])
 	}
 	adam, err := model.NewAdam(adamCfg, held)
-	if err != nil {
-		return err
+	return held, adam, err
+}
+
+// start makes held, with adam's state after epoch steps, the newest and only version, and
+// forgets the Keep reports and the gradients of an unfinished epoch (s.mu held, s.init set).
+func (s *Shard) start(held []*tensor.Dense, adam *model.Adam, epoch int) {
+	for _, ws := range s.versions {
+		s.free = append(s.free, ws)
 	}
-	s.adam = adam
-	s.versions[0] = held
-	if s.ckpt != nil {
-		if !req.Sync {
-			return fmt.Errorf("checkpoints need synchronous mode (staleness sync)")
+	s.adam, s.versions = adam, map[uint64][]*tensor.Dense{uint64(epoch): held}
+	s.newest, s.saved = uint64(epoch), uint64(epoch)
+	s.forget()
+	s.notify()
+}
+
+// forget drops every graph server's Keep report and the gradients of the unfinished epoch
+// (s.mu held, s.init set).
+func (s *Shard) forget() {
+	n := int(s.init.GraphServers)
+	s.keep, s.joined = make([]keepReport, n), make([]bool, n)
+	if s.init.Sync {
+		if s.pending == nil {
+			s.pending, s.have = make([][]*tensor.Dense, s.init.Contributions), make([]bool, s.init.Contributions)
+			s.sum = s.alloc()
 		}
-		if s.ckpt.Resume {
-			if err := s.restore(req, held); err != nil {
-				s.layers, s.shapes, s.adam, s.versions = nil, nil, nil, map[uint64][]*tensor.Dense{}
-				return err
-			}
+		clear(s.have)
+		s.received = 0
+	}
+}
+
+// rejoin handles a synchronous Init after the first. In synchronous mode every graph server
+// restarts when one does, so an Init from a graph server that sent one before starts the run
+// again at the newest version: the Keep reports and the gradients of the unfinished epoch are
+// dropped. With RewindTo older than the newest version, the shard goes back to the checkpoint
+// of that epoch (s.mu held).
+func (s *Shard) rejoin(req *rpc.InitRequest) error {
+	gs := int(req.GraphServer)
+	if gs >= len(s.joined) {
+		return fmt.Errorf("graph server %d of %d", gs, len(s.joined))
+	}
+	if req.RewindTo != nil && *req.RewindTo != s.newest {
+		if err := s.rewind(int(*req.RewindTo)); err != nil {
+			return err
 		}
+	} else if s.joined[gs] {
+		s.forget()
 	}
-	s.keep = make([]keepReport, req.GraphServers)
-	if req.Sync {
-		s.pending = make([][]*tensor.Dense, req.Contributions)
-		s.have = make([]bool, req.Contributions)
-		s.sum = s.alloc()
-	}
-	s.init = req
+	s.joined[gs] = true
 	return nil
 }
 

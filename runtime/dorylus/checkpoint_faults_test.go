@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+)
+
+// podCluster runs 2 graph servers and 2 parameter servers of one synchronous Cora run as
+// separate processes, the way the operator's pods run them: parameter servers always resume
+// from their checkpoints, and a restarted process serves at its old address (the test holds
+// the listeners, as a Service would keep the name).
+type podCluster struct {
+	t        *testing.T
+	lis      []net.Listener // graph servers 0, 1, parameter servers 0, 1
+	args     [][]string
+	procs    []*child
+	exited   chan *child
+	logs     *syncWriter
+	children []*child
+	events   chan graphserver.Event // graph server 0's lines, across its restarts
+}
+
+func newPodCluster(t *testing.T, data, ckpt string, epochs int) *podCluster {
+	c := &podCluster{t: t, lis: make([]net.Listener, 4), procs: make([]*child, 4), exited: make(chan *child, 32),
+		logs: &syncWriter{w: &strings.Builder{}}, events: make(chan graphserver.Event, 1024)}
+	addrs := make([]string, 4)
+	for i := range c.lis {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.lis[i], addrs[i] = l, l.Addr().String()
+	}
+	t.Cleanup(func() { stopAll(c.children); closeAll(c.lis) })
+	for q := range 2 {
+		c.args = append(c.args, []string{"graph-server", "--partitions", "2", "--partition", fmt.Sprint(q), "--dataset", data,
+			"--peers", addrs[0] + "," + addrs[1], "--param-servers", addrs[2] + "," + addrs[3], "--run", "faults",
+			"--intervals", "3", "--epochs", fmt.Sprint(epochs), "--eval-every", fmt.Sprint(epochs), "--staleness", "sync"})
+	}
+	for s := range 2 {
+		c.args = append(c.args, []string{"param-server", "--shard", fmt.Sprint(s), "--shards", "2",
+			"--checkpoint-dir", ckpt, "--checkpoint-every", "10", "--resume"})
+	}
+	for i := 3; i >= 0; i-- {
+		c.start(i)
+	}
+	return c
+}
+
+// podName names process i of a podCluster.
+func podName(i int) string {
+	return map[int]string{0: "graph-server 0", 1: "graph-server 1", 2: "param-server 0", 3: "param-server 1"}[i]
+}
+
+// start (re)starts process i.
+func (c *podCluster) start(i int) {
+	var out io.Writer
+	if i == 0 {
+		r, w := io.Pipe()
+		out = w
+		go func() {
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				var ev graphserver.Event
+				if err := json.Unmarshal(sc.Bytes(), &ev); err == nil {
+					c.events <- ev
+				}
+			}
+		}()
+	}
+	p, err := startChild(dorylusBin, podName(i), c.lis[i], out, c.logs, c.exited, c.args[i]...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.procs[i] = p
+	c.children = append(c.children, p)
+}
+
+// wait returns graph server 0's next line.
+func (c *podCluster) wait() graphserver.Event {
+	c.t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev := <-c.events:
+			return ev
+		case p := <-c.exited:
+			if p.err != nil && slices.Contains(c.procs, p) { // not one the fault stopped
+				c.t.Fatalf("%s exited: %v\n%s", p.name, p.err, c.logs.w)
+			}
+		case <-timeout:
+			c.t.Fatalf("no progress from graph server 0 in 2 minutes:\n%s", c.logs.w)
+		}
+	}
+}
+
+// down waits until process i has exited.
+func (c *podCluster) down(i int) {
+	c.t.Helper()
+	select {
+	case <-c.procs[i].done:
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("%s still runs 20 s after the fault:\n%s", podName(i), c.logs.w)
+	}
+}
+
+// train runs the cluster to its result; with victim ≥ 0 it SIGKILLs that process half an epoch
+// after graph server 0 reports epoch killAt, restarts it, restarts the graph servers once they stopped (as
+// their StatefulSet does), and returns the time from the kill to the next epoch reported.
+func (c *podCluster) train(victim, killAt int) (graphserver.Event, time.Duration) {
+	var again time.Duration
+	var killed time.Time
+	for {
+		ev := c.wait()
+		switch {
+		case ev.Event == "result":
+			return ev, again
+		case victim >= 0 && ev.Epoch == killAt && killed.IsZero():
+			time.Sleep(time.Duration(ev.Seconds * float64(time.Second) / 2)) // mid-epoch
+			if err := c.procs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				c.t.Fatal(err)
+			}
+			killed = time.Now()
+			c.down(victim)
+			if victim >= 2 {
+				c.start(victim)
+			}
+			c.down(0)
+			c.down(1)
+		drain:
+			for {
+				select {
+				case <-c.events:
+				default:
+					break drain
+				}
+			}
+			c.start(1)
+			c.start(0)
+		case !killed.IsZero() && again == 0:
+			again = time.Since(killed)
+		}
+	}
+}
+
+// TestServerRestartsResume kills a parameter server, then a graph server, of a synchronous
+// Cora run on separate processes, restarted the way pods are: the run must go on from the
+// shards' common checkpoint (parameter server) or their newest version (graph server) and end
+// with the weights, Adam state and test accuracy of an undisturbed run, to 1e-5.
+func TestServerRestartsResume(t *testing.T) {
+	const epochs = 60
+	data := t.TempDir()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := partitionDataset(d, 2, false, data); err != nil {
+		t.Fatal(err)
+	}
+	straight := filepath.Join(t.TempDir(), "straight")
+	c := newPodCluster(t, data, straight, epochs)
+	want, _ := c.train(-1, 0)
+	stopAll(c.children) // parameter servers save epoch 60 (a checkpoint is due then anyway)
+	for _, victim := range []int{3, 1} {
+		t.Run(strings.ReplaceAll(podName(victim), " ", "-"), func(t *testing.T) {
+			cut := filepath.Join(t.TempDir(), "cut")
+			c := newPodCluster(t, data, cut, epochs)
+			got, again := c.train(victim, 24)
+			stopAll(c.children)
+			logs := c.logs.w.(*strings.Builder).String()
+			t.Logf("SIGKILL of %s after epoch 24: training again after %v", podName(victim), again.Round(time.Millisecond))
+			if victim == 3 && (!strings.Contains(logs, "parameter server 1: resumed from the checkpoint of epoch 20") ||
+				!strings.Contains(logs, "parameter server 0: back from version")) {
+				t.Errorf("parameter server 1 did not resume from epoch 20, or 0 did not go back to it:\n%s", logs)
+			}
+			if math.Abs(got.TestAcc-want.TestAcc) > 0.002 || got.TestAcc == 0 { // 2 of Cora's 1000 test nodes
+				t.Errorf("test accuracy %.4f, undisturbed %.4f", got.TestAcc, want.TestAcc)
+			}
+			sameShards(t, straight, cut, epochs)
+		})
+	}
+}
