@@ -223,3 +223,18 @@ func closeBackend(b dispatch.Backend, kind, path string, log io.Writer) {
 func usagePath(dir string, seed uint64, q int) string {
 	return filepath.Join(dir, fmt.Sprintf("usage-%d-%d.json", seed, q))
 }
+
+// readUsage reads the usage files of the n graph servers of a run of dorylus train.
+func readUsage(dir string, seed uint64, n int) ([]backendUsage, error) {
+	out := make([]backendUsage, n)
+	for q := range out {
+		data, err := os.ReadFile(usagePath(dir, seed, q))
+		if err != nil {
+			return nil, fmt.Errorf("usage of graph server %d: %w", q, err)
+		}
+		if err := json.Unmarshal(data, &out[q]); err != nil {
+			return nil, fmt.Errorf("usage of graph server %d: %s: %w", q, usagePath(dir, seed, q), err)
+		}
+	}
+	return out, nil
+}

@@ -115,13 +115,23 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var times []float64
 	stats := serverStats{rss: map[string]int64{}}
+	var wall time.Duration
+	var usage []backendUsage
+	var usageErr error // a graph server's usage file is missing: no cost estimate
 	for r := range o.runs {
 		seed := o.seed + uint64(r)
+		t0 := time.Now()
 		res, err := launchOnce(ctx, exe, dir, o, d, seed, progress, stderr, &stats)
 		if err != nil {
 			progress.finish()
 			return err
 		}
+		wall += time.Since(t0)
+		u, err := readUsage(dir, seed, d.graphServers)
+		if err != nil && usageErr == nil {
+			usageErr = err
+		}
+		usage = append(usage, u...)
 		for _, c := range res.Curve {
 			times = append(times, c.Seconds)
 		}
@@ -142,6 +152,13 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	}
 	slices.Sort(names)
 	fmt.Fprintf(stderr, "peak RSS: %s; bytes between graph servers per epoch: median %.0f\n", strings.Join(names, ", "), median(stats.bytes))
+	if usageErr != nil {
+		fmt.Fprintf(stderr, "dorylus train: no cost estimate: %v\n", usageErr)
+	} else if b, err := o.cost.distributed(wall, d, usage); err != nil {
+		return err
+	} else {
+		reportCost(&rep, b, stderr)
+	}
 	if o.plot != "" {
 		if err := plotCurves(o.plot, rep.PerRun[0].Curve, rep.Dataset); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -40,6 +41,7 @@ type trainOptions struct {
 	output      string
 	plot        string
 	checkpoint  checkpointOptions
+	cost        costOptions
 }
 
 func newTrainCommand() *cobra.Command {
@@ -88,6 +90,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	f.StringVar(&o.output, "output", "text", "result format: text or json")
 	f.StringVar(&o.plot, "plot", "", "write loss and accuracy curves of the first run to this PNG file")
 	o.checkpoint.addFlags(f)
+	o.cost.addFlags(f)
 	return cmd
 }
 
@@ -135,6 +138,9 @@ func (o trainOptions) validate() error {
 		return fmt.Errorf("--eval-every %d: want at least 1", o.evalEvery)
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("--output %q: want text or json", o.output)
+	}
+	if err := o.cost.validate(); err != nil {
+		return err
 	}
 	return o.checkpoint.validate(o)
 }
@@ -185,6 +191,9 @@ type trainReport struct {
 	LoadSeconds        float64     `json:"load_seconds"`
 	PeakRSSBytes       int64       `json:"peak_rss_bytes"`
 	PerRun             []runResult `json:"per_run"`
+	// CostUSD is the estimated cost of the run on AWS, which Cost itemises (pkg/cost).
+	CostUSD float64         `json:"cost_usd,omitempty"`
+	Cost    *cost.Breakdown `json:"cost,omitempty"`
 }
 
 func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) error {
@@ -234,6 +243,11 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	rep.TestAccuracy, rep.TestAccuracyStd = meanStd(test)
 	rep.ValAccuracy, _ = meanStd(val)
 	rep.PeakRSSBytes = peakRSS()
+	b, err := o.cost.single(time.Since(start))
+	if err != nil {
+		return err
+	}
+	reportCost(&rep, b, stderr)
 	if o.plot != "" {
 		if err := plotCurves(o.plot, rep.PerRun[0].Curve, d.Name); err != nil {
 			return err

@@ -46,43 +46,12 @@ func newBackend(t *testing.T, urls []string, tune remote.Options) *remote.Backen
 	return b
 }
 
-// runAll runs every kind of task rounds times, concurrently, and checks each result against
-// dispatch.Execute in this process.
-func runAll(t *testing.T, b dispatch.Backend, rounds int) {
-	t.Helper()
-	reqs := remotetest.Tasks(7, 60, 50, 16)
-	want := make([]dispatch.TaskResult, len(reqs))
-	for i := range reqs {
-		var err error
-		if want[i], err = dispatch.Execute(&reqs[i], nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errs := make(chan error, rounds*len(reqs))
-	for r := range rounds {
-		for i := range reqs {
-			go func() {
-				got, err := b.Run(context.Background(), reqs[i])
-				if err == nil && remotetest.Diff(got, want[i]) != 0 {
-					err = fmt.Errorf("round %d %v layer %d: result differs by %g", r, reqs[i].Op, reqs[i].Layer, remotetest.Diff(got, want[i]))
-				}
-				errs <- err
-			}()
-		}
-	}
-	for range rounds * len(reqs) {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestHTTPFunction runs every kind of task through `dorylus function` over HTTP and expects
 // the results of dispatch.Execute bit for bit, with keep-alive connections reused.
 func TestHTTPFunction(t *testing.T) {
 	url, _ := remotetest.HTTPFunction(t, dorylus)
 	b := newBackend(t, []string{url}, remote.Options{})
-	runAll(t, b, 4)
+	remotetest.RunAll(t, b, 4)
 	if u := b.Usage(); u.Tasks != 20 || u.Tries != 20 || u.Failures != 0 {
 		t.Errorf("usage %+v, want 20 tasks in 20 tries", u)
 	}
@@ -121,7 +90,7 @@ func TestFaults(t *testing.T) {
 		url, _ := remotetest.HTTPFunction(t, dorylus, "--fault-every", "3", "--fault", "error")
 		// a third of the calls fail: enough tries that no task meets a failure on each
 		b := newBackend(t, []string{url}, remote.Options{Backoff: time.Millisecond, Attempts: 12})
-		runAll(t, b, 3)
+		remotetest.RunAll(t, b, 3)
 		if u := b.Usage(); u.Retries < 4 {
 			t.Errorf("usage %+v: want retries of the failed calls", u)
 		}
@@ -130,7 +99,7 @@ func TestFaults(t *testing.T) {
 		dying, p := remotetest.HTTPFunction(t, dorylus, "--fault-every", "4", "--fault", "exit")
 		healthy, _ := remotetest.HTTPFunction(t, dorylus)
 		b := newBackend(t, []string{dying, healthy}, remote.Options{Backoff: time.Millisecond})
-		runAll(t, b, 3)
+		remotetest.RunAll(t, b, 3)
 		if _, exited := p.Wait(5 * time.Second); !exited {
 			t.Errorf("the dying function is still running: %s", p.Output())
 		}
@@ -144,9 +113,9 @@ func TestFaults(t *testing.T) {
 		healthy, _ := remotetest.HTTPFunction(t, dorylus)
 		slow, _ := remotetest.HTTPFunction(t, dorylus, "--fault-every", "1", "--fault", "delay", "--fault-delay", "2s")
 		b := newBackend(t, []string{healthy, slow}, remote.Options{StragglerFloor: 50 * time.Millisecond, Fixed: true})
-		runAll(t, b, 6) // warms the latency statistics of every kind
+		remotetest.RunAll(t, b, 6) // warms the latency statistics of every kind
 		start := time.Now()
-		runAll(t, b, 4)
+		remotetest.RunAll(t, b, 4)
 		if took := time.Since(start); took > 1500*time.Millisecond {
 			t.Errorf("20 tasks, some sent to a function 2 s slow, took %v: stragglers not relaunched", took)
 		}

@@ -141,6 +141,10 @@ func classify(ctx context.Context, endpoint string, err error) error {
 		return fmt.Errorf("%w: %w: %s: %w", remote.ErrTransient, remote.ErrThrottled, where(endpoint), err)
 	case errors.As(err, &re) && re.HTTPStatusCode() >= 500:
 		return fmt.Errorf("%w: %s: %w", remote.ErrTransient, where(endpoint), err)
+	case errors.As(err, &re) && re.HTTPStatusCode() < 300:
+		// the invocation succeeded but its answer was lost on the way (the connection broke
+		// while the payload was read)
+		return fmt.Errorf("%w: %s: answer lost: %w", remote.ErrTransient, where(endpoint), err)
 	case errors.As(err, &re):
 		return fmt.Errorf("%s: %w", where(endpoint), err)
 	}

@@ -1,8 +1,11 @@
 package remotetest
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -73,4 +76,35 @@ func Diff(a, b dispatch.TaskResult) float64 {
 		}
 	}
 	return worst
+}
+
+// RunAll runs the tasks of Tasks(7, 60, 50, 16) rounds times through b, concurrently, and
+// fails t unless each result equals dispatch.Execute's in this process bit for bit.
+func RunAll(t testing.TB, b dispatch.Backend, rounds int) {
+	t.Helper()
+	reqs := Tasks(7, 60, 50, 16)
+	want := make([]dispatch.TaskResult, len(reqs))
+	for i := range reqs {
+		var err error
+		if want[i], err = dispatch.Execute(&reqs[i], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, rounds*len(reqs))
+	for r := range rounds {
+		for i := range reqs {
+			go func() {
+				got, err := b.Run(context.Background(), reqs[i])
+				if err == nil && Diff(got, want[i]) != 0 {
+					err = fmt.Errorf("round %d %v layer %d: result differs by %g", r, reqs[i].Op, reqs[i].Layer, Diff(got, want[i]))
+				}
+				errs <- err
+			}()
+		}
+	}
+	for range rounds * len(reqs) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

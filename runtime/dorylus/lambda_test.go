@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+)
+
+// lambdaEmulators starts n aws-lambda-rie emulators running `dorylus function` with flags and
+// env, and returns the backend options that invoke them, one call at a time each. The graph
+// servers the test starts sign their calls with static credentials from the environment.
+func lambdaEmulators(t *testing.T, n int, env []string, flags ...string) backendOptions {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKID")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	eps := remotetest.Emulators(t, n, remotetest.Tool(t, "aws-lambda-rie"), dorylusBin, env, flags...)
+	return backendOptions{kind: "lambda", lambdaFunction: "function", lambdaRegion: "us-east-1",
+		lambdaEndpoints: strings.Join(eps, ","), perEndpoint: 1}
+}
+
+// TestLambdaTrainsCora trains Cora through `dorylus train --graph-servers 2 --backend lambda
+// --staleness 1` on four Lambda emulators and expects the test accuracy of synchronous
+// training on the cpu backend within one point.
+func TestLambdaTrainsCora(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains Cora twice")
+	}
+	b := lambdaEmulators(t, 4, nil)
+	common := []string{"train", "--graph-servers", "2", "--intervals", "2", "--output", "json", "--eval-every", "200"}
+	base := runCLI(t, append(common, "--staleness", "sync")...)
+	lam := runCLI(t, append(append(common, "--staleness", "1"), b.args()...)...)
+	t.Logf("sync cpu: test accuracy %.4f, median epoch %.1f ms; lambda S=1: %.4f, median epoch %.1f ms",
+		base.TestAccuracy, 1e3*base.EpochSecondsMedian, lam.TestAccuracy, 1e3*lam.EpochSecondsMedian)
+	if math.Abs(lam.TestAccuracy-base.TestAccuracy) > 0.01 {
+		t.Errorf("lambda S=1 test accuracy %.4f, sync cpu %.4f: more than one point apart", lam.TestAccuracy, base.TestAccuracy)
+	}
+	// The cost reports price the Lambda calls (at least 16 a epoch: 4 intervals, 2 layers,
+	// forward and backward) and only the servers of the cpu run.
+	items := func(rep trainReport) map[string]float64 {
+		m := map[string]float64{}
+		if rep.Cost != nil {
+			for _, it := range rep.Cost.Items {
+				m[it.Name] = it.Quantity
+			}
+		}
+		return m
+	}
+	lc, bc := items(lam), items(base)
+	if lam.CostUSD <= 0 || lc["lambda requests"] < 16*200 || lc["lambda duration (3008 MB)"] <= 0 || lc["graph servers (2 × c5n.2xlarge)"] <= 0 {
+		t.Errorf("lambda run's cost $%g: %v", lam.CostUSD, lc)
+	}
+	if base.CostUSD <= 0 || len(bc) != 2 {
+		t.Errorf("cpu run's cost $%g: %v, want graph and parameter servers only", base.CostUSD, bc)
+	}
+}
+
+// TestLambdaFaults trains Cora synchronously through Lambda emulators whose function fails
+// every third call, hangs past the function timeout, or exits mid-call, and expects every
+// epoch to complete with the losses and accuracy of the cpu backend.
+func TestLambdaFaults(t *testing.T) {
+	o := coraOptions(6)
+	o.evalEvery = 3
+	dir := t.TempDir()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
+		t.Fatal(err)
+	}
+	train := func(t *testing.T, b backendOptions) (runResult, backendUsage) {
+		t.Helper()
+		stats := serverStats{rss: map[string]int64{}}
+		res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: 1, staleness: "sync", intervals: 2, backend: b},
+			1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Curve) != o.epochs {
+			t.Fatalf("%d epochs, want %d", len(res.Curve), o.epochs)
+		}
+		us, err := readUsage(dir, 1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum backendUsage
+		for _, u := range us {
+			sum.Tasks, sum.Tries, sum.Retries, sum.Failures = sum.Tasks+u.Tasks, sum.Tries+u.Tries, sum.Retries+u.Retries, sum.Failures+u.Failures
+		}
+		return res, sum
+	}
+	want, _ := train(t, backendOptions{kind: "cpu"})
+	for _, c := range []struct {
+		name  string
+		env   []string
+		flags []string
+		tune  func(*backendOptions)
+	}{
+		{name: "error", flags: []string{"--fault-every", "3", "--fault", "error"}},
+		{name: "hang", env: []string{"AWS_LAMBDA_FUNCTION_TIMEOUT=1"}, flags: []string{"--fault-every", "7", "--fault", "hang"},
+			tune: func(b *backendOptions) { b.callTimeout, b.stragglerFactor = 5*time.Second, -1 }},
+		{name: "exit", flags: []string{"--fault-every", "5", "--fault", "exit"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := lambdaEmulators(t, 4, c.env, c.flags...)
+			if c.tune != nil {
+				c.tune(&b)
+			}
+			start := time.Now()
+			got, u := train(t, b)
+			t.Logf("%d epochs in %v: %d tasks, %d calls, %d failed, %d retried", o.epochs, time.Since(start).Round(time.Millisecond), u.Tasks, u.Tries, u.Failures, u.Retries)
+			if u.Failures == 0 || u.Retries == 0 || u.Tries <= u.Tasks {
+				t.Errorf("usage %+v: no failed and retried calls", u)
+			}
+			for e := range got.Curve {
+				if diff := math.Abs(got.Curve[e].Loss - want.Curve[e].Loss); diff > 1e-6 {
+					t.Errorf("epoch %d: loss %.7f, cpu backend %.7f", e+1, got.Curve[e].Loss, want.Curve[e].Loss)
+				}
+			}
+			if got.TestAcc != want.TestAcc {
+				t.Errorf("test accuracy %.4f, cpu backend %.4f", got.TestAcc, want.TestAcc)
+			}
+		})
+	}
+}
