@@ -3,15 +3,9 @@ package source_test
 import (
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,84 +108,6 @@ func files(t *testing.T, dir string) []string {
 func options(t *testing.T, cfg objstore.Config) source.Options {
 	return source.Options{Dir: t.TempDir(), S3: cfg, StallTimeout: 2 * time.Second,
 		Backoff: objstore.Backoff{Attempts: 5, Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}}
-}
-
-// faultProxy sits between a client and a real server and injects faults into object GETs.
-type faultProxy struct {
-	*httptest.Server
-	mu       sync.Mutex
-	fail     int   // answer this many more GETs with 500
-	cuts     int   // cut this many more GET bodies after cutAfter bytes
-	cutAfter int64 // bytes of a body sent before a cut
-	stalls   int   // stall this many more GETs after the headers
-	ranges   []string
-	gets     int
-}
-
-func newFaultProxy(t *testing.T, target string) *faultProxy {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{}
-	rp := httputil.NewSingleHostReverseProxy(u) // keeps the Host header the client signed
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Query().Has("list-type") || strings.Count(strings.Trim(r.URL.Path, "/"), "/") < 1 {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		p.mu.Lock()
-		p.gets++
-		p.ranges = append(p.ranges, r.Header.Get("Range"))
-		fail, cut, stall := p.fail > 0, p.cuts > 0, p.stalls > 0
-		switch {
-		case fail:
-			p.fail--
-		case stall:
-			p.stalls--
-		case cut:
-			p.cuts--
-		}
-		p.mu.Unlock()
-		switch {
-		case fail:
-			http.Error(w, "injected fault", http.StatusInternalServerError)
-		case stall:
-			w.Header().Set("Content-Length", "1000000")
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		case cut:
-			rp.ServeHTTP(&cutWriter{ResponseWriter: w, left: p.cutAfter}, r)
-		default:
-			rp.ServeHTTP(w, r)
-		}
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *faultProxy) seen() (gets int, ranges []string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gets, slices.Clone(p.ranges)
-}
-
-// cutWriter passes left bytes of a body, then aborts the connection.
-type cutWriter struct {
-	http.ResponseWriter
-	left int64
-}
-
-func (c *cutWriter) Write(b []byte) (int, error) {
-	if int64(len(b)) > c.left {
-		c.ResponseWriter.Write(b[:c.left])
-		c.ResponseWriter.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	c.left -= int64(len(b))
-	return c.ResponseWriter.Write(b)
 }
 
 // startMinio starts MinIO with one bucket.

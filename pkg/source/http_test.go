@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -49,7 +50,7 @@ func (s *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	var rw http.ResponseWriter = w
 	if cut {
-		rw = &cutWriter{ResponseWriter: w, left: s.cutAfter}
+		rw = &minio.CutWriter{ResponseWriter: w, Left: s.cutAfter}
 	}
 	http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(b))
 }

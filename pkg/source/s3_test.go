@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -174,7 +175,7 @@ func TestS3Faults(t *testing.T) {
 	size := int64(len(mustRead(t, fx.prepared)))
 	spec := "s3://" + bucket + "/rmat.dorylus"
 	ctx := context.Background()
-	fetchVia := func(t *testing.T, p *faultProxy) (string, error) {
+	fetchVia := func(t *testing.T, p *minio.FaultProxy) (string, error) {
 		cfg := srv.Config()
 		cfg.Endpoint = p.URL
 		opts := options(t, cfg)
@@ -189,26 +190,26 @@ func TestS3Faults(t *testing.T) {
 		sameDataset(t, fx.d, d)
 	}
 	t.Run("500s for a while", func(t *testing.T) {
-		p := newFaultProxy(t, srv.Endpoint)
-		p.fail = 3
+		p := minio.NewFaultProxy(t, srv.Endpoint)
+		p.Fail = 3
 		path, err := fetchVia(t, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, path)
-		if gets, _ := p.seen(); gets != 4 {
+		if gets, _ := p.Seen(); gets != 4 {
 			t.Errorf("%d GETs, want 3 failed and 1 good", gets)
 		}
 	})
 	t.Run("cut connections resume", func(t *testing.T) {
-		p := newFaultProxy(t, srv.Endpoint)
-		p.cuts, p.cutAfter = 3, size/5
+		p := minio.NewFaultProxy(t, srv.Endpoint)
+		p.Cuts, p.CutAfter = 3, size/5
 		path, err := fetchVia(t, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, path)
-		_, ranges := p.seen()
+		_, ranges := p.Seen()
 		if len(ranges) != 4 || ranges[0] != "" {
 			t.Fatalf("ranges requested %q, want a whole GET then 3 resumed ones", ranges)
 		}
@@ -219,8 +220,8 @@ func TestS3Faults(t *testing.T) {
 		}
 	})
 	t.Run("stalled transfer is retried", func(t *testing.T) {
-		p := newFaultProxy(t, srv.Endpoint)
-		p.stalls = 2
+		p := minio.NewFaultProxy(t, srv.Endpoint)
+		p.Stalls = 2
 		start := time.Now()
 		path, err := fetchVia(t, p)
 		if err != nil {
@@ -232,8 +233,8 @@ func TestS3Faults(t *testing.T) {
 		}
 	})
 	t.Run("500s forever give up", func(t *testing.T) {
-		p := newFaultProxy(t, srv.Endpoint)
-		p.fail = 1000
+		p := minio.NewFaultProxy(t, srv.Endpoint)
+		p.Fail = 1000
 		_, err := fetchVia(t, p)
 		if err == nil || !strings.Contains(err.Error(), spec) || !strings.Contains(err.Error(), "HTTP 500") || !strings.Contains(err.Error(), "gave up after 5 tries") {
 			t.Fatalf("got %v, want a 500 error naming %s after 5 tries", err, spec)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -156,11 +159,13 @@ func (c *podCluster) train(victim, killAt int) (graphserver.Event, time.Duration
 	}
 }
 
-// TestServerRestartsResume kills a parameter server, then a graph server, of a synchronous
-// Cora run on separate processes, restarted the way pods are: the run must go on from the
-// shards' common checkpoint (parameter server) or their newest version (graph server) and end
-// with the weights, Adam state and test accuracy of an undisturbed run, to 1e-5.
-func TestServerRestartsResume(t *testing.T) {
+// TestFaultsSurvived runs a synchronous Cora training on separate server processes,
+// restarted the way pods are, through three faults: a parameter server killed (the run goes on
+// from the shards' common checkpoint), a graph server killed mid-epoch (from the shards' newest
+// version), and the object store answering 500s while the graph servers load their partitions
+// from it. Each run must end with the weights, Adam state and test accuracy of an undisturbed
+// run, to 1e-5.
+func TestFaultsSurvived(t *testing.T) {
 	const epochs = 60
 	data := t.TempDir()
 	d, err := graph.Load("cora", graph.LoadOptions{})
@@ -174,22 +179,49 @@ func TestServerRestartsResume(t *testing.T) {
 	c := newPodCluster(t, data, straight, epochs)
 	want, _ := c.train(-1, 0)
 	stopAll(c.children) // parameter servers save epoch 60 (a checkpoint is due then anyway)
+	check := func(t *testing.T, c *podCluster, got graphserver.Event, cut string) {
+		t.Helper()
+		stopAll(c.children)
+		if math.Abs(got.TestAcc-want.TestAcc) > 0.002 || got.TestAcc == 0 { // 2 of Cora's 1000 test nodes
+			t.Errorf("test accuracy %.4f, undisturbed %.4f", got.TestAcc, want.TestAcc)
+		}
+		sameShards(t, straight, cut, epochs)
+	}
 	for _, victim := range []int{3, 1} {
-		t.Run(strings.ReplaceAll(podName(victim), " ", "-"), func(t *testing.T) {
+		t.Run(strings.ReplaceAll(podName(victim), " ", "-")+"-killed", func(t *testing.T) {
 			cut := filepath.Join(t.TempDir(), "cut")
 			c := newPodCluster(t, data, cut, epochs)
 			got, again := c.train(victim, 24)
-			stopAll(c.children)
-			logs := c.logs.w.(*strings.Builder).String()
 			t.Logf("SIGKILL of %s after epoch 24: training again after %v", podName(victim), again.Round(time.Millisecond))
+			logs := c.logs.w.(*strings.Builder).String()
 			if victim == 3 && (!strings.Contains(logs, "parameter server 1: resumed from the checkpoint of epoch 20") ||
 				!strings.Contains(logs, "parameter server 0: back from version")) {
 				t.Errorf("parameter server 1 did not resume from epoch 20, or 0 did not go back to it:\n%s", logs)
 			}
-			if math.Abs(got.TestAcc-want.TestAcc) > 0.002 || got.TestAcc == 0 { // 2 of Cora's 1000 test nodes
-				t.Errorf("test accuracy %.4f, undisturbed %.4f", got.TestAcc, want.TestAcc)
-			}
-			sameShards(t, straight, cut, epochs)
+			check(t, c, got, cut)
 		})
 	}
+	t.Run("object-store-500s", func(t *testing.T) {
+		m := minio.Start(t)
+		m.Env(t)
+		bucket := m.Bucket(t, "faults")
+		parts, err := os.ReadDir(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range parts {
+			upload(t, m, bucket, "cora/"+e.Name(), filepath.Join(data, e.Name()))
+		}
+		p := minio.NewFaultProxy(t, m.Endpoint)
+		p.Fail = 4 // fewer than the 5 tries of one download: whichever server meets them succeeds
+		t.Setenv(objstore.EnvEndpoint, p.URL)
+		t.Setenv("TMPDIR", t.TempDir()) // the download cache
+		cut := filepath.Join(t.TempDir(), "cut")
+		c := newPodCluster(t, "s3://"+bucket+"/cora", cut, epochs)
+		got, _ := c.train(-1, 0)
+		if gets, _ := p.Seen(); gets < 4+2 {
+			t.Errorf("%d object GETs through the proxy, want 4 answered 500 and then each partition", gets)
+		}
+		check(t, c, got, cut)
+	})
 }
