@@ -108,8 +108,11 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	}
 	rep := trainReport{
 		Dataset: ds.Name, Model: o.model, Nodes: ds.NumNodes(), Edges: ds.Adj.NNZ(), Features: ds.NumFeatures(),
-		Classes: ds.NumClasses, Layers: o.layers, Hidden: o.hidden, Epochs: o.epochs, Runs: o.runs,
+		Classes: ds.NumClasses, Layers: o.layers, Hidden: o.hidden, Epochs: o.epochs, Patience: o.patience, Runs: o.runs,
 		Threads: tensor.Threads(), LoadSeconds: time.Since(start).Seconds(),
+	}
+	if o.model == "gat" {
+		rep.Heads = o.heads
 	}
 	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes; %v\n", ds.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, q)
 	progress := newProgress(stderr, o.epochs*o.runs)
@@ -169,9 +172,9 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "%s %s on %d graph servers (%s): test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB\n",
+	fmt.Fprintf(stdout, "%s %s on %d graph servers (%s): test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB%s\n",
 		rep.Model, rep.Dataset, d.graphServers, d.staleness, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
-		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20)
+		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20, selectionNote(rep))
 	return nil
 }
 
@@ -210,13 +213,17 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 	}
 	events, eventsW := io.Pipe()
 	defer events.Close()
+	evalEvery := o.evalEvery
+	if o.patience > 0 { // selection by validation evaluates every epoch, as the single-process path does
+		evalEvery = 1
+	}
 	args := []string{"graph-server", "--partitions", strconv.Itoa(n), "--dataset", dir,
 		"--peers", strings.Join(addrs[:n], ","), "--param-servers", strings.Join(addrs[n:], ","),
 		"--run", fmt.Sprintf("train-%d-%d", os.Getpid(), seed), "--intervals", strconv.Itoa(d.intervals), "--workers", strconv.Itoa(d.workers),
 		"--model", o.model, "--heads", strconv.Itoa(o.heads),
 		"--layers", strconv.Itoa(o.layers), "--hidden", strconv.Itoa(o.hidden), "--dropout", fmt.Sprint(o.dropout),
 		"--lr", fmt.Sprint(o.lr), "--weight-decay", fmt.Sprint(o.weightDecay), "--epochs", strconv.Itoa(o.epochs),
-		"--seed", strconv.FormatUint(seed, 10), "--staleness", d.staleness, "--eval-every", strconv.Itoa(o.evalEvery),
+		"--seed", strconv.FormatUint(seed, 10), "--staleness", d.staleness, "--eval-every", strconv.Itoa(evalEvery), "--patience", strconv.Itoa(o.patience),
 		"--inject-latency", d.latency.String(), "--target-accuracy", fmt.Sprint(d.target)}
 	for q := range n {
 		var out io.Writer
@@ -273,7 +280,7 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 				stats.bytes = append(stats.bytes, float64(ev.Bytes))
 				p.epoch(seed, ev.Epoch, o.epochs, ev.Loss, val, ev.Seconds)
 			case "result":
-				res.TestAcc, res.TrainAcc = ev.TestAcc, ev.TrainAcc
+				res.TestAcc, res.TrainAcc, res.BestEpoch, res.EpochsRun = ev.TestAcc, ev.TrainAcc, ev.Selected, ev.Epoch
 				if ev.ValAcc != nil {
 					res.ValAcc = *ev.ValAcc
 				}

@@ -102,7 +102,7 @@ type graphServerOptions struct {
 	seed                  uint64
 	staleness             string
 	target                float64
-	evalEvery             int
+	evalEvery, patience   int
 	latency               time.Duration
 	wire                  bool
 	startup               time.Duration
@@ -159,6 +159,7 @@ standard error and training goes on. It keeps serving after the last epoch until
 	f.StringVar(&o.staleness, "staleness", "sync", "sync, or the staleness bound S ≥ 0 of asynchronous training")
 	f.Float64Var(&o.target, "target-accuracy", 0, "stop once the validation accuracy reaches this fraction (0: never)")
 	f.IntVar(&o.evalEvery, "eval-every", 1, "evaluate every N epochs, and after the last")
+	f.IntVar(&o.patience, "patience", 0, "select by validation as the GAT paper (with --eval-every 1): report the evaluation of the last epoch that reached both the best validation accuracy and the lowest validation loss so far, and stop after this many epochs without either (0: report the last epoch)")
 	f.DurationVar(&o.latency, "inject-latency", 0, "latency added to every tensor task (cpu backend)")
 	f.BoolVar(&o.wire, "tensor-wire", false, "send tensor tasks through the wire encoding of remote backends (cpu backend)")
 	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up")
@@ -350,7 +351,8 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		Layers: o.layers, Hidden: o.hidden, Heads: heads, OutHeads: outHeads, AttentionDropout: o.dropout,
 		Dropout: o.dropout, LearningRate: o.lr, WeightDecay: o.wd,
 		Epochs: o.epochs, Seed: o.seed, Sync: sync, Staleness: stale, TargetAccuracy: o.target, EvalEvery: o.evalEvery,
-		Backend: backend, Startup: o.startup,
+		Patience: o.patience,
+		Backend:  backend, Startup: o.startup,
 	}
 	if o.partition == 0 {
 		cfg.Events, cfg.Log = stdout, stderr

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -23,7 +24,9 @@ type Event struct {
 	Seconds float64  `json:"seconds,omitempty"`
 	Bytes   uint64   `json:"bytes,omitempty"`
 	// result: the accuracies and losses of the final evaluation.
-	TrainAcc  float64 `json:"train_accuracy,omitempty"`
+	TrainAcc float64 `json:"train_accuracy,omitempty"`
+	// Selected is, with Config.Patience, the epoch whose evaluation the result reports.
+	Selected  int     `json:"selected_epoch,omitempty"`
 	TestAcc   float64 `json:"test_accuracy,omitempty"`
 	TrainLoss float64 `json:"train_loss,omitempty"`
 	ValLoss   float64 `json:"val_loss,omitempty"`
@@ -45,6 +48,7 @@ type coordinator struct {
 	// status, when set, receives the progress; progress is the last one given to it.
 	status   *statusReporter
 	progress jobstatus.Progress
+	sel      *model.BestValidation // with Config.Patience
 }
 
 type epochAgg struct {
@@ -72,6 +76,9 @@ func newCoordinator(s *server) *coordinator {
 	}
 	if s.cfg.Status != nil {
 		c.status = newStatusReporter(s.cfg.Status, s.cfg.StatusInterval, s.cfg.Log)
+	}
+	if s.cfg.Patience > 0 {
+		c.sel = model.NewBestValidation(s.cfg.Patience)
 	}
 	return c
 }
@@ -170,12 +177,19 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) {
 			c.lines[i].ev.ValAcc, c.lines[i].pending = &val, false
 		}
 	}
-	if t := c.s.cfg.TargetAccuracy; t > 0 && val >= t && !c.stopped && e < c.last {
+	m := model.Metrics{TrainLoss: a.loss[0], ValLoss: a.loss[1], TrainAcc: acc(0), ValAcc: val, TestAcc: acc(2)}
+	stop := c.sel != nil && c.sel.Observe(e+1, m)
+	if t := c.s.cfg.TargetAccuracy; (stop || (t > 0 && val >= t)) && !c.stopped && e < c.last {
 		c.stop(e)
 	}
 	c.flush()
 	if e == c.last {
-		c.emit(Event{Event: "result", Epoch: e + 1, ValAcc: &val, TrainAcc: acc(0), TestAcc: acc(2), TrainLoss: a.loss[0], ValLoss: a.loss[1]})
+		res := Event{Event: "result", Epoch: e + 1}
+		if c.sel != nil {
+			res.Selected, m = c.sel.Best()
+		}
+		res.ValAcc, res.TrainAcc, res.TestAcc, res.TrainLoss, res.ValLoss = &m.ValAcc, m.TrainAcc, m.TestAcc, m.TrainLoss, m.ValLoss
+		c.emit(res)
 		return
 	}
 	c.startNext()

@@ -72,6 +72,10 @@ type Config struct {
 	Staleness        int
 	TargetAccuracy   float64 // stop once the validation accuracy reaches it (0: never)
 	EvalEvery        int     // evaluate every this many epochs, and after the last
+	// Patience > 0 selects by validation as the GAT paper does (model.BestValidation, with
+	// EvalEvery 1): the result is the evaluation of the kept epoch, and the run stops after
+	// Patience evaluations without progress.
+	Patience int
 
 	Backend dispatch.Backend
 	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
@@ -108,6 +112,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("staleness %d", c.Staleness)
 	case c.EvalEvery < 1:
 		return fmt.Errorf("evaluation every %d epochs", c.EvalEvery)
+	case c.Patience < 0 || (c.Patience > 0 && c.EvalEvery != 1):
+		return fmt.Errorf("patience %d with evaluation every %d epochs: selection by validation evaluates every epoch", c.Patience, c.EvalEvery)
 	case c.Backend == nil:
 		return errors.New("no tensor backend")
 	case c.Heads < 0 || (c.Heads > 0 && c.OutHeads < 1):
