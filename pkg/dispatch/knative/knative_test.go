@@ -65,6 +65,17 @@ func TestHTTPFunction(t *testing.T) {
 	}
 }
 
+// TestHTTPFunctionGAT runs every GAT op (AV, ∇AV, AE, ∇AE) through `dorylus function` over
+// HTTP and expects the results of dispatch.Execute bit for bit.
+func TestHTTPFunctionGAT(t *testing.T) {
+	url, _ := remotetest.HTTPFunction(t, dorylus)
+	b := newBackend(t, []string{url}, remote.Options{})
+	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 2)
+	if u := b.Usage(); u.Tasks != 16 || u.Failures != 0 {
+		t.Errorf("usage %+v, want 16 tasks without failures", u)
+	}
+}
+
 // TestBadRequest expects a request the function refuses to fail at once with its message.
 func TestBadRequest(t *testing.T) {
 	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "100")
