@@ -68,6 +68,16 @@ func TestEmulator(t *testing.T) {
 	}
 }
 
+// TestEmulatorGAT runs every GAT op (AV, ∇AV, AE, ∇AE) through two emulators and expects the
+// results of dispatch.Execute bit for bit.
+func TestEmulatorGAT(t *testing.T) {
+	b := newBackend(t, emulators(t, 2, nil), remote.Options{})
+	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 2)
+	if u := b.Usage(); u.Tasks != 16 || u.Failures != 0 {
+		t.Errorf("usage %+v, want 16 tasks without failures", u)
+	}
+}
+
 // TestSplitOverPayloadLimit sends a forward task whose request is over Lambda's 6 MB: the
 // backend cuts it by rows, and the emulator (which would truncate it) sees only parts under
 // the limit.
