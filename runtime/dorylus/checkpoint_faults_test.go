@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -224,4 +225,50 @@ func TestFaultsSurvived(t *testing.T) {
 		}
 		check(t, c, got, cut)
 	})
+}
+
+// TestCheckpointStoreGone stops the MinIO holding a distributed run's checkpoints mid-run: the
+// next checkpoint fails, and `dorylus train` must stop within seconds with an error saying
+// that the run cannot go on without its checkpoints, leaving no server process behind.
+func TestCheckpointStoreGone(t *testing.T) {
+	m := minio.Start(t)
+	m.Env(t)
+	t.Setenv(objstore.EnvEndpoint, m.Endpoint)
+	location := "s3://" + m.Bucket(t, "gone") + "/ckpt"
+	cmd := exec.Command(dorylusBin, distArgs(300, location, "--checkpoint-every", "5")...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	var logs []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+		if strings.Contains(sc.Text(), "epoch 30/300") {
+			break
+		}
+	}
+	m.Stop()
+	stopped := time.Now()
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+	}
+	err = cmd.Wait()
+	took := time.Since(stopped)
+	all := strings.Join(logs, "\n")
+	t.Logf("checkpoint store stopped after epoch 30: dorylus train exited after %v: %s", took.Round(time.Millisecond), logs[len(logs)-1])
+	if err == nil || !strings.Contains(all, "cannot go on without its checkpoints") || took > 15*time.Second {
+		t.Errorf("exit %v after %v, want an error within seconds saying the checkpoints are gone:\n%s", err, took, all)
+	}
+	// Every server was started with the checkpoint location on its command line.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), location) {
+			t.Errorf("still running: %s", strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
 }

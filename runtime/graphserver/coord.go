@@ -7,6 +7,9 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -252,6 +255,18 @@ func (c *coordinator) report(ev Event) {
 		p.Loss = ev.Loss
 	}
 	c.status.update(*p, final)
+}
+
+// fatal reports err, which stopped the run, as its failure when no restart can help: a
+// parameter server lost its checkpoints (codes.DataLoss). The driver has stopped; c.status
+// is set.
+func (c *coordinator) fatal(err error) {
+	if status.Code(err) != codes.DataLoss {
+		return
+	}
+	p := c.progress
+	p.FailureMessage = err.Error()
+	c.status.update(p, true)
 }
 
 // checkpointed reports that every parameter server has a checkpoint of epoch e (0: none yet).

@@ -217,6 +217,7 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	}
 	s.close()
 	if s.coord != nil && s.coord.status != nil {
+		s.coord.fatal(err)
 		flush := cfg.StatusFlush
 		if flush <= 0 {
 			flush = DefaultStatusFlush

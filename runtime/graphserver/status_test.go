@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -271,6 +273,19 @@ func TestStatusCheckpointEpoch(t *testing.T) {
 // reporter f, and returns its JSON lines (checked: one per epoch run, then the result) and log.
 func runCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) ([]Event, string) {
 	t.Helper()
+	lines, log, err := tryCora(t, sh, epochs, f)
+	if err != nil {
+		t.Fatalf("Run returned before the result: %v\n%s", err, log)
+	}
+	if n := len(lines); n == 0 || lines[n-1].Event != "result" || lines[n-1].Epoch != epochs {
+		t.Fatalf("JSON lines do not end with the result after epoch %d: %+v", epochs, lines)
+	}
+	return lines, log
+}
+
+// tryCora is runCora, returning Run's error when it stops before the result.
+func tryCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) ([]Event, string, error) {
+	t.Helper()
 	d, err := graph.Load("cora", graph.LoadOptions{})
 	if err != nil {
 		t.Skip("cora:", err)
@@ -315,16 +330,21 @@ func runCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) (
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- Run(runCtx, cfg, lis) }()
-	for !strings.Contains(events.String(), `"event":"result"`) {
+	var runErr error
+	for runErr == nil && !strings.Contains(events.String(), `"event":"result"`) {
 		select {
-		case err := <-done:
-			t.Fatalf("Run returned before the result: %v\n%s", err, events.String())
+		case runErr = <-done:
+			if runErr == nil {
+				runErr = errors.New("Run returned nil before the result")
+			}
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+	if runErr == nil {
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
 	}
 	cancel()
 	<-psDone
@@ -338,8 +358,36 @@ func runCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) (
 		}
 		lines = append(lines, ev)
 	}
-	if n := len(lines); n == 0 || lines[n-1].Event != "result" || lines[n-1].Epoch != epochs {
-		t.Fatalf("JSON lines do not end with the result after epoch %d:\n%s", epochs, events.String())
+	return lines, log.String(), runErr
+}
+
+// TestStatusCheckpointStoreGone trains with a parameter server whose checkpoint folder cannot
+// be written: the run stops at the first checkpoint, and the final report says why, so that
+// the operator fails the job instead of restarting it.
+func TestStatusCheckpointStoreGone(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	return lines, log.String()
+	sh, err := paramserver.New(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.EnableCheckpoints(paramserver.Checkpointing{Checkpoints: checkpoint.Checkpoints{Store: checkpoint.Dir(filepath.Join(file, "ckpt"))}, Every: 2}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	start := time.Now()
+	_, _, err = tryCora(t, sh, 50, f)
+	if err == nil || !strings.Contains(err.Error(), "checkpoint of epoch 2") {
+		t.Fatalf("Run: %v, want an error naming the checkpoint of epoch 2", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("stopped after %v", d)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.reports); n == 0 || !strings.Contains(f.reports[n-1].FailureMessage, "cannot go on without its checkpoints") {
+		t.Fatalf("reports %+v: want a last one with the failure", f.reports)
+	}
 }

@@ -21,6 +21,10 @@ import (
 // checkpointTimeout bounds one checkpoint write or read.
 const checkpointTimeout = time.Minute
 
+// errCheckpoints marks a checkpoint store that failed (unreachable, access denied): the run
+// cannot go on, and every later call to the shard fails with codes.DataLoss.
+var errCheckpoints = errors.New("the run cannot go on without its checkpoints")
+
 // Checkpointing says where and how often a shard saves its weights and Adam state.
 // Checkpoints are taken in synchronous mode, where version v is the weights after epoch v.
 type Checkpointing struct {
@@ -72,10 +76,10 @@ func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense, adam *model.
 		fmt.Fprintf(c.Log, "parameter server %d: no checkpoint in %s: starting from epoch 1\n", s.id, c.Checkpoints.Store)
 		return nil
 	}
-	if err == nil {
-		err = s.restoreState(req, st, held, adam)
-	}
 	if err != nil {
+		return fmt.Errorf("read the checkpoints in %s: %w: %w", c.Checkpoints.Store, err, errCheckpoints)
+	}
+	if err := s.restoreState(req, st, held, adam); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.Log, "parameter server %d: resumed from the checkpoint of epoch %d in %s\n", s.id, st.Epoch, c.Checkpoints.Store)
@@ -191,7 +195,7 @@ func (s *Shard) save(ctx context.Context) error {
 	defer cancel()
 	err = s.ckpt.Checkpoints.Save(ctx, checkpoint.State{Run: id, Epoch: int(s.newest), Position: int64(s.newest), Seed: s.init.Seed, Tensors: tensors})
 	if err != nil {
-		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w", s.id, s.newest, err)
+		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w: %w", s.id, s.newest, err, errCheckpoints)
 	}
 	s.saved = s.newest
 	s.notify()

@@ -24,6 +24,7 @@ package paramserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -61,6 +62,8 @@ type Shard struct {
 	received int
 	sum      []*tensor.Dense
 	joined   []bool // per graph server: sent Init since the run (re)started
+	// broken, once a checkpoint failed, answers every call: the run cannot go on
+	broken error
 	// checkpoints (synchronous mode only)
 	ckpt  *Checkpointing
 	saved uint64 // the newest version saved, or restored
@@ -106,6 +109,9 @@ func (s *Shard) Versions() []uint64 {
 func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.broken != nil {
+		return nil, s.broken
+	}
 	if s.init != nil {
 		a, b := proto.Clone(s.init).(*rpc.InitRequest), proto.Clone(req).(*rpc.InitRequest)
 		a.GraphServer, b.GraphServer, b.RewindTo = 0, 0, nil
@@ -124,7 +130,11 @@ func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, e
 		return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: asked to go back to epoch %d before any Init", s.id, *req.RewindTo)
 	}
 	if err := s.setup(req); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %v", s.id, err)
+		code := codes.InvalidArgument
+		if errors.Is(err, errCheckpoints) {
+			code = codes.DataLoss
+		}
+		return nil, status.Errorf(code, "parameter server %d: %v", s.id, err)
 	}
 	s.joined[req.GraphServer] = true
 	return s.initReply(), nil
@@ -294,6 +304,9 @@ func (s *Shard) alloc() []*tensor.Dense {
 }
 
 func (s *Shard) ready() error {
+	if s.broken != nil {
+		return s.broken
+	}
 	if s.init == nil {
 		return status.Errorf(codes.FailedPrecondition, "parameter server %d: no graph server has sent Init yet", s.id)
 	}
@@ -400,6 +413,9 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		grads = s.sum
 	}
 	if err := s.step(grads); err != nil {
+		if s.broken != nil {
+			return nil, s.broken
+		}
 		return nil, status.Errorf(codes.Internal, "parameter server %d: %s: %v", s.id, who, err)
 	}
 	return &rpc.PushReply{Version: s.newest}, nil
@@ -420,7 +436,11 @@ func (s *Shard) step(grads []*tensor.Dense) error {
 	s.notify()
 	s.collect()
 	if s.ckpt != nil && s.newest%uint64(s.ckpt.Every) == 0 {
-		return s.save(context.Background())
+		if err := s.save(context.Background()); err != nil {
+			s.broken = status.Error(codes.DataLoss, err.Error())
+			s.notify()
+			return err
+		}
 	}
 	return nil
 }
@@ -485,8 +505,11 @@ func (s *Shard) Watch(_ *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) e
 	var sent *rpc.VersionUpdate
 	for {
 		s.mu.Lock()
-		u, ch := &rpc.VersionUpdate{Version: s.newest, CheckpointEpoch: s.saved}, s.changed
+		u, ch, broken := &rpc.VersionUpdate{Version: s.newest, CheckpointEpoch: s.saved}, s.changed, s.broken
 		s.mu.Unlock()
+		if broken != nil {
+			return broken
+		}
 		if sent == nil || !proto.Equal(u, sent) {
 			if err := stream.Send(u); err != nil {
 				return err
