@@ -5,7 +5,7 @@ import "fmt"
 // Kind names one task of an interval's epoch, in pipeline order. It mirrors model.TaskKind
 // (pkg/model) without importing it: KindAV = TaskAV, KindSC = TaskSC, KindGA = TaskGA,
 // KindBackGA = TaskBackGA, KindBackSC = TaskBackSC, KindBackAV = TaskBackAV, KindWU = TaskWU.
-// GAT's AE and ∇AE are not scheduled here.
+// GAT's AE and ∇AE are not scheduled here: a graph server runs them inside GA and ∇GA.
 type Kind uint8
 
 // The kinds of task, in the order they first occur in an epoch.

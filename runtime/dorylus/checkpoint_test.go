@@ -195,18 +195,23 @@ func sameShards(t *testing.T, a, b string, epoch int) {
 
 // TestDistributedResumeEqualsUninterrupted trains Cora synchronously on real server processes
 // 20 epochs straight, and 10 epochs then 10 more resumed from the parameter servers'
-// checkpoints: both shards must end with the same weights and Adam state to 1e-5.
+// checkpoints, a GCN and a GAT: both shards must end with the same weights and Adam state to
+// 1e-5.
 func TestDistributedResumeEqualsUninterrupted(t *testing.T) {
-	straight, cut := t.TempDir(), t.TempDir()
-	runCLI(t, distArgs(20, straight, "--checkpoint-every", "20")...)
-	first := runCLI(t, distArgs(10, cut, "--checkpoint-every", "5")...)
-	second := runCLI(t, distArgs(20, cut, "--checkpoint-every", "5", "--resume")...)
-	if first.PerRun[0].ResumedFrom != 0 || second.PerRun[0].ResumedFrom != 10 || len(second.PerRun[0].Curve) != 0 && second.PerRun[0].Curve[0].Epoch != 11 {
-		t.Errorf("resumed from epoch %d (first half: %d), want 10", second.PerRun[0].ResumedFrom, first.PerRun[0].ResumedFrom)
-	}
-	sameShards(t, straight, cut, 20)
-	if math.Abs(first.TestAccuracy-second.TestAccuracy) == 0 && first.TestAccuracy == 0 {
-		t.Errorf("no test accuracy reported")
+	for _, m := range [][]string{{"--model", "gcn"}, {"--model", "gat", "--patience", "0"}} {
+		t.Run(m[1], func(t *testing.T) {
+			straight, cut := t.TempDir(), t.TempDir()
+			runCLI(t, distArgs(20, straight, append(m, "--checkpoint-every", "20")...)...)
+			first := runCLI(t, distArgs(10, cut, append(m, "--checkpoint-every", "5")...)...)
+			second := runCLI(t, distArgs(20, cut, append(m, "--checkpoint-every", "5", "--resume")...)...)
+			if first.PerRun[0].ResumedFrom != 0 || second.PerRun[0].ResumedFrom != 10 || len(second.PerRun[0].Curve) != 0 && second.PerRun[0].Curve[0].Epoch != 11 {
+				t.Errorf("resumed from epoch %d (first half: %d), want 10", second.PerRun[0].ResumedFrom, first.PerRun[0].ResumedFrom)
+			}
+			sameShards(t, straight, cut, 20)
+			if math.Abs(first.TestAccuracy-second.TestAccuracy) == 0 && first.TestAccuracy == 0 {
+				t.Errorf("no test accuracy reported")
+			}
+		})
 	}
 }
 

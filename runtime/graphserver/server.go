@@ -19,6 +19,9 @@
 // from the versioned dZ_l rows of the local intervals, and the owners add the pushed
 // contributions, each as of the epoch the scheduler names.
 //
+// A GAT (Config.Heads > 0) runs through the same steps, with its edge tasks inside GA and ∇GA
+// (gat.go).
+//
 // # Evaluation
 //
 // The coordinator asks every graph server for an evaluation pass (no dropout) at a weight
