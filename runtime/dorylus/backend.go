@@ -36,6 +36,7 @@ type backendOptions struct {
 	perEndpoint     int // calls one endpoint serves at once (0: any)
 	callTimeout     time.Duration
 	stragglerFactor float64
+	stragglerFloor  time.Duration
 
 	pullRequested bool // the run config asked for the pull data path, which this build serves inline
 }
@@ -52,7 +53,8 @@ func (b *backendOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&b.maxConcurrency, "max-concurrency", 0, "lambda, knative: most calls in flight per graph server, which the autotuner stays under (0: the number of intervals)")
 	f.IntVar(&b.perEndpoint, "endpoint-concurrency", 0, "lambda, knative: calls one endpoint serves at once (0: any; aws-lambda-rie serves 1). dorylus train deals such endpoints out among its graph servers")
 	f.DurationVar(&b.callTimeout, "call-timeout", 0, "lambda, knative: time limit of one call, above the function's own timeout (0: 60s)")
-	f.Float64Var(&b.stragglerFactor, "straggler-factor", 0, "lambda, knative: relaunch a call slower than this many times the median of its kind, and 500ms (0: 5; negative: never)")
+	f.Float64Var(&b.stragglerFactor, "straggler-factor", 0, "lambda, knative: relaunch a call slower than this many times the median of its kind, and --straggler-floor (0: 5; negative: never)")
+	f.DurationVar(&b.stragglerFloor, "straggler-floor", 0, "lambda, knative: relaunch no call before this long (0: 500ms)")
 }
 
 // remote reports whether the backend calls functions (an empty kind is cpu).
@@ -81,6 +83,8 @@ func (b *backendOptions) validate() error {
 		return fmt.Errorf("--endpoint-concurrency %d: want 0 (any) or more", b.perEndpoint)
 	case b.callTimeout < 0:
 		return fmt.Errorf("--call-timeout %v: want 0 (the default) or more", b.callTimeout)
+	case b.stragglerFloor < 0:
+		return fmt.Errorf("--straggler-floor %v: want 0 (the default) or more", b.stragglerFloor)
 	}
 	return nil
 }
@@ -129,7 +133,8 @@ func (b *backendOptions) args() []string {
 		a = append(a, "--knative-urls", b.knativeURLs)
 	}
 	return append(a, "--max-concurrency", strconv.Itoa(b.maxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.perEndpoint),
-		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64))
+		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64),
+		"--straggler-floor", b.stragglerFloor.String())
 }
 
 // fromConfig sets the options from a run config's backend (validated by jobconfig.Load).
@@ -155,7 +160,8 @@ func (b *backendOptions) build(ctx context.Context, intervals int, cpuOpts cpu.O
 	if !b.remote() {
 		return cpu.New(cpuOpts)
 	}
-	tune := remote.Options{MaxConcurrency: b.maxConcurrency, PerEndpoint: b.perEndpoint, CallTimeout: b.callTimeout, StragglerFactor: b.stragglerFactor}
+	tune := remote.Options{MaxConcurrency: b.maxConcurrency, PerEndpoint: b.perEndpoint, CallTimeout: b.callTimeout,
+		StragglerFactor: b.stragglerFactor, StragglerFloor: b.stragglerFloor}
 	if tune.MaxConcurrency == 0 {
 		tune.MaxConcurrency = intervals
 	}

@@ -104,7 +104,7 @@ func TestBackendArgs(t *testing.T) {
 		{kind: "cpu"},
 		{kind: "lambda", lambdaFunction: "arn:aws:lambda:us-east-1:123456789012:function:f", lambdaRegion: "us-east-1", lambdaQualifier: "live",
 			lambdaEndpoints: "http://127.0.0.1:1,http://127.0.0.1:2", lambdaCredentials: "/creds", maxConcurrency: 7, perEndpoint: 1,
-			callTimeout: 3 * time.Second, stragglerFactor: -1},
+			callTimeout: 3 * time.Second, stragglerFactor: -1, stragglerFloor: 20 * time.Millisecond},
 		{kind: "knative", knativeURLs: "http://fn", maxConcurrency: 2, stragglerFactor: 2.5},
 	} {
 		var got backendOptions

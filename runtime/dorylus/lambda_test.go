@@ -62,10 +62,11 @@ func TestLambdaTrainsCora(t *testing.T) {
 	}
 }
 
-// TestLambdaFaults trains Cora synchronously through Lambda emulators whose function fails
-// every third call, hangs past the function timeout, or exits mid-call, and expects every
-// epoch to complete with the losses and accuracy of the cpu backend.
-func TestLambdaFaults(t *testing.T) {
+// TestRemoteBackendsKeepResult trains Cora synchronously through `dorylus function` over HTTP
+// (the knative backend) and through Lambda emulators whose function fails every third call,
+// hangs past the function timeout, or exits mid-call, and expects every epoch to complete with
+// the losses and accuracy of the cpu backend.
+func TestRemoteBackendsKeepResult(t *testing.T) {
 	o := coraOptions(6)
 	o.evalEvery = 3
 	dir := t.TempDir()
@@ -98,27 +99,36 @@ func TestLambdaFaults(t *testing.T) {
 		return res, sum
 	}
 	want, _ := train(t, backendOptions{kind: "cpu"})
+	lambdaFaults := func(env []string, flags ...string) func(*testing.T) backendOptions {
+		return func(t *testing.T) backendOptions { return lambdaEmulators(t, 4, env, flags...) }
+	}
 	for _, c := range []struct {
-		name  string
-		env   []string
-		flags []string
-		tune  func(*backendOptions)
+		name    string
+		backend func(*testing.T) backendOptions
+		faulty  bool
 	}{
-		{name: "error", flags: []string{"--fault-every", "3", "--fault", "error"}},
-		{name: "hang", env: []string{"AWS_LAMBDA_FUNCTION_TIMEOUT=1"}, flags: []string{"--fault-every", "7", "--fault", "hang"},
-			tune: func(b *backendOptions) { b.callTimeout, b.stragglerFactor = 5*time.Second, -1 }},
-		{name: "exit", flags: []string{"--fault-every", "5", "--fault", "exit"}},
+		{"knative", func(t *testing.T) backendOptions {
+			url, _ := remotetest.HTTPFunction(t, dorylusBin)
+			return backendOptions{kind: "knative", knativeURLs: url}
+		}, false},
+		{"lambda-error", lambdaFaults(nil, "--fault-every", "3", "--fault", "error"), true},
+		{"lambda-hang", func(t *testing.T) backendOptions {
+			b := lambdaFaults([]string{"AWS_LAMBDA_FUNCTION_TIMEOUT=1"}, "--fault-every", "7", "--fault", "hang")(t)
+			b.callTimeout, b.stragglerFactor = 5*time.Second, -1
+			return b
+		}, true},
+		{"lambda-exit", lambdaFaults(nil, "--fault-every", "5", "--fault", "exit"), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := lambdaEmulators(t, 4, c.env, c.flags...)
-			if c.tune != nil {
-				c.tune(&b)
-			}
+			b := c.backend(t)
 			start := time.Now()
 			got, u := train(t, b)
 			t.Logf("%d epochs in %v: %d tasks, %d calls, %d failed, %d retried", o.epochs, time.Since(start).Round(time.Millisecond), u.Tasks, u.Tries, u.Failures, u.Retries)
-			if u.Failures == 0 || u.Retries == 0 || u.Tries <= u.Tasks {
+			if c.faulty && (u.Failures == 0 || u.Retries == 0 || u.Tries <= u.Tasks) {
 				t.Errorf("usage %+v: no failed and retried calls", u)
+			}
+			if u.Tasks == 0 || u.Tries < u.Tasks {
+				t.Errorf("usage %+v: want the tasks counted", u)
 			}
 			for e := range got.Curve {
 				if diff := math.Abs(got.Curve[e].Loss - want.Curve[e].Loss); diff > 1e-6 {

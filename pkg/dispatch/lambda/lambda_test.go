@@ -36,14 +36,14 @@ func TestMain(m *testing.M) {
 }
 
 // emulators starts n aws-lambda-rie emulators running `dorylus function` with flags.
-func emulators(t *testing.T, n int, env []string, flags ...string) []string {
+func emulators(t testing.TB, n int, env []string, flags ...string) []string {
 	t.Helper()
 	return remotetest.Emulators(t, n, remotetest.Tool(t, "aws-lambda-rie"), dorylus, env, flags...)
 }
 
 // newBackend returns a Lambda backend invoking `function` at the endpoints, one call at a
 // time each (as the emulator serves), with static credentials (the emulator checks none).
-func newBackend(t *testing.T, endpoints []string, tune remote.Options) *remote.Backend {
+func newBackend(t testing.TB, endpoints []string, tune remote.Options) *remote.Backend {
 	t.Helper()
 	if tune.MaxConcurrency == 0 {
 		tune.MaxConcurrency = len(endpoints)

@@ -1,0 +1,91 @@
+package lambda_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+)
+
+// benchConcurrency is the calls in flight of the throughput benchmarks: cpu workers, HTTP
+// connections, emulators.
+const benchConcurrency = 4
+
+// BenchmarkBackends runs the same tensor tasks on the cpu backend, on `dorylus function` over
+// HTTP (the knative backend) and on aws-lambda-rie emulators (the lambda backend), on
+// loopback. overhead: one call at a time of a one-row task, whose compute is negligible,
+// reporting the p50 and p99 latency of a call; tasks: the forward and backward tasks of a
+// Cora-sized interval (680 rows, 1433 sparse features, 16 hidden) with benchConcurrency in
+// flight, reporting tasks per second.
+func BenchmarkBackends(b *testing.B) {
+	url, _ := remotetest.HTTPFunction(b, dorylus)
+	eps := emulators(b, benchConcurrency, nil)
+	fixed := remote.Options{MaxConcurrency: benchConcurrency, Fixed: true, StragglerFactor: -1}
+	cpuB, err := cpu.New(cpu.Options{Workers: benchConcurrency})
+	if err != nil {
+		b.Fatal(err)
+	}
+	httpB, err := knative.New(knative.Options{URLs: []string{url}, Tuning: fixed})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { httpB.Close() })
+	backends := []struct {
+		name string
+		b    dispatch.Backend
+	}{{"cpu", cpuB}, {"http", httpB}, {"lambda-rie", newBackend(b, eps, fixed)}}
+
+	tiny := remotetest.Tasks(1, 1, 8, 4)[0]
+	all := remotetest.Tasks(2, 680, 1433, 16)
+	work := []dispatch.TaskRequest{all[0], all[1], all[3], all[4]} // AV_0, AV_1, ∇AV_0, ∇AV_1
+	for _, be := range backends {
+		// warm every worker (an emulator starts its function on the first call)
+		var warm sync.WaitGroup
+		for range benchConcurrency {
+			warm.Go(func() {
+				if _, err := be.b.Run(context.Background(), work[0]); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		warm.Wait()
+		b.Run(be.name+"/overhead", func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := be.b.Run(context.Background(), tiny); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+		b.Run(be.name+"/tasks", func(b *testing.B) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range benchConcurrency {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+						if _, err := be.b.Run(context.Background(), work[i%int64(len(work))]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+		})
+	}
+}
