@@ -17,7 +17,7 @@ mkdir -p "$ASSETS"
 export GOFLAGS=-buildvcs=false
 
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-if [[ -x "$ASSETS/kube-apiserver" ]] && "$ASSETS/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes ${K8S_VERSION}"; then
+if [[ -x "$ASSETS/kube-apiserver" ]] && "$ASSETS/kube-apiserver" --version 2>/dev/null | grep -x "Kubernetes ${K8S_VERSION}" >/dev/null; then
 	log "kube-apiserver ${K8S_VERSION} present"
 else
 	log "building kube-apiserver ${K8S_VERSION} (about 10 min, 2.4 GB memory)"
@@ -33,7 +33,7 @@ else
 	mv "$ASSETS/kube-apiserver.tmp" "$ASSETS/kube-apiserver"
 fi
 
-if [[ -x "$ASSETS/etcd" ]] && "$ASSETS/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION}$"; then
+if [[ -x "$ASSETS/etcd" ]] && "$ASSETS/etcd" --version 2>/dev/null | grep "etcd Version: ${ETCD_VERSION}$" >/dev/null; then
 	log "etcd ${ETCD_VERSION} present"
 else
 	log "building etcd ${ETCD_VERSION} (about 1.5 min)"

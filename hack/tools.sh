@@ -18,7 +18,7 @@ export GOFLAGS=-buildvcs=false
 # install NAME PACKAGE MODULE VERSION
 install() {
 	local name=$1 pkg=$2 mod=$3 version=$4
-	if [[ -x "$BIN/$name" ]] && go version -m "$BIN/$name" 2>/dev/null | grep -qE "^\s+mod\s+${mod}\s+${version}(\s|$)"; then
+	if [[ -x "$BIN/$name" ]] && go version -m "$BIN/$name" 2>/dev/null | grep -E "^\s+mod\s+${mod}\s+${version}(\s|$)" >/dev/null; then
 		echo "tools: $name $version present" >&2
 		return
 	fi

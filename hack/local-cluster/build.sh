@@ -23,7 +23,7 @@ done
 # build NAME VERSION-COMMAND EXPECTED-LINE
 build() {
 	local name=$1 check=$2 want=$3
-	if [[ -x "$ASSETS/$name" ]] && "$ASSETS/$name" $check 2>/dev/null | grep -qx "$want"; then
+	if [[ -x "$ASSETS/$name" ]] && "$ASSETS/$name" $check 2>/dev/null | grep -x "$want" >/dev/null; then
 		log "$name ${K8S_VERSION} present"
 		return
 	fi
