@@ -28,7 +28,7 @@ func newFunctionCommand() *cobra.Command {
 		Use:   "function",
 		Short: "Serve tensor tasks as an AWS Lambda function or an HTTP (Knative) service",
 		Long: `Function is the stateless tensor worker of the lambda and knative backends: it runs the AV,
-loss and ∇AV tasks sent to it in the dispatch wire format. Under AWS Lambda (or its runtime
+loss and ∇AV tasks (a GAT's AV, ∇AV, AE and ∇AE) sent to it in the dispatch wire format. Under AWS Lambda (or its runtime
 interface emulator), detected by $AWS_LAMBDA_RUNTIME_API, it serves Lambda invocations; elsewhere
 it serves HTTP on --listen (default :$PORT, as Knative sets it, else :` + fmt.Sprint(jobconfig.FunctionPort) + `): POST / runs a task,
 GET /healthz and /readyz report health, and SIGTERM drains the calls in flight before exiting.

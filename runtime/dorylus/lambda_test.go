@@ -62,6 +62,25 @@ func TestLambdaTrainsCora(t *testing.T) {
 	}
 }
 
+// TestLambdaTrainsGAT trains a GAT on Cora synchronously through `dorylus train
+// --graph-servers 2 --backend lambda` on Lambda emulators (AV, AE and their backward passes as
+// function calls) and expects the final loss and test accuracy of the cpu backend.
+func TestLambdaTrainsGAT(t *testing.T) {
+	b := lambdaEmulators(t, 4, nil)
+	common := []string{"train", "--model", "gat", "--patience", "0", "--epochs", "15", "--graph-servers", "2", "--intervals", "2",
+		"--output", "json", "--eval-every", "15"}
+	base := runCLI(t, common...)
+	lam := runCLI(t, append(common, b.args()...)...)
+	t.Logf("cpu: loss %.6f, test accuracy %.4f; lambda: loss %.6f, test accuracy %.4f",
+		base.PerRun[0].FinalLoss, base.TestAccuracy, lam.PerRun[0].FinalLoss, lam.TestAccuracy)
+	if math.Abs(lam.PerRun[0].FinalLoss-base.PerRun[0].FinalLoss) > 1e-5 || lam.TestAccuracy != base.TestAccuracy {
+		t.Errorf("lambda: loss %.6f, test accuracy %.4f; cpu %.6f, %.4f", lam.PerRun[0].FinalLoss, lam.TestAccuracy, base.PerRun[0].FinalLoss, base.TestAccuracy)
+	}
+	if lam.Cost == nil || lam.CostUSD <= 0 {
+		t.Errorf("no cost report of the lambda run")
+	}
+}
+
 // TestRemoteBackendsKeepResult trains Cora synchronously through `dorylus function` over HTTP
 // (the knative backend) and through Lambda emulators whose function fails every third call,
 // hangs past the function timeout, or exits mid-call, and expects every epoch to complete with
