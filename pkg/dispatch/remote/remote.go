@@ -6,7 +6,8 @@
 // connections), relaunch of stragglers (a call slower than k × the running median of its kind
 // of task, and at least a floor, is launched again elsewhere and the first answer wins, as the
 // original Dorylus does with k = 5 and 500 ms), and a number of calls in flight that a tuner
-// adapts to the queue of waiting tasks and the observed latency, capped by MaxConcurrency.
+// adapts to the queue of waiting tasks and the observed latency, capped by MaxConcurrency (a
+// relaunch comes on top, at most one per try, so that it starts at once).
 //
 // A call that loses a race is not cancelled: it runs to its end or its timeout and its answer
 // is dropped, because a function keeps running (and an emulator stays busy) whatever the
@@ -68,7 +69,8 @@ type Options struct {
 	// PerEndpoint is how many calls one endpoint serves at once (0: any number). The Lambda
 	// emulator serves one.
 	PerEndpoint int
-	// MaxConcurrency caps the calls in flight whose answer is awaited (at least 1).
+	// MaxConcurrency caps the first tries in flight whose answer is awaited (at least 1). A
+	// straggler's relaunch comes on top, at most one per try, so that it starts at once.
 	MaxConcurrency int
 	// InitialConcurrency is where the tuner starts (default 1); it then adds one call per
 	// completion while tasks wait.
@@ -438,7 +440,7 @@ func (b *Backend) try(k kind, i int, s *slot, body []byte, results chan<- tryRes
 
 // acquire waits for a free slot, takes it as s, and returns the endpoint to call: the least
 // busy one that is not down, preferring any other than avoid. first counts the caller as a
-// waiting task.
+// waiting task; a relaunch (not first) needs only a free endpoint, not a slot under the limit.
 func (b *Backend) acquire(ctx context.Context, avoid int, first bool, s *slot) (int, error) {
 	b.mu.Lock()
 	if first {
@@ -446,7 +448,7 @@ func (b *Backend) acquire(ctx context.Context, avoid int, first bool, s *slot) (
 		defer func() { b.mu.Lock(); b.queued--; b.mu.Unlock() }()
 	}
 	for {
-		if b.inflight < b.tune.limit {
+		if b.inflight < b.tune.limit || !first {
 			if i := b.pick(avoid); i >= 0 {
 				b.inflight++
 				s.released = false

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -123,5 +124,61 @@ func TestTuner(t *testing.T) {
 	}
 	if _, ok := fixed.threshold(k, 5, 0); !ok {
 		t.Error("a fixed tuner keeps no latency statistics")
+	}
+}
+
+// slowFirst is a transport that answers every call at once with the result of Execute,
+// except that calls to endpoint "slow" take slowFor.
+type slowFirst struct{ slowFor time.Duration }
+
+func (s slowFirst) Call(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+	if endpoint == "slow" {
+		select {
+		case <-time.After(s.slowFor):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	req, err := dispatch.DecodeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := dispatch.Execute(&req, nil)
+	if err != nil {
+		return nil, err
+	}
+	return dispatch.EncodeResult(req.Op, res), nil
+}
+
+// TestRelaunchBeyondLimit: a straggler is relaunched even when the calls in flight fill
+// MaxConcurrency (here 1), so the relaunch wins long before the slow call ends.
+func TestRelaunchBeyondLimit(t *testing.T) {
+	req := remotetest.Tasks(1, 20, 10, 4)[0]
+	fast, err := New(slowFirst{}, Options{Endpoints: []string{"fast"}, MaxConcurrency: 1, Fixed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range minSamples { // latency statistics of the task's kind
+		if _, err := fast.Run(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the first try goes to the first of the least busy endpoints: the slow one
+	b, err := New(slowFirst{slowFor: 3 * time.Second}, Options{Endpoints: []string{"slow", "fast"}, PerEndpoint: 1, MaxConcurrency: 1, Fixed: true,
+		StragglerFloor: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.tune = fast.tune
+	start := time.Now()
+	if _, err = b.Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("task took %v: the relaunch waited for the straggler's slot", took)
+	}
+	if u := b.Usage(); u.Relaunches != 1 {
+		t.Errorf("usage %+v, want one relaunch", u)
 	}
 }
