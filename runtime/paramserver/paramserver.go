@@ -20,6 +20,13 @@
 // Keep report (carried by Pull and Push) lists the versions it pinned and the newest version it
 // knows, and it will only ever pin that one or newer. Until every graph server has reported,
 // nothing is dropped. Buffers of dropped versions are reused.
+//
+// Restarts (synchronous mode, with checkpoints): a shard saves its weights and Adam state every
+// few epochs and, restarted, resumes from the newest epoch every shard has a valid checkpoint
+// of. Graph servers restart together (one lost stops the others); a second Init from a graph
+// server drops the unfinished epoch, and Init's rewind_to takes a shard that kept running back
+// to the epoch a restarted shard resumed from. A checkpoint that cannot be written or read
+// breaks the shard: every call then fails with codes.DataLoss, since the run cannot go on.
 package paramserver
 
 import (
