@@ -72,6 +72,16 @@
 // function --listen :8080`, and the URL is
 // "http://<job>-fn.<ns>.svc.cluster.local").
 //
+// Lambda.MaxConcurrency and Knative.MaxConcurrency cap the calls in flight of
+// each graph server, and Training.Intervals 0 means that many intervals.
+// Lambda.Endpoint overrides the service endpoint: a VPC endpoint, or an
+// aws-lambda-rie emulator, which serves one invocation at a time (of the
+// function named "function") and so needs MaxConcurrency 1; a graph server
+// sends an overridden endpoint at most MaxConcurrency calls at once, straggler
+// relaunches included. Whatever Lambda.DataPath says, the graph servers send
+// tensors inline (pull is not implemented yet; they log a note), cut by rows
+// under Lambda's 6 MB payload limit.
+//
 // # Credentials
 //
 // Credentials never appear here. A Secret named by the spec is mounted

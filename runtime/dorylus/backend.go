@@ -146,6 +146,11 @@ func (b *backendOptions) fromConfig(c jobconfig.Backend) {
 		b.lambdaFunction, b.lambdaRegion, b.lambdaEndpoints = l.FunctionName, l.Region, l.Endpoint
 		b.lambdaCredentials, b.maxConcurrency = l.CredentialsDir, l.MaxConcurrency
 		b.pullRequested = l.DataPath == jobconfig.DataPathPull
+		if l.Endpoint != "" {
+			// an override is one endpoint (an emulator serves one call at a time): never more
+			// than MaxConcurrency calls on it, relaunches included
+			b.perEndpoint = l.MaxConcurrency
+		}
 	case jobconfig.BackendKnative:
 		b.knativeURLs, b.maxConcurrency = c.Knative.URL, c.Knative.MaxConcurrency
 	}

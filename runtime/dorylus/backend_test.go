@@ -59,7 +59,7 @@ func TestBackendFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := backendOptions{kind: "lambda", lambdaFunction: "dorylus-fn", lambdaRegion: "eu-west-1", lambdaEndpoints: "http://127.0.0.1:9000",
-		lambdaCredentials: creds, maxConcurrency: 3, pullRequested: true}
+		lambdaCredentials: creds, maxConcurrency: 3, perEndpoint: 3, pullRequested: true}
 	if o.backend != want {
 		t.Fatalf("lambda options %+v, want %+v", o.backend, want)
 	}
