@@ -138,7 +138,9 @@ func start(bin, dir string) (*Server, error) {
 	return s, nil
 }
 
-// waitLive polls /minio/health/live until it answers 200.
+// waitLive polls /minio/health/cluster until it answers 200: the server is up and its object
+// layer initialised (/minio/health/live answers earlier, while requests still get 503
+// XMinioServerNotInitialized).
 func (s *Server) waitLive(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	c := &http.Client{Timeout: time.Second}
@@ -148,7 +150,7 @@ func (s *Server) waitLive(timeout time.Duration) error {
 			return errors.New("server exited during start-up")
 		default:
 		}
-		resp, err := c.Get(s.Endpoint + "/minio/health/live")
+		resp, err := c.Get(s.Endpoint + "/minio/health/cluster")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
