@@ -37,3 +37,4 @@ fmt: ## Format the Go sources
 	gofmt -w $$(git ls-files '*.go')
 
 include hack/operator.mk
+include hack/e2e.mk

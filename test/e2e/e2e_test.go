@@ -2,22 +2,35 @@
 
 // Package e2e drives the user's path on a local cluster (hack/local-cluster):
 // helm install the operator chart, kubectl apply a sample job, wait for
-// Succeeded, and compare the result with the single-process run. Run it with
-// `make e2e` (build tag e2e), which starts the cluster first.
+// Succeeded, and compare the result with the single-process run; it also
+// kills a graph server mid-training and suspends and resumes a job. Run it
+// with `make e2e` (build tag e2e), which starts the cluster first and stops
+// it after.
 package e2e
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/controllers"
 )
 
 var (
@@ -27,6 +40,9 @@ var (
 	kubectl    = envOr("KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/dorylus/k8s-v1.37.2/kubectl"))
 	helm       = envOr("HELM", filepath.Join(os.Getenv("HOME"), ".cache/dorylus/bin/helm"))
 )
+
+// ns is the namespace the tests' jobs run in.
+const ns = "default"
 
 func mustAbs(p string) string {
 	a, err := filepath.Abs(p)
@@ -46,17 +62,21 @@ func envOr(k, def string) string {
 // run runs a command with the cluster's kubeconfig and returns its stdout.
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := tryRun(name, args...)
+	out, err := runIn(nil, name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v", filepath.Base(name), strings.Join(args, " "), err)
 	}
 	return out
 }
 
-func tryRun(name string, args ...string) (string, error) {
+// runIn runs a command with stdin (nil: none) and the cluster's kubeconfig.
+func runIn(stdin []byte, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
 	hh := filepath.Join(clusterDir, "helm")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HELM_CACHE_HOME="+hh, "HELM_CONFIG_HOME="+hh, "HELM_DATA_HOME="+hh)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -65,22 +85,234 @@ func tryRun(name string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// dump prints, on failure, the job's conditions, the events and the last
-// log lines of every pod process the node agent ran.
-func dump(t *testing.T, ns string) {
+var (
+	clientOnce sync.Once
+	k8sClient  client.Client
+	clientErr  error
+)
+
+// cluster returns a client of the local cluster, and installs the operator
+// chart the first time (helm upgrade --install, waiting for its Deployment).
+func cluster(t *testing.T) client.Client {
 	t.Helper()
-	if !t.Failed() {
-		return
+	clientOnce.Do(func() {
+		if _, err := os.Stat(kubeconfig); err != nil {
+			clientErr = fmt.Errorf("no local cluster (%v): run make local-cluster", err)
+			return
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			clientErr = err
+			return
+		}
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			clientErr = err
+			return
+		}
+		if err := dorylusv1alpha1.AddToScheme(scheme); err != nil {
+			clientErr = err
+			return
+		}
+		if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+			clientErr = err
+			return
+		}
+		start := time.Now()
+		if _, err := runIn(nil, helm, "upgrade", "--install", "dorylus", filepath.Join(root, "charts/dorylus-operator"),
+			"--namespace", "dorylus-system", "--create-namespace", "--wait", "--timeout", "180s"); err != nil {
+			clientErr = fmt.Errorf("helm install: %w", err)
+			return
+		}
+		fmt.Printf("helm upgrade --install --wait: %v\n", time.Since(start).Round(10*time.Millisecond))
+	})
+	if clientErr != nil {
+		dumpCluster(t)
+		t.Fatal(clientErr)
 	}
+	return k8sClient
+}
+
+// sampleJob reads a sample from config/samples, renames it and lets edit
+// change it; it returns the job and its YAML.
+func sampleJob(t *testing.T, file, name string, edit func(*dorylusv1alpha1.GNNTrainingJob)) (*dorylusv1alpha1.GNNTrainingJob, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "config/samples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &dorylusv1alpha1.GNNTrainingJob{}
+	if err := yaml.UnmarshalStrict(raw, job); err != nil {
+		t.Fatalf("config/samples/%s: %v", file, err)
+	}
+	job.Name, job.Namespace = name, ns
+	if edit != nil {
+		edit(job)
+	}
+	out, err := yaml.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job, out
+}
+
+// apply runs kubectl apply -f - with manifest.
+func apply(t *testing.T, manifest []byte) {
+	t.Helper()
+	if _, err := runIn(manifest, kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, manifest)
+	}
+}
+
+// getJob reads a job; a failed read is reported and gives nil.
+func getJob(ctx context.Context, t *testing.T, c client.Client, name string) *dorylusv1alpha1.GNNTrainingJob {
+	job := &dorylusv1alpha1.GNNTrainingJob{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+		t.Logf("get gnnjob %s: %v", name, err)
+		return nil
+	}
+	return job
+}
+
+// waitJob polls job name until done returns true (or an error, which fails
+// the test), or fails the test after timeout naming what it waited for.
+func waitJob(t *testing.T, c client.Client, name, what string, timeout time.Duration, done func(*dorylusv1alpha1.GNNTrainingJob) (bool, error)) *dorylusv1alpha1.GNNTrainingJob {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	var job *dorylusv1alpha1.GNNTrainingJob
+	for {
+		if j := getJob(ctx, t, c, name); j != nil {
+			job = j
+			ok, err := done(job)
+			if err != nil {
+				t.Fatalf("gnnjob %s, waiting for %s: %v\nconditions: %s", name, what, err, conditions(job))
+			}
+			if ok {
+				return job
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gnnjob %s: no %s after %v; conditions: %s", name, what, timeout, conditions(job))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// conditions formats a job's conditions and progress on one line.
+func conditions(job *dorylusv1alpha1.GNNTrainingJob) string {
+	if job == nil {
+		return "(job not read)"
+	}
+	var parts []string
+	for _, c := range job.Status.Conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	if p := job.Status.Progress; p != nil {
+		parts = append(parts, fmt.Sprintf("epoch %d", p.Epoch))
+	}
+	parts = append(parts, fmt.Sprintf("restarts %d", job.Status.ServerRestarts))
+	return strings.Join(parts, "; ")
+}
+
+// finished is a waitJob predicate: the job succeeded. A Failed condition is
+// an error.
+func succeeded(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+	if c := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed); c != nil && c.Status == "True" {
+		return false, fmt.Errorf("the job failed: %s: %s", c.Reason, c.Message)
+	}
+	return meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionSucceeded), nil
+}
+
+// atEpoch is a waitJob predicate: graph server 0 reported epoch n or later.
+func atEpoch(n int32) func(*dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+	return func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+		if ok, err := succeeded(job); ok || err != nil {
+			return false, fmt.Errorf("the job ended before epoch %d (%v)", n, err)
+		}
+		return job.Status.Progress != nil && job.Status.Progress.Epoch >= n, nil
+	}
+}
+
+// jobPods lists the pods of job name.
+func jobPods(ctx context.Context, c client.Client, name string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{controllers.LabelJobName: name})
+	return pods.Items, err
+}
+
+// deleteJob deletes a job and waits until its children, its pods' sandboxes
+// and the processes pids (recorded while it ran) are gone.
+func deleteJob(t *testing.T, name string, pids []int) {
+	t.Helper()
+	run(t, kubectl, "delete", "-n", ns, "gnnjob/"+name, "--wait", "--timeout=120s")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left := run(t, kubectl, "get", "-n", ns, "pods,statefulsets,deployments,services,configmaps,serviceaccounts,roles,rolebindings",
+			"-l", controllers.LabelJobName+"="+name, "-o", "name")
+		sandboxes, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods", ns+"_"+name+"-*", "volumes"))
+		var alive []int
+		for _, pid := range pids {
+			if processAlive(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		if strings.TrimSpace(left) == "" && len(sandboxes) == 0 && len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("60 s after deleting gnnjob %s: children %q, pod sandboxes %v, processes %v remain", name, left, sandboxes, alive)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// processAlive reports whether pid is a running dorylus process (not a
+// zombie, and not a reused pid of something else).
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 && s[i+2] == 'Z' {
+		return false
+	}
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return bytes.Contains(cmdline, []byte("dorylus"))
+}
+
+// containerPid is the process id behind a container ID the node agent
+// reported (nodeagent://PID), or 0.
+func containerPid(id string) int {
+	var pid int
+	if _, err := fmt.Sscanf(id, "nodeagent://%d", &pid); err != nil {
+		return 0
+	}
+	return pid
+}
+
+// dumpOnFailure prints, if t failed, the jobs' conditions, the events and the
+// last log lines of the operator, every pod process and the node agent.
+func dumpOnFailure(t *testing.T) {
+	if t.Failed() {
+		dumpCluster(t)
+	}
+}
+
+func dumpCluster(t *testing.T) {
+	t.Helper()
 	for _, args := range [][]string{
-		{"get", "gnnjob", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.conditions}{\"\\n\"}{end}"},
+		{"get", "gnnjob", "-A", "-o", "wide"},
+		{"get", "gnnjob", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status}{\"\\n\"}{end}"},
 		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
 		{"get", "pods", "-A", "-o", "wide"},
 	} {
-		out, err := tryRun(kubectl, args...)
+		out, err := runIn(nil, kubectl, args...)
 		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
 	}
 	logs, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods/*/logs/*.log"))
+	sort.Slice(logs, func(i, j int) bool { return modTime(logs[i]).Before(modTime(logs[j])) })
 	logs = append(logs, filepath.Join(clusterDir, "logs/nodeagent.log"))
 	for _, l := range logs {
 		raw, _ := os.ReadFile(l)
@@ -89,61 +321,10 @@ func dump(t *testing.T, ns string) {
 	}
 }
 
-// singleProcessAccuracy is the test accuracy of `dorylus train --output json`
-// with the sample's hyper-parameters.
-func singleProcessAccuracy(t *testing.T) float64 {
-	out := run(t, filepath.Join(root, "bin/dorylus"), "train", "--dataset", "cora", "--epochs", "200", "--output", "json")
-	var r struct {
-		TestAccuracy float64 `json:"test_accuracy"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("dorylus train output %q: %v", out, err)
-	}
-	return r.TestAccuracy
-}
-
-func TestCoraCPU(t *testing.T) {
-	if _, err := os.Stat(kubeconfig); err != nil {
-		t.Fatalf("no local cluster (%v): run make local-cluster", err)
-	}
-	const ns = "default"
-	defer dump(t, ns)
-	run(t, helm, "upgrade", "--install", "dorylus", filepath.Join(root, "charts/dorylus-operator"),
-		"--namespace", "dorylus-system", "--create-namespace", "--wait", "--timeout", "120s")
-
-	start := time.Now()
-	run(t, kubectl, "apply", "-n", ns, "-f", filepath.Join(root, "config/samples/cpu_cora.yaml"))
-	run(t, kubectl, "wait", "-n", ns, "gnnjob/cora-gcn-cpu", "--for=condition=Succeeded", "--timeout=300s")
-	t.Logf("kubectl apply → Succeeded: %v", time.Since(start).Round(10*time.Millisecond))
-
-	acc, err := strconv.ParseFloat(run(t, kubectl, "get", "-n", ns, "gnnjob/cora-gcn-cpu", "-o", "jsonpath={.status.progress.testAccuracy}"), 64)
+func modTime(path string) time.Time {
+	st, err := os.Stat(path)
 	if err != nil {
-		t.Fatalf("status.progress.testAccuracy: %v", err)
+		return time.Time{}
 	}
-	want := singleProcessAccuracy(t)
-	if math.Abs(acc-want) > 0.01 {
-		t.Errorf("test accuracy in .status %.4f, single-process run %.4f: more than 1 point apart", acc, want)
-	}
-
-	table := run(t, kubectl, "get", "-n", ns, "gnnjob", "cora-gcn-cpu")
-	for _, col := range []string{"EPOCH", "VAL-ACC", "COST-USD"} {
-		if !strings.Contains(table, col) {
-			t.Errorf("kubectl get gnnjob has no %s column:\n%s", col, table)
-		}
-	}
-
-	run(t, kubectl, "delete", "-n", ns, "gnnjob/cora-gcn-cpu", "--wait", "--timeout=120s")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		left := run(t, kubectl, "get", "-n", ns, "pods,statefulsets,deployments,services,configmaps,serviceaccounts,roles,rolebindings",
-			"-l", "dorylus.dev/job-name=cora-gcn-cpu", "-o", "name")
-		procs, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods", ns+"_cora-gcn-cpu-*", "volumes"))
-		if strings.TrimSpace(left) == "" && len(procs) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("60 s after deleting the job: children %q, pod sandboxes %v remain", left, procs)
-		}
-		time.Sleep(time.Second)
-	}
+	return st.ModTime()
 }

@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// longEpochs is the length of the jobs the tests disturb: long enough to
+// act mid-training on a loaded machine, short enough to finish afterwards.
+const longEpochs = 1500
+
+// longJob applies the cpu sample as job name with longEpochs epochs and no
+// target accuracy, and starts its timeline.
+func longJob(t *testing.T, c client.Client, name string) *timeline {
+	job, manifest := sampleJob(t, "cpu_cora.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Epochs = longEpochs
+		j.Spec.Training.TargetAccuracy = nil
+	})
+	start := time.Now()
+	apply(t, manifest)
+	return watchJob(c, name, int(job.Spec.GraphServers.Replicas+job.Spec.ParameterServers.Replicas), start)
+}
+
+// TestGraphServerKilled kills graph server 1's process with SIGKILL
+// mid-training: its pod must restart the process, and the job must then
+// either succeed or fail with a condition that says why, not hang.
+func TestGraphServerKilled(t *testing.T) {
+	defer dumpOnFailure(t)
+	c := cluster(t)
+	const name = "cora-kill"
+	tl := longJob(t, c, name)
+	defer tl.close()
+	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
+
+	ctx := context.Background()
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-gs-1"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s: %d container statuses, want 1", pod.Name, len(pod.Status.ContainerStatuses))
+	}
+	pid := containerPid(pod.Status.ContainerStatuses[0].ContainerID)
+	if pid == 0 || !processAlive(pid) {
+		t.Fatalf("pod %s: container %q is not a running dorylus process", pod.Name, pod.Status.ContainerStatuses[0].ContainerID)
+	}
+	killedAt := getJob(ctx, t, c, name).Status.Progress.Epoch
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGKILL to graph server 1 (pid %d) after epoch %d", pid, killedAt)
+
+	restarted := false
+	job := waitJob(t, c, name, "Succeeded or Failed after the kill", 300*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-gs-1"}, p); err == nil {
+			for _, cs := range p.Status.ContainerStatuses {
+				restarted = restarted || cs.RestartCount > 0
+			}
+		}
+		restarted = restarted || job.Status.ServerRestarts > 0
+		return isFinished(job), nil
+	})
+	if !restarted {
+		t.Errorf("graph server 1's pod never reported a restart (status.serverRestarts %d)", job.Status.ServerRestarts)
+	}
+	if c := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed); c != nil && c.Status == "True" {
+		t.Logf("after the kill the job failed: %s: %s", c.Reason, c.Message)
+		if c.Reason == "" || c.Message == "" {
+			t.Errorf("Failed condition without a reason or message: %+v", c)
+		}
+	} else {
+		t.Logf("after the kill the job succeeded at epoch %d: %s", job.Status.Progress.Epoch, conditions(job))
+	}
+	tl.wait(t, msGone, 120*time.Second)
+	deleteJob(t, name, tl.processes())
+}
+
+// isFinished reports whether the job has a true Succeeded or Failed
+// condition.
+func isFinished(job *dorylusv1alpha1.GNNTrainingJob) bool {
+	return meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionSucceeded) ||
+		meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionFailed)
+}
+
+// TestSuspendResume suspends a running job: its processes must stop, its
+// progress stay, and Suspended become true; resumed, it must run to
+// Succeeded with Suspended false, reason Resumed.
+func TestSuspendResume(t *testing.T) {
+	defer dumpOnFailure(t)
+	c := cluster(t)
+	const name = "cora-suspend"
+	tl := longJob(t, c, name)
+	defer tl.close()
+	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
+
+	run(t, kubectl, "patch", "-n", ns, "gnnjob/"+name, "--type=merge", "-p", `{"spec":{"runPolicy":{"suspend":true}}}`)
+	suspendedAt := time.Now()
+	ctx := context.Background()
+	job := waitJob(t, c, name, "Suspended with no pods", 120*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+		if isFinished(job) {
+			return false, fmt.Errorf("the job finished while being suspended")
+		}
+		pods, err := jobPods(ctx, c, name)
+		return err == nil && len(pods) == 0 && meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionSuspended), nil
+	})
+	for _, pid := range tl.processes() {
+		if processAlive(pid) {
+			t.Errorf("suspended, but process %d of the job still runs", pid)
+		}
+	}
+	t.Logf("suspended in %v: %s", time.Since(suspendedAt).Round(10*time.Millisecond), conditions(job))
+	if job.Status.Progress == nil {
+		t.Fatal("suspended job lost its status.progress")
+	}
+	epoch := job.Status.Progress.Epoch
+	time.Sleep(2 * time.Second)
+	if job = getJob(ctx, t, c, name); job == nil || job.Status.Progress == nil || job.Status.Progress.Epoch != epoch {
+		t.Fatalf("suspended at epoch %d, progress moved on: %s", epoch, conditions(job))
+	}
+
+	run(t, kubectl, "patch", "-n", ns, "gnnjob/"+name, "--type=merge", "-p", `{"spec":{"runPolicy":{"suspend":false}}}`)
+	job = waitJob(t, c, name, "Succeeded after resuming", 300*time.Second, succeeded)
+	s := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionSuspended)
+	if s == nil || s.Status != "False" || s.Reason != dorylusv1alpha1.ReasonResumed {
+		t.Errorf("after resuming, Suspended condition %+v, want False with reason %s", s, dorylusv1alpha1.ReasonResumed)
+	}
+	t.Logf("resumed from epoch %d and succeeded: %s", epoch, conditions(job))
+	tl.wait(t, msGone, 120*time.Second)
+	deleteJob(t, name, tl.processes())
+}
