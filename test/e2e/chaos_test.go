@@ -36,9 +36,8 @@ func longJob(t *testing.T, c client.Client, name string) *timeline {
 // mid-training: its pod must restart the process, and the job must then
 // either succeed or fail with a condition that says why, not hang.
 func TestGraphServerKilled(t *testing.T) {
-	defer dumpOnFailure(t)
-	c := cluster(t)
 	const name = "cora-kill"
+	c := setup(t, name)
 	tl := longJob(t, c, name)
 	defer tl.close()
 	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
@@ -98,9 +97,8 @@ func isFinished(job *dorylusv1alpha1.GNNTrainingJob) bool {
 // progress stay, and Suspended become true; resumed, it must run to
 // Succeeded with Suspended false, reason Resumed.
 func TestSuspendResume(t *testing.T) {
-	defer dumpOnFailure(t)
-	c := cluster(t)
 	const name = "cora-suspend"
+	c := setup(t, name)
 	tl := longJob(t, c, name)
 	defer tl.close()
 	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))

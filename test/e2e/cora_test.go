@@ -48,9 +48,8 @@ func singleProcessAccuracy(t *testing.T) float64 {
 // TestCoraCPU is the user's path: kubectl apply the cpu sample, kubectl wait
 // for Succeeded, read the accuracy and the printer columns, delete the job.
 func TestCoraCPU(t *testing.T) {
-	defer dumpOnFailure(t)
-	c := cluster(t)
 	const name = "cora-gcn-cpu"
+	c := setup(t, name)
 	job, _ := sampleJob(t, "cpu_cora.yaml", name, nil)
 	pods := int(job.Spec.GraphServers.Replicas + job.Spec.ParameterServers.Replicas)
 
@@ -90,9 +89,15 @@ func TestTiming(t *testing.T) {
 	if os.Getenv("DORYLUS_E2E_TIMING") == "" {
 		t.Skip("set DORYLUS_E2E_TIMING=1 (make e2e-timing) to print the timings")
 	}
-	defer dumpOnFailure(t)
-	c := cluster(t)
-	for _, jobs := range []int{1, 4} {
+	rounds := []int{1, 4}
+	var names []string
+	for _, jobs := range rounds {
+		for i := range jobs {
+			names = append(names, fmt.Sprintf("cora-timing-%d-%d", jobs, i))
+		}
+	}
+	c := setup(t, names...)
+	for _, jobs := range rounds {
 		var tls []*timeline
 		for i := range jobs {
 			name := fmt.Sprintf("cora-timing-%d-%d", jobs, i)

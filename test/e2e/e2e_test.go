@@ -127,7 +127,7 @@ func cluster(t *testing.T) client.Client {
 		fmt.Printf("helm upgrade --install --wait: %v\n", time.Since(start).Round(10*time.Millisecond))
 	})
 	if clientErr != nil {
-		dumpCluster(t)
+		dumpCluster(t, time.Time{})
 		t.Fatal(clientErr)
 	}
 	return k8sClient
@@ -292,15 +292,35 @@ func containerPid(id string) int {
 	return pid
 }
 
-// dumpOnFailure prints, if t failed, the jobs' conditions, the events and the
-// last log lines of the operator, every pod process and the node agent.
-func dumpOnFailure(t *testing.T) {
-	if t.Failed() {
-		dumpCluster(t)
+// setup returns the cluster's client for a test that runs the jobs named
+// jobs: it deletes what an earlier run left of them now, deletes them again
+// when the test ends and, if the test failed, first prints the jobs'
+// conditions, the events and the last log lines of the operator, of every
+// pod process and of the node agent written since the test started.
+func setup(t *testing.T, jobs ...string) client.Client {
+	t.Helper()
+	started := time.Now()
+	c := cluster(t)
+	for _, name := range jobs {
+		run(t, kubectl, "delete", "-n", ns, "gnnjob/"+name, "--ignore-not-found", "--wait", "--timeout=120s")
 	}
+	t.Cleanup(func() {
+		for _, name := range jobs {
+			_, _ = runIn(nil, kubectl, "delete", "-n", ns, "gnnjob/"+name, "--ignore-not-found", "--wait", "--timeout=120s")
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpCluster(t, started)
+		}
+	})
+	return c
 }
 
-func dumpCluster(t *testing.T) {
+// dumpCluster prints the jobs' conditions, the events, the pods and the last
+// log lines of the processes the node agent ran (written since since) and of
+// the agent itself.
+func dumpCluster(t *testing.T, since time.Time) {
 	t.Helper()
 	for _, args := range [][]string{
 		{"get", "gnnjob", "-A", "-o", "wide"},
@@ -311,7 +331,13 @@ func dumpCluster(t *testing.T) {
 		out, err := runIn(nil, kubectl, args...)
 		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
 	}
-	logs, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods/*/logs/*.log"))
+	all, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods/*/logs/*.log"))
+	var logs []string
+	for _, l := range all {
+		if !modTime(l).Before(since) || strings.Contains(l, "dorylus-system_") {
+			logs = append(logs, l)
+		}
+	}
 	sort.Slice(logs, func(i, j int) bool { return modTime(logs[i]).Before(modTime(logs[j])) })
 	logs = append(logs, filepath.Join(clusterDir, "logs/nodeagent.log"))
 	for _, l := range logs {

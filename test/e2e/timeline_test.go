@@ -155,25 +155,34 @@ func (tl *timeline) processes() []int {
 	return out
 }
 
-// report is the time of each milestone seen after the previous one, and the
-// total from kubectl apply to Succeeded.
+// report is the time of each milestone seen, from kubectl apply, and the
+// split of apply→Succeeded: scheduling (apply to every pod bound: the
+// operator, the workload controllers and the scheduler), process start (to
+// the first epoch: processes launched, datasets loaded, peers connected),
+// training (first epoch to Succeeded) and teardown (Succeeded to every pod
+// deleted and its processes exited).
 func (tl *timeline) report() string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var b strings.Builder
+	applied := tl.at[msApplied]
 	fmt.Fprintf(&b, "%s:", tl.name)
-	prev := tl.at[msApplied]
 	for _, ms := range milestones[1:] {
-		at, ok := tl.at[ms]
-		if !ok {
+		if at, ok := tl.at[ms]; ok {
+			fmt.Fprintf(&b, " %s +%.2fs;", ms, at.Sub(applied).Seconds())
+		} else {
 			fmt.Fprintf(&b, " %s -;", ms)
-			continue
 		}
-		fmt.Fprintf(&b, " %s +%.2fs;", ms, at.Sub(prev).Seconds())
-		prev = at
 	}
-	if at, ok := tl.at[msSucceeded]; ok {
-		fmt.Fprintf(&b, " apply→Succeeded %.2fs", at.Sub(tl.at[msApplied]).Seconds())
+	span := func(from, to string) string {
+		a, ok1 := tl.at[from]
+		z, ok2 := tl.at[to]
+		if !ok1 || !ok2 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fs", z.Sub(a).Seconds())
 	}
+	fmt.Fprintf(&b, " | apply→Succeeded %s = scheduling %s + process start %s + training %s; teardown %s",
+		span(msApplied, msSucceeded), span(msApplied, msScheduled), span(msScheduled, msFirst), span(msFirst, msSucceeded), span(msSucceeded, msGone))
 	return b.String()
 }
