@@ -675,7 +675,9 @@ func (w *podWorker) pushStatus() {
 		_, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	// The Node authorizer answers Forbidden for a pod no longer bound to
+	// this node: a deleted one, like NotFound.
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
 		w.logf("status: %v", err)
 	}
 }
