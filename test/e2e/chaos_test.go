@@ -5,15 +5,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 )
 
 // longEpochs is the length of the jobs the tests disturb: long enough to
@@ -21,11 +28,15 @@ import (
 const longEpochs = 1500
 
 // longJob applies the cpu sample as job name with longEpochs epochs and no
-// target accuracy, and starts its timeline.
-func longJob(t *testing.T, c client.Client, name string) *timeline {
+// target accuracy, changed further by edit (if not nil), and starts its
+// timeline.
+func longJob(t *testing.T, c client.Client, name string, edit func(*dorylusv1alpha1.GNNTrainingJob)) *timeline {
 	job, manifest := sampleJob(t, "cpu_cora.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = longEpochs
 		j.Spec.Training.TargetAccuracy = nil
+		if edit != nil {
+			edit(j)
+		}
 	})
 	start := time.Now()
 	apply(t, manifest)
@@ -33,15 +44,97 @@ func longJob(t *testing.T, c client.Client, name string) *timeline {
 }
 
 // TestGraphServerKilled kills graph server 1's process with SIGKILL
-// mid-training: its pod must restart the process, and the job must then
-// either succeed or fail with a condition that says why, not hang.
+// mid-training in a job without checkpoints: its pod must restart the
+// process, and the job must then either succeed or fail with a condition
+// that says why, not hang.
 func TestGraphServerKilled(t *testing.T) {
 	const name = "cora-kill"
 	c := setup(t, name)
-	tl := longJob(t, c, name)
+	tl := longJob(t, c, name, nil)
 	defer tl.close()
-	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
+	job := killGraphServer(t, c, name)
+	if c := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed); c != nil && c.Status == "True" {
+		t.Logf("after the kill the job failed: %s: %s", c.Reason, c.Message)
+		if c.Reason == "" || c.Message == "" {
+			t.Errorf("Failed condition without a reason or message: %+v", c)
+		}
+	} else {
+		t.Logf("after the kill the job succeeded at epoch %d: %s", job.Status.Progress.Epoch, conditions(job))
+	}
+	tl.wait(t, msGone, 120*time.Second)
+	deleteJob(t, name, tl.processes())
+}
 
+// TestGraphServerKilledCheckpointed kills graph server 1 mid-training in a
+// job that checkpoints to S3 (a real MinIO the pods reach on the node's
+// address): the job must resume and succeed.
+func TestGraphServerKilledCheckpointed(t *testing.T) {
+	const name = "cora-kill-checkpointed"
+	c := setup(t, name)
+	srv := minio.Start(t)
+	bucket := srv.Bucket(t, "checkpoints")
+	endpoint := relayToNode(t, c, strings.TrimPrefix(srv.Endpoint, "http://"))
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-s3", Namespace: ns},
+		StringData: map[string]string{"accessKeyID": srv.AccessKey, "secretAccessKey": srv.SecretKey}}
+	if err := c.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Staleness = intstr.FromString("sync") // checkpoints need synchronous training
+		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](10)     // the kill restarts every graph server, and may take a few tries
+		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{
+			Bucket: bucket, Prefix: name + "/", Region: minio.Region, Endpoint: "http://" + endpoint,
+			SecretRef: &corev1.LocalObjectReference{Name: secret.Name}}}
+	})
+	defer tl.close()
+	job := killGraphServer(t, c, name)
+	if ok, err := succeeded(job); !ok {
+		t.Fatalf("after the kill the checkpointed job did not resume to Succeeded (%v): %s", err, conditions(job))
+	}
+	t.Logf("after the kill the job resumed and succeeded: %s", conditions(job))
+	tl.wait(t, msGone, 120*time.Second)
+	deleteJob(t, name, tl.processes())
+}
+
+// relayToNode relays TCP connections from a free port on the node's
+// pod-network address to target (a server on loopback, which pods cannot
+// reach) until the test ends, and returns the relay's address.
+func relayToNode(t *testing.T, c client.Client, target string) string {
+	lis, err := net.Listen("tcp", net.JoinHostPort(nodeAddress(t, c), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			in, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// killGraphServer waits for epoch 5 of job name, kills graph server 1's
+// process with SIGKILL, checks that its pod restarts it, and returns the job
+// once it has succeeded or failed.
+func killGraphServer(t *testing.T, c client.Client, name string) *dorylusv1alpha1.GNNTrainingJob {
+	t.Helper()
+	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
 	ctx := context.Background()
 	pod := &corev1.Pod{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-gs-1"}, pod); err != nil {
@@ -74,16 +167,7 @@ func TestGraphServerKilled(t *testing.T) {
 	if !restarted {
 		t.Errorf("graph server 1's pod never reported a restart (status.serverRestarts %d)", job.Status.ServerRestarts)
 	}
-	if c := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed); c != nil && c.Status == "True" {
-		t.Logf("after the kill the job failed: %s: %s", c.Reason, c.Message)
-		if c.Reason == "" || c.Message == "" {
-			t.Errorf("Failed condition without a reason or message: %+v", c)
-		}
-	} else {
-		t.Logf("after the kill the job succeeded at epoch %d: %s", job.Status.Progress.Epoch, conditions(job))
-	}
-	tl.wait(t, msGone, 120*time.Second)
-	deleteJob(t, name, tl.processes())
+	return job
 }
 
 // isFinished reports whether the job has a true Succeeded or Failed
@@ -99,7 +183,7 @@ func isFinished(job *dorylusv1alpha1.GNNTrainingJob) bool {
 func TestSuspendResume(t *testing.T) {
 	const name = "cora-suspend"
 	c := setup(t, name)
-	tl := longJob(t, c, name)
+	tl := longJob(t, c, name, nil)
 	defer tl.close()
 	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
 
