@@ -70,6 +70,7 @@ type GNNTrainingJobList struct {
 // GNNTrainingJobSpec is the desired state of a GNNTrainingJob.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || (has(self.training) && has(self.training.staleness) && type(self.training.staleness) == string && self.training.staleness == 'sync')",message="spec.checkpoint needs spec.training.staleness \"sync\": checkpoints are taken in synchronous mode only",fieldPath=".checkpoint"
 type GNNTrainingJobSpec struct {
 	// ManagedBy names the controller that reconciles this job. Unset or
 	// "dorylus.dev/operator" means this operator; any other value makes the
@@ -118,7 +119,8 @@ type GNNTrainingJobSpec struct {
 	TensorBackend *TensorBackendSpec `json:"tensorBackend,omitempty"`
 
 	// Checkpoint saves weights every few epochs so that a restarted or
-	// resumed job continues where it stopped. Unset: no checkpoints.
+	// resumed job continues where it stopped; it needs synchronous training
+	// (spec.training.staleness "sync"). Unset: no checkpoints.
 	// +optional
 	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
 
