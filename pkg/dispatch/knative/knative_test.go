@@ -3,9 +3,7 @@ package knative_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,19 +17,7 @@ import (
 
 var dorylus string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dorylus-knative-*")
-	if err == nil {
-		dorylus, err = remotetest.BuildDorylus(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { remotetest.MainWithDorylus(m, &dorylus) }
 
 func newBackend(t *testing.T, urls []string, tune remote.Options) *remote.Backend {
 	t.Helper()

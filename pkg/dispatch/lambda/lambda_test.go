@@ -3,8 +3,6 @@ package lambda_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,19 +19,7 @@ import (
 
 var dorylus string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dorylus-lambda-*")
-	if err == nil {
-		dorylus, err = remotetest.BuildDorylus(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { remotetest.MainWithDorylus(m, &dorylus) }
 
 // emulators starts n aws-lambda-rie emulators running `dorylus function` with flags.
 func emulators(t testing.TB, n int, env []string, flags ...string) []string {

@@ -33,6 +33,22 @@ func BuildDorylus(dir string) (string, error) {
 	return bin, nil
 }
 
+// MainWithDorylus is a TestMain body: it builds the dorylus binary into a temporary folder,
+// stores its path in *bin, runs the tests and exits with their status.
+func MainWithDorylus(m *testing.M, bin *string) {
+	dir, err := os.MkdirTemp("", "dorylus-test-*")
+	if err == nil {
+		*bin, err = BuildDorylus(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // Tool returns the path of an external binary: on $PATH, or in ~/.cache/dorylus/bin where
 // `hack/tools.sh NAME` installs it. Without it the test is skipped, or fails when $CI is set.
 func Tool(t testing.TB, name string) string {
