@@ -258,10 +258,11 @@ func (c *coordinator) report(ev Event) {
 }
 
 // fatal reports err, which stopped the run, as its failure when no restart can help: a
-// parameter server lost its checkpoints (codes.DataLoss). The driver has stopped; c.status
-// is set.
+// parameter server lost its checkpoints (codes.DataLoss) or refuses the run as it stands
+// (codes.FailedPrecondition: a graph server restarted in an asynchronous run, a rewind it
+// cannot make). The driver has stopped; c.status is set.
 func (c *coordinator) fatal(err error) {
-	if status.Code(err) != codes.DataLoss {
+	if code := status.Code(err); code != codes.DataLoss && code != codes.FailedPrecondition {
 		return
 	}
 	p := c.progress

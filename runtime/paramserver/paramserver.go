@@ -126,10 +126,12 @@ func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, e
 			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: graph server %d describes another run or model (%v) than graph server %d did (%v)",
 				s.id, req.GraphServer, b, s.init.GraphServer, a)
 		}
-		if s.init.Sync {
-			if err := s.rejoin(req); err != nil {
-				return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %v", s.id, err)
-			}
+		join := s.rejoin
+		if !s.init.Sync {
+			join = s.joinAsync
+		}
+		if err := join(req); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %v", s.id, err)
 		}
 		return s.initReply(), nil
 	}
@@ -251,6 +253,23 @@ func (s *Shard) rejoin(req *rpc.InitRequest) error {
 		}
 	} else if s.joined[gs] {
 		s.forget()
+	}
+	s.joined[gs] = true
+	return nil
+}
+
+// joinAsync admits a graph server's first Init to an asynchronous run. A second one means the
+// graph server restarted: the gradients of the intervals it had in flight are lost and an
+// asynchronous run has no checkpoint to go back to, so it cannot rejoin.
+func (s *Shard) joinAsync(req *rpc.InitRequest) error {
+	gs := int(req.GraphServer)
+	switch {
+	case gs >= len(s.joined):
+		return fmt.Errorf("graph server %d of %d", gs, len(s.joined))
+	case s.joined[gs]:
+		return fmt.Errorf("graph server %d restarted during an asynchronous run, which cannot resume: its "+
+			"intervals' work in flight is lost and asynchronous runs take no checkpoints; train with staleness sync "+
+			"(and checkpoints) to survive restarts", gs)
 	}
 	s.joined[gs] = true
 	return nil

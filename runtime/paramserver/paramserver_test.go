@@ -13,6 +13,8 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var dims = []uint32{6, 4, 3}
@@ -169,6 +171,10 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 	nan.Data[3] = float32(math.NaN())
 	if _, err := push(t, s, 0, 0, 1, 6, map[int]*tensor.Dense{0: nan, 1: gradient(rng, 1)}); err == nil || !strings.Contains(err.Error(), "not finite") {
 		t.Errorf("NaN gradient: %v", err)
+	}
+	_, err := s.Init(ctx, initReq(1, false))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "graph server 1 restarted during an asynchronous run") {
+		t.Errorf("a second Init of graph server 1 in an asynchronous run: %v", err)
 	}
 	bad := initReq(1, false)
 	bad.Seed = 8
