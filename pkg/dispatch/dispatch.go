@@ -106,6 +106,11 @@ type TaskRequest struct {
 	Out, DW             *tensor.Dense
 	OutDst, OutSrc      *tensor.Dense
 	DADst, DASrc, DBias *tensor.Dense
+	// Pull mode (GCN ops): when WeightSource is set, a function that fetches the task's inputs
+	// pulls W instead as layer Layer of version WeightVersion from the parameter server at
+	// WeightSource; W must then be that version's weight.
+	WeightVersion uint64
+	WeightSource  string
 	// Act and GATAct, when set, are activation buffers an in-process backend may reuse;
 	// remote backends ignore them.
 	Act    *model.Activation

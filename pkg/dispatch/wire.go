@@ -95,26 +95,7 @@ var le = binary.LittleEndian
 // EncodeRequest returns the wire bytes of req (its Out, DW and Act are not sent).
 func EncodeRequest(req *TaskRequest) []byte {
 	b := make([]byte, wireHeader, wireHeader+requestSize(req))
-	copy(b, magicRequest)
-	le.PutUint16(b[4:], WireVersion)
-	b[6] = byte(req.Op)
-	if req.Train {
-		b[7] = 1
-	}
-	le.PutUint32(b[8:], uint32(req.Layer))
-	if req.Op.IsGAT() {
-		g := req.GAT
-		putModel(b, g.Layers, g.InDim, g.Hidden, g.Classes, g.Dropout)
-		le.PutUint32(b[60:], uint32(g.Heads))
-		le.PutUint32(b[64:], uint32(g.OutHeads))
-		le.PutUint32(b[68:], math.Float32bits(g.AttentionDropout))
-	} else {
-		m := req.Model
-		putModel(b, m.Layers, m.InDim, m.Hidden, m.Classes, m.Dropout)
-	}
-	le.PutUint64(b[32:], uint64(req.RowOffset))
-	le.PutUint64(b[40:], req.Key)
-	le.PutUint64(b[48:], uint64(req.Total))
+	putRequestHeader(b, magicRequest, req)
 	count := 0
 	if f := req.Features; f.Sparse != nil {
 		b, count = appendCSR(b, roleFeatures, f.Sparse), count+1
@@ -139,6 +120,30 @@ func EncodeRequest(req *TaskRequest) []byte {
 	}
 	le.PutUint32(b[56:], uint32(count))
 	return b
+}
+
+// putRequestHeader writes the fixed header of a request or descriptor, without its tensor count.
+func putRequestHeader(b []byte, magic string, req *TaskRequest) {
+	copy(b, magic)
+	le.PutUint16(b[4:], WireVersion)
+	b[6] = byte(req.Op)
+	if req.Train {
+		b[7] = 1
+	}
+	le.PutUint32(b[8:], uint32(req.Layer))
+	if req.Op.IsGAT() {
+		g := req.GAT
+		putModel(b, g.Layers, g.InDim, g.Hidden, g.Classes, g.Dropout)
+		le.PutUint32(b[60:], uint32(g.Heads))
+		le.PutUint32(b[64:], uint32(g.OutHeads))
+		le.PutUint32(b[68:], math.Float32bits(g.AttentionDropout))
+	} else {
+		m := req.Model
+		putModel(b, m.Layers, m.InDim, m.Hidden, m.Classes, m.Dropout)
+	}
+	le.PutUint64(b[32:], uint64(req.RowOffset))
+	le.PutUint64(b[40:], req.Key)
+	le.PutUint64(b[48:], uint64(req.Total))
 }
 
 // roleTensor is a dense tensor with its wire role.
@@ -344,18 +349,7 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 	if err != nil {
 		return TaskRequest{}, err
 	}
-	req := TaskRequest{
-		Op: Op(h[6]), Train: h[7]&1 != 0, Layer: int(le.Uint32(h[8:])),
-		RowOffset: int(le.Uint64(h[32:])), Key: le.Uint64(h[40:]), Total: int(le.Uint64(h[48:])),
-	}
-	layers, in, hidden, classes := int(le.Uint32(h[12:])), int(le.Uint32(h[16:])), int(le.Uint32(h[20:])), int(le.Uint32(h[24:]))
-	dropout := math.Float32frombits(le.Uint32(h[28:]))
-	if req.Op.IsGAT() {
-		req.GAT = model.GATConfig{InDim: in, Hidden: hidden, Heads: int(le.Uint32(h[60:])), OutHeads: int(le.Uint32(h[64:])),
-			Classes: classes, Layers: layers, Dropout: dropout, AttentionDropout: math.Float32frombits(le.Uint32(h[68:]))}
-	} else {
-		req.Model = model.GCNConfig{InDim: in, Hidden: hidden, Classes: classes, Layers: layers, Dropout: dropout}
-	}
+	req := requestOfHeader(h)
 	dense := map[byte]**tensor.Dense{roleZ: &req.Z, roleW: &req.W, roleDP: &req.DP, roleADst: &req.ADst, roleASrc: &req.ASrc,
 		rolePrevBias: &req.PrevBias, roleP: &req.P, roleDDst: &req.DDst, roleDSrc: &req.DSrc, roleDstScore: &req.DstScore,
 		roleSrcScore: &req.SrcScore, roleDAlpha: &req.DAlpha}
@@ -387,6 +381,23 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 		return TaskRequest{}, r.fail("%d trailing bytes", len(r.b))
 	}
 	return req, nil
+}
+
+// requestOfHeader returns the request a fixed header describes, without tensors.
+func requestOfHeader(h []byte) TaskRequest {
+	req := TaskRequest{
+		Op: Op(h[6]), Train: h[7]&1 != 0, Layer: int(le.Uint32(h[8:])),
+		RowOffset: int(le.Uint64(h[32:])), Key: le.Uint64(h[40:]), Total: int(le.Uint64(h[48:])),
+	}
+	layers, in, hidden, classes := int(le.Uint32(h[12:])), int(le.Uint32(h[16:])), int(le.Uint32(h[20:])), int(le.Uint32(h[24:]))
+	dropout := math.Float32frombits(le.Uint32(h[28:]))
+	if req.Op.IsGAT() {
+		req.GAT = model.GATConfig{InDim: in, Hidden: hidden, Heads: int(le.Uint32(h[60:])), OutHeads: int(le.Uint32(h[64:])),
+			Classes: classes, Layers: layers, Dropout: dropout, AttentionDropout: math.Float32frombits(le.Uint32(h[68:]))}
+	} else {
+		req.Model = model.GCNConfig{InDim: in, Hidden: hidden, Classes: classes, Layers: layers, Dropout: dropout}
+	}
+	return req
 }
 
 // DecodeResult decodes the bytes of EncodeResult for a task of op. It copies each tensor into

@@ -1408,6 +1408,115 @@ func (x *VersionUpdate) GetCheckpointEpoch() uint64 {
 	return 0
 }
 
+// TaskInputsRequest asks a graph server for the inputs of a tensor task it has in flight in
+// pull mode: rows [lo, hi) of the task's interval.
+type TaskInputsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          uint64                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"` // the id the graph server gave the task in its descriptor
+	Lo            uint32                 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi            uint32                 `protobuf:"varint,3,opt,name=hi,proto3" json:"hi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskInputsRequest) Reset() {
+	*x = TaskInputsRequest{}
+	mi := &file_dorylus_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskInputsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskInputsRequest) ProtoMessage() {}
+
+func (x *TaskInputsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dorylus_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskInputsRequest.ProtoReflect.Descriptor instead.
+func (*TaskInputsRequest) Descriptor() ([]byte, []int) {
+	return file_dorylus_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TaskInputsRequest) GetTask() uint64 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *TaskInputsRequest) GetLo() uint32 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *TaskInputsRequest) GetHi() uint32 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+// TaskInputsReply holds the task's inputs in the tensor-task wire format of pkg/dispatch
+// (raw little-endian float32 and int32 arrays, each with its shape); the weight is left out
+// when the function pulls it from a parameter server by version.
+type TaskInputsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Request       []byte                 `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskInputsReply) Reset() {
+	*x = TaskInputsReply{}
+	mi := &file_dorylus_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskInputsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskInputsReply) ProtoMessage() {}
+
+func (x *TaskInputsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_dorylus_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskInputsReply.ProtoReflect.Descriptor instead.
+func (*TaskInputsReply) Descriptor() ([]byte, []int) {
+	return file_dorylus_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TaskInputsReply) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 var File_dorylus_proto protoreflect.FileDescriptor
 
 const file_dorylus_proto_rawDesc = "" +
@@ -1510,7 +1619,13 @@ const file_dorylus_proto_rawDesc = "" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\"T\n" +
 	"\rVersionUpdate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12)\n" +
-	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch*P\n" +
+	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch\"G\n" +
+	"\x11TaskInputsRequest\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\x04R\x04task\x12\x0e\n" +
+	"\x02lo\x18\x02 \x01(\rR\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x03 \x01(\rR\x02hi\"+\n" +
+	"\x0fTaskInputsReply\x12\x18\n" +
+	"\arequest\x18\x01 \x01(\fR\arequest*P\n" +
 	"\x04Flow\x12\x14\n" +
 	"\x10FLOW_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fFLOW_FORWARD\x10\x01\x12\x11\n" +
@@ -1522,7 +1637,10 @@ const file_dorylus_proto_rawDesc = "" +
 	"\bProgress\x12\x1a.dorylus.v1.ProgressReport\x1a\x0f.dorylus.v1.Ack\x126\n" +
 	"\aCommand\x12\x1a.dorylus.v1.CommandRequest\x1a\x0f.dorylus.v1.Ack\x125\n" +
 	"\tEpochDone\x12\x17.dorylus.v1.EpochReport\x1a\x0f.dorylus.v1.Ack\x123\n" +
-	"\bEvalDone\x12\x16.dorylus.v1.EvalReport\x1a\x0f.dorylus.v1.Ack2\xf5\x01\n" +
+	"\bEvalDone\x12\x16.dorylus.v1.EvalReport\x1a\x0f.dorylus.v1.Ack2R\n" +
+	"\n" +
+	"TaskSource\x12D\n" +
+	"\x06Inputs\x12\x1d.dorylus.v1.TaskInputsRequest\x1a\x1b.dorylus.v1.TaskInputsReply2\xf5\x01\n" +
 	"\vParamServer\x126\n" +
 	"\x04Init\x12\x17.dorylus.v1.InitRequest\x1a\x15.dorylus.v1.InitReply\x126\n" +
 	"\x04Pull\x12\x17.dorylus.v1.PullRequest\x1a\x15.dorylus.v1.PullReply\x126\n" +
@@ -1542,30 +1660,32 @@ func file_dorylus_proto_rawDescGZIP() []byte {
 }
 
 var file_dorylus_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dorylus_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_dorylus_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_dorylus_proto_goTypes = []any{
-	(Flow)(0),              // 0: dorylus.v1.Flow
-	(*Tensor)(nil),         // 1: dorylus.v1.Tensor
-	(*TaskRef)(nil),        // 2: dorylus.v1.TaskRef
-	(*RowsBatch)(nil),      // 3: dorylus.v1.RowsBatch
-	(*Ack)(nil),            // 4: dorylus.v1.Ack
-	(*HelloRequest)(nil),   // 5: dorylus.v1.HelloRequest
-	(*HelloReply)(nil),     // 6: dorylus.v1.HelloReply
-	(*ProgressReport)(nil), // 7: dorylus.v1.ProgressReport
-	(*EpochReport)(nil),    // 8: dorylus.v1.EpochReport
-	(*Evaluate)(nil),       // 9: dorylus.v1.Evaluate
-	(*CommandRequest)(nil), // 10: dorylus.v1.CommandRequest
-	(*EvalReport)(nil),     // 11: dorylus.v1.EvalReport
-	(*InitRequest)(nil),    // 12: dorylus.v1.InitRequest
-	(*InitReply)(nil),      // 13: dorylus.v1.InitReply
-	(*Keep)(nil),           // 14: dorylus.v1.Keep
-	(*LayerTensor)(nil),    // 15: dorylus.v1.LayerTensor
-	(*PullRequest)(nil),    // 16: dorylus.v1.PullRequest
-	(*PullReply)(nil),      // 17: dorylus.v1.PullReply
-	(*PushRequest)(nil),    // 18: dorylus.v1.PushRequest
-	(*PushReply)(nil),      // 19: dorylus.v1.PushReply
-	(*WatchRequest)(nil),   // 20: dorylus.v1.WatchRequest
-	(*VersionUpdate)(nil),  // 21: dorylus.v1.VersionUpdate
+	(Flow)(0),                 // 0: dorylus.v1.Flow
+	(*Tensor)(nil),            // 1: dorylus.v1.Tensor
+	(*TaskRef)(nil),           // 2: dorylus.v1.TaskRef
+	(*RowsBatch)(nil),         // 3: dorylus.v1.RowsBatch
+	(*Ack)(nil),               // 4: dorylus.v1.Ack
+	(*HelloRequest)(nil),      // 5: dorylus.v1.HelloRequest
+	(*HelloReply)(nil),        // 6: dorylus.v1.HelloReply
+	(*ProgressReport)(nil),    // 7: dorylus.v1.ProgressReport
+	(*EpochReport)(nil),       // 8: dorylus.v1.EpochReport
+	(*Evaluate)(nil),          // 9: dorylus.v1.Evaluate
+	(*CommandRequest)(nil),    // 10: dorylus.v1.CommandRequest
+	(*EvalReport)(nil),        // 11: dorylus.v1.EvalReport
+	(*InitRequest)(nil),       // 12: dorylus.v1.InitRequest
+	(*InitReply)(nil),         // 13: dorylus.v1.InitReply
+	(*Keep)(nil),              // 14: dorylus.v1.Keep
+	(*LayerTensor)(nil),       // 15: dorylus.v1.LayerTensor
+	(*PullRequest)(nil),       // 16: dorylus.v1.PullRequest
+	(*PullReply)(nil),         // 17: dorylus.v1.PullReply
+	(*PushRequest)(nil),       // 18: dorylus.v1.PushRequest
+	(*PushReply)(nil),         // 19: dorylus.v1.PushReply
+	(*WatchRequest)(nil),      // 20: dorylus.v1.WatchRequest
+	(*VersionUpdate)(nil),     // 21: dorylus.v1.VersionUpdate
+	(*TaskInputsRequest)(nil), // 22: dorylus.v1.TaskInputsRequest
+	(*TaskInputsReply)(nil),   // 23: dorylus.v1.TaskInputsReply
 }
 var file_dorylus_proto_depIdxs = []int32{
 	0,  // 0: dorylus.v1.RowsBatch.flow:type_name -> dorylus.v1.Flow
@@ -1585,22 +1705,24 @@ var file_dorylus_proto_depIdxs = []int32{
 	10, // 14: dorylus.v1.GraphServer.Command:input_type -> dorylus.v1.CommandRequest
 	8,  // 15: dorylus.v1.GraphServer.EpochDone:input_type -> dorylus.v1.EpochReport
 	11, // 16: dorylus.v1.GraphServer.EvalDone:input_type -> dorylus.v1.EvalReport
-	12, // 17: dorylus.v1.ParamServer.Init:input_type -> dorylus.v1.InitRequest
-	16, // 18: dorylus.v1.ParamServer.Pull:input_type -> dorylus.v1.PullRequest
-	18, // 19: dorylus.v1.ParamServer.Push:input_type -> dorylus.v1.PushRequest
-	20, // 20: dorylus.v1.ParamServer.Watch:input_type -> dorylus.v1.WatchRequest
-	6,  // 21: dorylus.v1.GraphServer.Hello:output_type -> dorylus.v1.HelloReply
-	4,  // 22: dorylus.v1.GraphServer.PushRows:output_type -> dorylus.v1.Ack
-	4,  // 23: dorylus.v1.GraphServer.Progress:output_type -> dorylus.v1.Ack
-	4,  // 24: dorylus.v1.GraphServer.Command:output_type -> dorylus.v1.Ack
-	4,  // 25: dorylus.v1.GraphServer.EpochDone:output_type -> dorylus.v1.Ack
-	4,  // 26: dorylus.v1.GraphServer.EvalDone:output_type -> dorylus.v1.Ack
-	13, // 27: dorylus.v1.ParamServer.Init:output_type -> dorylus.v1.InitReply
-	17, // 28: dorylus.v1.ParamServer.Pull:output_type -> dorylus.v1.PullReply
-	19, // 29: dorylus.v1.ParamServer.Push:output_type -> dorylus.v1.PushReply
-	21, // 30: dorylus.v1.ParamServer.Watch:output_type -> dorylus.v1.VersionUpdate
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
+	22, // 17: dorylus.v1.TaskSource.Inputs:input_type -> dorylus.v1.TaskInputsRequest
+	12, // 18: dorylus.v1.ParamServer.Init:input_type -> dorylus.v1.InitRequest
+	16, // 19: dorylus.v1.ParamServer.Pull:input_type -> dorylus.v1.PullRequest
+	18, // 20: dorylus.v1.ParamServer.Push:input_type -> dorylus.v1.PushRequest
+	20, // 21: dorylus.v1.ParamServer.Watch:input_type -> dorylus.v1.WatchRequest
+	6,  // 22: dorylus.v1.GraphServer.Hello:output_type -> dorylus.v1.HelloReply
+	4,  // 23: dorylus.v1.GraphServer.PushRows:output_type -> dorylus.v1.Ack
+	4,  // 24: dorylus.v1.GraphServer.Progress:output_type -> dorylus.v1.Ack
+	4,  // 25: dorylus.v1.GraphServer.Command:output_type -> dorylus.v1.Ack
+	4,  // 26: dorylus.v1.GraphServer.EpochDone:output_type -> dorylus.v1.Ack
+	4,  // 27: dorylus.v1.GraphServer.EvalDone:output_type -> dorylus.v1.Ack
+	23, // 28: dorylus.v1.TaskSource.Inputs:output_type -> dorylus.v1.TaskInputsReply
+	13, // 29: dorylus.v1.ParamServer.Init:output_type -> dorylus.v1.InitReply
+	17, // 30: dorylus.v1.ParamServer.Pull:output_type -> dorylus.v1.PullReply
+	19, // 31: dorylus.v1.ParamServer.Push:output_type -> dorylus.v1.PushReply
+	21, // 32: dorylus.v1.ParamServer.Watch:output_type -> dorylus.v1.VersionUpdate
+	22, // [22:33] is the sub-list for method output_type
+	11, // [11:22] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1618,9 +1740,9 @@ func file_dorylus_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dorylus_proto_rawDesc), len(file_dorylus_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_dorylus_proto_goTypes,
 		DependencyIndexes: file_dorylus_proto_depIdxs,

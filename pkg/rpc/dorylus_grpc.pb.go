@@ -320,6 +320,114 @@ var GraphServer_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	TaskSource_Inputs_FullMethodName = "/dorylus.v1.TaskSource/Inputs"
+)
+
+// TaskSourceClient is the client API for TaskSource service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// TaskSource is served by a graph server whose tensor backend runs in pull mode: the
+// functions fetch their tasks' inputs from it.
+type TaskSourceClient interface {
+	Inputs(ctx context.Context, in *TaskInputsRequest, opts ...grpc.CallOption) (*TaskInputsReply, error)
+}
+
+type taskSourceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTaskSourceClient(cc grpc.ClientConnInterface) TaskSourceClient {
+	return &taskSourceClient{cc}
+}
+
+func (c *taskSourceClient) Inputs(ctx context.Context, in *TaskInputsRequest, opts ...grpc.CallOption) (*TaskInputsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TaskInputsReply)
+	err := c.cc.Invoke(ctx, TaskSource_Inputs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TaskSourceServer is the server API for TaskSource service.
+// All implementations must embed UnimplementedTaskSourceServer
+// for forward compatibility.
+//
+// TaskSource is served by a graph server whose tensor backend runs in pull mode: the
+// functions fetch their tasks' inputs from it.
+type TaskSourceServer interface {
+	Inputs(context.Context, *TaskInputsRequest) (*TaskInputsReply, error)
+	mustEmbedUnimplementedTaskSourceServer()
+}
+
+// UnimplementedTaskSourceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTaskSourceServer struct{}
+
+func (UnimplementedTaskSourceServer) Inputs(context.Context, *TaskInputsRequest) (*TaskInputsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Inputs not implemented")
+}
+func (UnimplementedTaskSourceServer) mustEmbedUnimplementedTaskSourceServer() {}
+func (UnimplementedTaskSourceServer) testEmbeddedByValue()                    {}
+
+// UnsafeTaskSourceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TaskSourceServer will
+// result in compilation errors.
+type UnsafeTaskSourceServer interface {
+	mustEmbedUnimplementedTaskSourceServer()
+}
+
+func RegisterTaskSourceServer(s grpc.ServiceRegistrar, srv TaskSourceServer) {
+	// If the following call panics, it indicates UnimplementedTaskSourceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&TaskSource_ServiceDesc, srv)
+}
+
+func _TaskSource_Inputs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TaskInputsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskSourceServer).Inputs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskSource_Inputs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskSourceServer).Inputs(ctx, req.(*TaskInputsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// TaskSource_ServiceDesc is the grpc.ServiceDesc for TaskSource service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var TaskSource_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "dorylus.v1.TaskSource",
+	HandlerType: (*TaskSourceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Inputs",
+			Handler:    _TaskSource_Inputs_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "dorylus.proto",
+}
+
+const (
 	ParamServer_Init_FullMethodName  = "/dorylus.v1.ParamServer/Init"
 	ParamServer_Pull_FullMethodName  = "/dorylus.v1.ParamServer/Pull"
 	ParamServer_Push_FullMethodName  = "/dorylus.v1.ParamServer/Push"

@@ -1,6 +1,8 @@
 // Package function is the one tensor-task handler of the serverless backends: it decodes a
 // request in the dispatch wire format, runs it with dispatch.Execute and encodes the result.
-// It keeps no state between calls. Serve runs it as an AWS Lambda handler (aws-lambda-go)
+// A pull-mode request (a dispatch.Descriptor) names the task instead: the handler fetches its
+// inputs from the graph server (rpc.TaskSource) and its weight by version from the parameter
+// server over gRPC. It keeps no state between calls but those connections. Serve runs it as an AWS Lambda handler (aws-lambda-go)
 // when the Lambda runtime API is in its environment, and otherwise as an HTTP service for
 // Knative: POST / takes a request and answers the result, GET /healthz and /readyz answer
 // 200 (readyz 503 once shutdown began), and cancelling Serve's context (SIGTERM) drains the
@@ -71,6 +73,7 @@ type Handler struct {
 	faults     Faults
 	maxRequest int
 	calls      atomic.Int64
+	pull       fetcher
 }
 
 // NewHandler returns a handler that refuses requests over maxRequest bytes (0: no limit) and
@@ -99,8 +102,13 @@ func (h *Handler) Handle(ctx context.Context, body []byte) ([]byte, error) {
 	if h.maxRequest > 0 && len(body) > h.maxRequest {
 		return nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %d bytes, over the limit of %d", dispatch.ErrRequest, len(body), h.maxRequest)}
 	}
-	req, err := dispatch.DecodeRequest(body)
-	if err != nil {
+	var req dispatch.TaskRequest
+	var err error
+	if dispatch.IsDescriptor(body) {
+		if req, err = h.pull.request(ctx, body); err != nil {
+			return nil, err
+		}
+	} else if req, err = dispatch.DecodeRequest(body); err != nil {
 		return nil, &Error{remote.ErrorTypeBadRequest, err}
 	}
 	res, err := dispatch.Execute(&req, nil)

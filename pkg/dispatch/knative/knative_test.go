@@ -12,6 +12,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 )
 
@@ -48,6 +49,26 @@ func TestHTTPFunction(t *testing.T) {
 		} else {
 			resp.Body.Close()
 		}
+	}
+}
+
+// TestHTTPFunctionPull runs every GCN task in pull mode through `dorylus function` over HTTP,
+// refusing requests over 512 bytes: each call fetches its inputs from a loopback task source
+// and the weight by version from a real parameter-server shard, and the results equal
+// dispatch.Execute's bit for bit. Under a result limit AV_0 is cut into row ranges, each call
+// fetching its own rows.
+func TestHTTPFunctionPull(t *testing.T) {
+	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512")
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16))
+	b := newBackend(t, []string{url}, remote.Options{Pull: store})
+	remotetest.RunTasks(t, b, reqs, 2)
+	if u := b.Usage(); u.Tasks != 10 || u.Splits != 0 || u.Failures != 0 {
+		t.Errorf("usage %+v, want 10 tasks without failures", u)
+	}
+	small := newBackend(t, []string{url}, remote.Options{Pull: store, MaxResultBytes: 1000})
+	remotetest.RunTasks(t, small, reqs[:1], 2)
+	if u := small.Usage(); u.Tasks != 2 || u.Splits != 2 || u.Tries < 8 || u.Failures != 0 {
+		t.Errorf("usage %+v, want 2 tasks, each cut into at least 4 row ranges, without failures", u)
 	}
 }
 

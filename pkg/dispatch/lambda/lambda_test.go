@@ -13,6 +13,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/lambda"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -61,6 +62,20 @@ func TestEmulatorGAT(t *testing.T) {
 	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 2)
 	if u := b.Usage(); u.Tasks != 16 || u.Failures != 0 {
 		t.Errorf("usage %+v, want 16 tasks without failures", u)
+	}
+}
+
+// TestEmulatorPull runs every GCN task in pull mode through two emulators whose function
+// refuses requests over 512 bytes: it fetches the inputs from a loopback task source and the
+// weights by version from a real parameter-server shard, and the results equal
+// dispatch.Execute's bit for bit. GAT tasks pull their inputs, weights included, too.
+func TestEmulatorPull(t *testing.T) {
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16))
+	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512"), remote.Options{Pull: store})
+	remotetest.RunTasks(t, b, reqs, 2)
+	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 1)
+	if u := b.Usage(); u.Tasks != 18 || u.Failures != 0 {
+		t.Errorf("usage %+v, want 18 tasks without failures", u)
 	}
 }
 

@@ -80,6 +80,10 @@ type Options struct {
 	// MaxRequestBytes and MaxResultBytes are the transport's payload limits (0: none); a
 	// larger task is cut by rows.
 	MaxRequestBytes, MaxResultBytes int
+	// Pull, when set, selects the pull data path: a call carries a dispatch.Descriptor and the
+	// function fetches the task's inputs from Pull (served by the graph server) and a weight
+	// with a WeightSource from its parameter server. Nil: the tensors travel in the request.
+	Pull *Store
 	// CallTimeout bounds one try (default 60 s). Set it above the function's own timeout, so
 	// that a slow function is reported by the service rather than abandoned mid-call.
 	CallTimeout time.Duration
@@ -216,7 +220,13 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 	if err := req.Validate(); err != nil {
 		return dispatch.TaskResult{}, err
 	}
-	parts, err := split(&req, b.opts.MaxRequestBytes, b.opts.MaxResultBytes)
+	encode := inline
+	if st := b.opts.Pull; st != nil {
+		id := st.add(&req)
+		defer st.remove(id)
+		encode = st.descriptor(id, &req)
+	}
+	parts, err := split(&req, encode, b.opts.MaxRequestBytes, b.opts.MaxResultBytes)
 	if err != nil {
 		return dispatch.TaskResult{}, fmt.Errorf("%s: %w", b.opts.Name, err)
 	}

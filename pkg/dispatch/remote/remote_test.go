@@ -20,7 +20,7 @@ func TestSplitMatchesWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		full := len(dispatch.EncodeRequest(&req))
-		parts, err := split(&req, full/3, 0)
+		parts, err := split(&req, inline, full/3, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,11 +66,11 @@ func TestSplitMatchesWhole(t *testing.T) {
 		}
 	}
 	req := remotetest.Tasks(1, 50, 40, 8)[0]
-	if _, err := split(&req, 100, 0); err == nil {
+	if _, err := split(&req, inline, 100, 0); err == nil {
 		t.Error("a limit below one row's size was accepted")
 	}
 	res := resultSize(&req)
-	if parts, err := split(&req, 0, res/2); err != nil || len(parts) < 2 {
+	if parts, err := split(&req, inline, 0, res/2); err != nil || len(parts) < 2 {
 		t.Errorf("result limit: %d parts, %v", len(parts), err)
 	}
 }

@@ -15,14 +15,15 @@ type part struct {
 	body   []byte
 }
 
-// split cuts req into row ranges whose encoded request is at most maxRequest bytes and whose
-// result is at most maxResult bytes (0: no limit), halving ranges until they fit.
-func split(req *dispatch.TaskRequest, maxRequest, maxResult int) ([]part, error) {
+// split cuts req into row ranges whose request (as encode makes it) is at most maxRequest
+// bytes and whose result is at most maxResult bytes (0: no limit), halving ranges until they
+// fit.
+func split(req *dispatch.TaskRequest, encode encoder, maxRequest, maxResult int) ([]part, error) {
 	var parts []part
 	var cut func(lo, hi int) error
 	cut = func(lo, hi int) error {
 		r := rowRange(req, lo, hi)
-		body := dispatch.EncodeRequest(&r)
+		body := encode(&r, lo, hi)
 		res := resultSize(&r)
 		if (maxRequest == 0 || len(body) <= maxRequest) && (maxResult == 0 || res <= maxResult) {
 			parts = append(parts, part{lo: lo, hi: hi, req: r, body: body})

@@ -1,0 +1,88 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+)
+
+// Store holds the tasks a Backend in pull mode (Options.Pull) has in flight and serves their
+// inputs to the functions as rpc.TaskSource, which the graph server registers on its gRPC
+// server. A task's tensors are encoded when a function asks for them: they stay the caller's
+// buffers, which it leaves unchanged until Run returns, and Run does not return while a fetch
+// of its task is being encoded.
+type Store struct {
+	rpc.UnimplementedTaskSourceServer
+	addr  string
+	mu    sync.RWMutex
+	next  uint64
+	tasks map[uint64]*dispatch.TaskRequest
+}
+
+// NewStore returns a store whose functions reach it at addr, the graph server's gRPC address.
+func NewStore(addr string) (*Store, error) {
+	if addr == "" || len(addr) > 1<<16-1 {
+		return nil, fmt.Errorf("pull data path: graph server address %q: want a host:port the functions can reach", addr)
+	}
+	return &Store{addr: addr, tasks: make(map[uint64]*dispatch.TaskRequest)}, nil
+}
+
+// Addr returns the address the descriptors name.
+func (s *Store) Addr() string { return s.addr }
+
+// add holds req until remove and returns its id.
+func (s *Store) add(req *dispatch.TaskRequest) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.tasks[s.next] = req
+	return s.next
+}
+
+// remove forgets a task once no fetch of it is being encoded.
+func (s *Store) remove(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tasks, id)
+}
+
+// Inputs implements rpc.TaskSourceServer: the wire bytes of rows [lo, hi) of a task in flight,
+// without its weight when the function pulls that by version.
+func (s *Store) Inputs(_ context.Context, in *rpc.TaskInputsRequest) (*rpc.TaskInputsReply, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	req, ok := s.tasks[in.Task]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "graph server at %s: no task %d in flight (it has returned)", s.addr, in.Task)
+	}
+	lo, hi := int(in.Lo), int(in.Hi)
+	if n := req.NumRows(); hi > n || lo > hi || (lo != 0 || hi != n) && req.Op.IsGAT() {
+		return nil, status.Errorf(codes.InvalidArgument, "graph server at %s: task %d (%v layer %d) has %d rows, asked for [%d, %d)", s.addr, in.Task, req.Op, req.Layer, n, lo, hi)
+	}
+	r := rowRange(req, lo, hi)
+	if r.WeightSource != "" {
+		r.W = nil
+	}
+	return &rpc.TaskInputsReply{Request: dispatch.EncodeRequest(&r)}, nil
+}
+
+// descriptor returns the encoder of the calls of task id: their descriptors.
+func (s *Store) descriptor(id uint64, req *dispatch.TaskRequest) encoder {
+	return func(r *dispatch.TaskRequest, lo, hi int) []byte {
+		return dispatch.EncodeDescriptor(r, dispatch.Descriptor{Task: id, Lo: lo, Hi: hi, Source: s.addr,
+			WeightVersion: req.WeightVersion, WeightSource: req.WeightSource})
+	}
+}
+
+// encoder returns the body of the call that computes rows [lo, hi) of a task; r is their
+// request (rowRange).
+type encoder func(r *dispatch.TaskRequest, lo, hi int) []byte
+
+// inline is the encoder of the inline data path: the tensors travel in the request.
+func inline(r *dispatch.TaskRequest, _, _ int) []byte { return dispatch.EncodeRequest(r) }

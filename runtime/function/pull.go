@@ -1,0 +1,92 @@
+package function
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// fetcher serves the pull data path: it fetches a descriptor's inputs from its graph server
+// and its weight from its parameter server over gRPC, keeping one connection per address
+// across calls (a warm function reuses them).
+type fetcher struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// conn returns the connection to addr, dialing it on first use.
+func (f *fetcher) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := rpc.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	if f.conns == nil {
+		f.conns = make(map[string]*grpc.ClientConn)
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+// request returns the task a descriptor names, with its tensors fetched.
+func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskRequest, error) {
+	want, d, err := dispatch.DecodeDescriptor(body)
+	if err != nil {
+		return want, &Error{remote.ErrorTypeBadRequest, err}
+	}
+	failed := func(format string, args ...any) error {
+		return &Error{remote.ErrorTypeFailed, fmt.Errorf("%v layer %d task %d: %s", want.Op, want.Layer, d.Task, fmt.Sprintf(format, args...))}
+	}
+	gs, err := f.conn(d.Source)
+	if err != nil {
+		return want, failed("%v", err)
+	}
+	in, err := rpc.NewTaskSourceClient(gs).Inputs(ctx, &rpc.TaskInputsRequest{Task: d.Task, Lo: uint32(d.Lo), Hi: uint32(d.Hi)})
+	if err != nil {
+		return want, failed("fetch inputs from graph server %s: %v", d.Source, err)
+	}
+	req, err := dispatch.DecodeRequest(in.Request)
+	if err == nil {
+		err = dispatch.CheckInputs(&req, &want, d)
+	}
+	if err != nil {
+		return want, &Error{remote.ErrorTypeBadRequest, err}
+	}
+	if d.WeightSource == "" {
+		return req, nil
+	}
+	if req.Op.IsGAT() || req.Model.Validate() != nil || req.Layer < 0 || req.Layer >= req.Model.Layers {
+		return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: a weight by version is for the layers of a valid GCN", dispatch.ErrRequest, req.Op, req.Layer)}
+	}
+	ps, err := f.conn(d.WeightSource)
+	if err != nil {
+		return req, failed("%v", err)
+	}
+	// No Keep report: the graph server pinned the version for the task's lifetime.
+	w, err := rpc.NewParamServerClient(ps).Pull(ctx, &rpc.PullRequest{Version: d.WeightVersion})
+	if err != nil {
+		return req, failed("pull weight version %d from parameter server %s: %v", d.WeightVersion, d.WeightSource, err)
+	}
+	dims := req.Model.Dims()
+	for _, lt := range w.Layers {
+		if int(lt.Layer) == req.Layer {
+			req.W = tensor.NewDense(dims[req.Layer], dims[req.Layer+1])
+			if err := lt.Tensor.DecodeInto(req.W); err != nil {
+				return req, failed("parameter server %s: layer %d: %v", d.WeightSource, req.Layer, err)
+			}
+			return req, nil
+		}
+	}
+	return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: parameter server %s does not hold that layer", dispatch.ErrRequest, req.Op, req.Layer, d.WeightSource)}
+}
