@@ -78,9 +78,12 @@
 // aws-lambda-rie emulator, which serves one invocation at a time (of the
 // function named "function") and so needs MaxConcurrency 1; a graph server
 // sends an overridden endpoint at most MaxConcurrency calls at once, straggler
-// relaunches included. Whatever Lambda.DataPath says, the graph servers send
-// tensors inline (pull is not implemented yet; they log a note), cut by rows
-// under Lambda's 6 MB payload limit.
+// relaunches included. Lambda.DataPath inline sends the tensors in the
+// requests, cut by rows under Lambda's 6 MB payload limit; pull sends a small
+// descriptor, and the function fetches the interval's inputs from its graph
+// server and the weights by version from the parameter server over gRPC, so
+// both must be reachable from the function (the same as dorylus graph-server
+// --data-path pull).
 //
 // # Credentials
 //

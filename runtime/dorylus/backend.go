@@ -38,7 +38,7 @@ type backendOptions struct {
 	stragglerFactor float64
 	stragglerFloor  time.Duration
 
-	pullRequested bool // the run config asked for the pull data path, which this build serves inline
+	dataPath string // jobconfig.DataPathInline or DataPathPull (empty: inline)
 }
 
 // addFlags registers the backend flags.
@@ -53,6 +53,7 @@ func (b *backendOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&b.maxConcurrency, "max-concurrency", 0, "lambda, knative: most calls in flight per graph server, which the autotuner stays under (0: the number of intervals)")
 	f.IntVar(&b.perEndpoint, "endpoint-concurrency", 0, "lambda, knative: calls one endpoint serves at once (0: any; aws-lambda-rie serves 1). dorylus train deals such endpoints out among its graph servers")
 	f.DurationVar(&b.callTimeout, "call-timeout", 0, "lambda, knative: time limit of one call, above the function's own timeout (0: 60s)")
+	f.StringVar(&b.dataPath, "data-path", jobconfig.DataPathInline, "lambda, knative: inline (the tensors travel in the requests) or pull (a request is a small descriptor: the function fetches the inputs from the graph server and the weights by version from the parameter server over gRPC, so both must be reachable from it)")
 	f.Float64Var(&b.stragglerFactor, "straggler-factor", 0, "lambda, knative: relaunch a call slower than this many times the median of its kind, and --straggler-floor (0: 5; negative: never)")
 	f.DurationVar(&b.stragglerFloor, "straggler-floor", 0, "lambda, knative: relaunch no call before this long (0: 500ms)")
 }
@@ -62,8 +63,14 @@ func (b *backendOptions) remote() bool { return b.kind != jobconfig.BackendCPU &
 
 // validate checks the flags of the chosen backend.
 func (b *backendOptions) validate() error {
+	if b.dataPath != "" && b.dataPath != jobconfig.DataPathInline && b.dataPath != jobconfig.DataPathPull {
+		return fmt.Errorf("--data-path %q: want %s or %s", b.dataPath, jobconfig.DataPathInline, jobconfig.DataPathPull)
+	}
 	switch b.kind {
 	case jobconfig.BackendCPU, "":
+		if b.pull() {
+			return fmt.Errorf("--data-path %s: the cpu backend runs its tasks in the graph server; pull is for --backend lambda or knative", jobconfig.DataPathPull)
+		}
 		return nil
 	case jobconfig.BackendLambda:
 		if b.lambdaFunction == "" || b.lambdaRegion == "" {
@@ -88,6 +95,9 @@ func (b *backendOptions) validate() error {
 	}
 	return nil
 }
+
+// pull reports whether the pull data path is chosen.
+func (b *backendOptions) pull() bool { return b.dataPath == jobconfig.DataPathPull }
 
 // endpoints returns the endpoint list of the chosen backend.
 func (b *backendOptions) endpoints() []string {
@@ -134,7 +144,7 @@ func (b *backendOptions) args() []string {
 	}
 	return append(a, "--max-concurrency", strconv.Itoa(b.maxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.perEndpoint),
 		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64),
-		"--straggler-floor", b.stragglerFloor.String())
+		"--straggler-floor", b.stragglerFloor.String(), "--data-path", b.dataPath)
 }
 
 // fromConfig sets the options from a run config's backend (validated by jobconfig.Load).
@@ -145,7 +155,7 @@ func (b *backendOptions) fromConfig(c jobconfig.Backend) {
 		l := c.Lambda
 		b.lambdaFunction, b.lambdaRegion, b.lambdaEndpoints = l.FunctionName, l.Region, l.Endpoint
 		b.lambdaCredentials, b.maxConcurrency = l.CredentialsDir, l.MaxConcurrency
-		b.pullRequested = l.DataPath == jobconfig.DataPathPull
+		b.dataPath = l.DataPath
 		if l.Endpoint != "" {
 			// an override is one endpoint (an emulator serves one call at a time): never more
 			// than MaxConcurrency calls on it, relaunches included
@@ -157,24 +167,24 @@ func (b *backendOptions) fromConfig(c jobconfig.Backend) {
 }
 
 // build returns the backend of a graph server with the given intervals; cpuOpts configure the
-// cpu backend. Notes on how the options were read go to log.
-func (b *backendOptions) build(ctx context.Context, intervals int, cpuOpts cpu.Options, log io.Writer) (dispatch.Backend, error) {
+// cpu backend; pull is the store of the pull data path (nil: inline).
+func (b *backendOptions) build(ctx context.Context, intervals int, cpuOpts cpu.Options, pull *remote.Store) (dispatch.Backend, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
 	if !b.remote() {
 		return cpu.New(cpuOpts)
 	}
+	if b.pull() != (pull != nil) {
+		return nil, fmt.Errorf("--data-path %q with a task store %v: the pull data path needs the graph server's store, inline none", b.dataPath, pull != nil)
+	}
 	tune := remote.Options{MaxConcurrency: b.maxConcurrency, PerEndpoint: b.perEndpoint, CallTimeout: b.callTimeout,
-		StragglerFactor: b.stragglerFactor, StragglerFloor: b.stragglerFloor}
+		StragglerFactor: b.stragglerFactor, StragglerFloor: b.stragglerFloor, Pull: pull}
 	if tune.MaxConcurrency == 0 {
 		tune.MaxConcurrency = intervals
 	}
 	if b.kind == jobconfig.BackendKnative {
 		return knative.New(knative.Options{URLs: b.endpoints(), Tuning: tune})
-	}
-	if b.pullRequested {
-		fmt.Fprintf(log, "dorylus graph-server: lambda data path %q is not in this build: tensors travel inline in the requests, cut by rows under the 6 MB payload limit\n", jobconfig.DataPathPull)
 	}
 	return lambda.New(ctx, lambda.Options{Function: b.lambdaFunction, Region: b.lambdaRegion, Qualifier: b.lambdaQualifier,
 		Endpoints: b.endpoints(), CredentialsDir: b.lambdaCredentials, Tuning: tune})

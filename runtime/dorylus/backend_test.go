@@ -43,8 +43,8 @@ func writeRunConfig(t *testing.T, b jobconfig.Backend) string {
 
 // TestBackendFromConfig reads the lambda and knative backends of a run config into the
 // graph-server options and builds them: the concurrency and intervals follow maxConcurrency,
-// the Secret's folder supplies the credentials, and the pull data path is served inline with
-// a note.
+// the Secret's folder supplies the credentials, and the pull data path is chosen (its store
+// required).
 func TestBackendFromConfig(t *testing.T) {
 	creds := t.TempDir()
 	for name, v := range map[string]string{"accessKeyID": "AKID", "secretAccessKey": "secret"} {
@@ -59,20 +59,23 @@ func TestBackendFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := backendOptions{kind: "lambda", lambdaFunction: "dorylus-fn", lambdaRegion: "eu-west-1", lambdaEndpoints: "http://127.0.0.1:9000",
-		lambdaCredentials: creds, maxConcurrency: 3, perEndpoint: 3, pullRequested: true}
+		lambdaCredentials: creds, maxConcurrency: 3, perEndpoint: 3, dataPath: jobconfig.DataPathPull}
 	if o.backend != want {
 		t.Fatalf("lambda options %+v, want %+v", o.backend, want)
 	}
-	var log bytes.Buffer
-	b, err := o.backend.build(context.Background(), 8, cpu.Options{}, &log)
+	if _, err := o.backend.build(context.Background(), 8, cpu.Options{}, nil); err == nil || !strings.Contains(err.Error(), "pull") {
+		t.Errorf("pull data path without a store: %v, want an error", err)
+	}
+	store, err := remote.NewStore("127.0.0.1:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := o.backend.build(context.Background(), 8, cpu.Options{}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rb, ok := b.(*remote.Backend); !ok || rb.Concurrency() != 3 {
 		t.Errorf("backend %T with concurrency %d, want a remote backend of 3", b, b.Concurrency())
-	}
-	if !strings.Contains(log.String(), `"pull" is not in this build`) {
-		t.Errorf("log %q: want a note that pull travels inline", log.String())
 	}
 
 	kn := jobconfig.Backend{Kind: jobconfig.BackendKnative, Knative: &jobconfig.Knative{URL: "http://cora-fn.ml.svc.cluster.local", MaxConcurrency: 5}}
@@ -83,7 +86,7 @@ func TestBackendFromConfig(t *testing.T) {
 	if want := (backendOptions{kind: "knative", knativeURLs: "http://cora-fn.ml.svc.cluster.local", maxConcurrency: 5}); o.backend != want {
 		t.Fatalf("knative options %+v, want %+v", o.backend, want)
 	}
-	if b, err := o.backend.build(context.Background(), 8, cpu.Options{}, &log); err != nil || b.Concurrency() != 5 {
+	if b, err := o.backend.build(context.Background(), 8, cpu.Options{}, nil); err != nil || b.Concurrency() != 5 {
 		t.Fatalf("knative backend %v, %v: want concurrency 5", b, err)
 	}
 
@@ -92,7 +95,7 @@ func TestBackendFromConfig(t *testing.T) {
 	if err := o.fromConfig(writeRunConfig(t, lam)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.backend.build(context.Background(), 8, cpu.Options{}, &log); err == nil || !strings.Contains(err.Error(), "absent") {
+	if _, err := o.backend.build(context.Background(), 8, cpu.Options{}, store); err == nil || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("missing credentials folder: %v, want an error naming it", err)
 	}
 }
@@ -101,11 +104,11 @@ func TestBackendFromConfig(t *testing.T) {
 // train does for its graph servers, and expects them unchanged.
 func TestBackendArgs(t *testing.T) {
 	for _, b := range []backendOptions{
-		{kind: "cpu"},
-		{kind: "lambda", lambdaFunction: "arn:aws:lambda:us-east-1:123456789012:function:f", lambdaRegion: "us-east-1", lambdaQualifier: "live",
+		{kind: "cpu", dataPath: "inline"},
+		{kind: "lambda", dataPath: "pull", lambdaFunction: "arn:aws:lambda:us-east-1:123456789012:function:f", lambdaRegion: "us-east-1", lambdaQualifier: "live",
 			lambdaEndpoints: "http://127.0.0.1:1,http://127.0.0.1:2", lambdaCredentials: "/creds", maxConcurrency: 7, perEndpoint: 1,
 			callTimeout: 3 * time.Second, stragglerFactor: -1, stragglerFloor: 20 * time.Millisecond},
-		{kind: "knative", knativeURLs: "http://fn", maxConcurrency: 2, stragglerFactor: 2.5},
+		{kind: "knative", knativeURLs: "http://fn", maxConcurrency: 2, stragglerFactor: 2.5, dataPath: "inline"},
 	} {
 		var got backendOptions
 		fs := pflag.NewFlagSet("gs", pflag.ContinueOnError)

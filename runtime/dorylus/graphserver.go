@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
@@ -330,7 +331,17 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if o.workers == 0 {
 		o.workers = o.intervals
 	}
-	backend, err := o.backend.build(ctx, o.intervals, cpu.Options{Workers: o.workers, Latency: o.latency, Wire: o.wire}, stderr)
+	var pull *remote.Store
+	if o.backend.pull() {
+		peers := splitList(o.peers)
+		if o.partition < 0 || o.partition >= len(peers) {
+			return fmt.Errorf("--data-path %s: --peers %q has no address of partition %d for the functions to fetch from", jobconfig.DataPathPull, o.peers, o.partition)
+		}
+		if pull, err = remote.NewStore(peers[o.partition]); err != nil {
+			return err
+		}
+	}
+	backend, err := o.backend.build(ctx, o.intervals, cpu.Options{Workers: o.workers, Latency: o.latency, Wire: o.wire}, pull)
 	if err != nil {
 		return err
 	}
@@ -353,6 +364,9 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		Epochs: o.epochs, Seed: o.seed, Sync: sync, Staleness: stale, TargetAccuracy: o.target, EvalEvery: o.evalEvery,
 		Patience: o.patience,
 		Backend:  backend, Startup: o.startup,
+	}
+	if pull != nil {
+		cfg.Pull = pull
 	}
 	if o.partition == 0 {
 		cfg.Events, cfg.Log = stdout, stderr

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // lambdaEmulators starts n aws-lambda-rie emulators running `dorylus function` with flags and
@@ -81,10 +82,19 @@ func TestLambdaTrainsGAT(t *testing.T) {
 	}
 }
 
+// pullMode returns the options of backend with the pull data path.
+func pullMode(backend func(*testing.T) backendOptions) func(*testing.T) backendOptions {
+	return func(t *testing.T) backendOptions {
+		b := backend(t)
+		b.dataPath = jobconfig.DataPathPull
+		return b
+	}
+}
+
 // TestRemoteBackendsKeepResult trains Cora synchronously through `dorylus function` over HTTP
 // (the knative backend) and through Lambda emulators whose function fails every third call,
-// hangs past the function timeout, or exits mid-call, and expects every epoch to complete with
-// the losses and accuracy of the cpu backend.
+// hangs past the function timeout, or exits mid-call, then on the pull data path through both,
+// and expects every epoch to complete with the losses and accuracy of the cpu backend.
 func TestRemoteBackendsKeepResult(t *testing.T) {
 	o := coraOptions(6)
 	o.evalEvery = 3
@@ -137,6 +147,14 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 			return b
 		}, true},
 		{"lambda-exit", lambdaFaults(nil, "--fault-every", "5", "--fault", "exit"), true},
+		// the pull data path, with functions that refuse any request over 512 bytes: only
+		// descriptors pass, and the functions fetch inputs and weights over gRPC
+		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "512")), false},
+		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "512", "--fault-every", "5", "--fault", "exit")), true},
+		{"knative-pull", pullMode(func(t *testing.T) backendOptions {
+			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "512")
+			return backendOptions{kind: "knative", knativeURLs: url}
+		}), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.backend(t)

@@ -81,6 +81,10 @@ type Config struct {
 	Patience int
 
 	Backend dispatch.Backend
+	// Pull, when set, selects the pull data path: the server serves it (the inputs of its
+	// tasks in flight) beside its own service, and its GCN tensor tasks name their weight by
+	// version and parameter server (the backend must be built with the same store).
+	Pull rpc.TaskSourceServer
 	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
 	Events io.Writer
 	// Startup bounds the wait for peers to come up.
@@ -211,6 +215,9 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	s.ctx, s.cancel = ctx, cancel
 	srv, h := rpc.NewServer()
 	rpc.RegisterGraphServerServer(srv, s)
+	if cfg.Pull != nil {
+		rpc.RegisterTaskSourceServer(srv, cfg.Pull)
+	}
 	served := make(chan error, 1)
 	go func() { served <- rpc.Serve(ctx, lis, srv, h) }()
 	err = s.run(ctx)

@@ -39,6 +39,7 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 		}
 		req := s.avRequest(iv, t, w[l])
 		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], &iv.act[l]
+		s.pullWeight(&req, st.Weights)
 		_, err = s.cfg.Backend.Run(ctx, req)
 		return 0, err
 	case pipeline.KindSC:
@@ -61,6 +62,7 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 		}
 		req := s.avRequest(iv, t, w[l])
 		req.Op, req.DP, req.DW, req.Act = dispatch.OpBackward, iv.dp[l], iv.dw[l], &iv.act[l]
+		s.pullWeight(&req, st.Weights)
 		if l > 0 {
 			req.Out = iv.dzView[l-1][slot]
 		}
@@ -84,6 +86,20 @@ func (s *server) avRequest(iv *interval, t pipeline.Task, w *tensor.Dense) dispa
 		req.Z = iv.zView[t.Layer-1]
 	}
 	return req
+}
+
+// pullWeight names, in the pull data path, the task's weight by version and the parameter
+// server that holds it, so that the function pulls it there: the server has pinned the
+// version for the task's lifetime.
+func (s *server) pullWeight(req *dispatch.TaskRequest, version int) {
+	if s.cfg.Pull == nil {
+		return
+	}
+	for i, sh := range s.shards {
+		if slices.Contains(sh.layers, req.Layer) {
+			req.WeightVersion, req.WeightSource = uint64(version), s.cfg.ParamServers[i]
+		}
+	}
 }
 
 // compose returns the buffer a Gather reads: the slot of the common epoch when every source
