@@ -47,6 +47,18 @@ func mountExec(args []string) error {
 	if len(spec.Argv) == 0 {
 		return fmt.Errorf("%s: no argv", args[0])
 	}
+	// Open the program before mounting: a volume (an emptyDir at /tmp, say)
+	// may hide the folder it lies in, as when the checkout is under /tmp.
+	path := spec.Argv[0]
+	if filepath.Base(path) == path {
+		if path, err = exec.LookPath(path); err != nil {
+			return err
+		}
+	}
+	prog, err := unix.Open(path, unix.O_PATH, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
@@ -60,13 +72,10 @@ func mountExec(args []string) error {
 			return fmt.Errorf("workingDir: %w", err)
 		}
 	}
-	path := spec.Argv[0]
-	if filepath.Base(path) == path {
-		if path, err = exec.LookPath(path); err != nil {
-			return err
-		}
+	if err := syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", prog), spec.Argv, spec.Env); err != nil {
+		return fmt.Errorf("exec %s: %w", path, err)
 	}
-	return syscall.Exec(path, spec.Argv, spec.Env)
+	return nil
 }
 
 // bindMount mounts m.Source at m.Target, creating the target (an empty
