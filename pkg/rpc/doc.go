@@ -17,6 +17,11 @@
 // waiting for it to exist; Push hands it an interval's gradients; Watch streams its versions.
 // Pull and Push carry a Keep report, from which the shard learns which versions it may drop.
 //
+// TaskSource runs on a graph server whose tensor backend uses the pull data path: Inputs
+// returns rows of a tensor task it has in flight, in the pkg/dispatch wire format, to the
+// function its descriptor went to; the function pulls the task's weight from the ParamServer
+// (Pull without a Keep report: the graph server has pinned the version).
+//
 // Every server also serves grpc.health.v1.Health, which peers Watch: a peer that stops
 // answering is reported by name.
 //

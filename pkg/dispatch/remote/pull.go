@@ -20,9 +20,16 @@ import (
 type Store struct {
 	rpc.UnimplementedTaskSourceServer
 	addr  string
-	mu    sync.RWMutex
+	mu    sync.Mutex
 	next  uint64
-	tasks map[uint64]*dispatch.TaskRequest
+	tasks map[uint64]*heldTask
+}
+
+// heldTask is a task in flight; mu is held for reading while its inputs are encoded.
+type heldTask struct {
+	mu   sync.RWMutex
+	req  *dispatch.TaskRequest
+	gone bool // Run has returned
 }
 
 // NewStore returns a store whose functions reach it at addr, the graph server's gRPC address.
@@ -30,37 +37,43 @@ func NewStore(addr string) (*Store, error) {
 	if addr == "" || len(addr) > 1<<16-1 {
 		return nil, fmt.Errorf("pull data path: graph server address %q: want a host:port the functions can reach", addr)
 	}
-	return &Store{addr: addr, tasks: make(map[uint64]*dispatch.TaskRequest)}, nil
+	return &Store{addr: addr, tasks: make(map[uint64]*heldTask)}, nil
 }
-
-// Addr returns the address the descriptors name.
-func (s *Store) Addr() string { return s.addr }
 
 // add holds req until remove and returns its id.
 func (s *Store) add(req *dispatch.TaskRequest) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.next++
-	s.tasks[s.next] = req
+	s.tasks[s.next] = &heldTask{req: req}
 	return s.next
 }
 
 // remove forgets a task once no fetch of it is being encoded.
 func (s *Store) remove(id uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	t := s.tasks[id]
 	delete(s.tasks, id)
+	s.mu.Unlock()
+	t.mu.Lock()
+	t.gone = true
+	t.mu.Unlock()
 }
 
 // Inputs implements rpc.TaskSourceServer: the wire bytes of rows [lo, hi) of a task in flight,
 // without its weight when the function pulls that by version.
 func (s *Store) Inputs(_ context.Context, in *rpc.TaskInputsRequest) (*rpc.TaskInputsReply, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	req, ok := s.tasks[in.Task]
-	if !ok {
+	s.mu.Lock()
+	t := s.tasks[in.Task]
+	s.mu.Unlock()
+	if t != nil {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+	}
+	if t == nil || t.gone {
 		return nil, status.Errorf(codes.NotFound, "graph server at %s: no task %d in flight (it has returned)", s.addr, in.Task)
 	}
+	req := t.req
 	lo, hi := int(in.Lo), int(in.Hi)
 	if n := req.NumRows(); hi > n || lo > hi || (lo != 0 || hi != n) && req.Op.IsGAT() {
 		return nil, status.Errorf(codes.InvalidArgument, "graph server at %s: task %d (%v layer %d) has %d rows, asked for [%d, %d)", s.addr, in.Task, req.Op, req.Layer, n, lo, hi)
@@ -73,10 +86,10 @@ func (s *Store) Inputs(_ context.Context, in *rpc.TaskInputsRequest) (*rpc.TaskI
 }
 
 // descriptor returns the encoder of the calls of task id: their descriptors.
-func (s *Store) descriptor(id uint64, req *dispatch.TaskRequest) encoder {
+func (s *Store) descriptor(id uint64) encoder {
 	return func(r *dispatch.TaskRequest, lo, hi int) []byte {
 		return dispatch.EncodeDescriptor(r, dispatch.Descriptor{Task: id, Lo: lo, Hi: hi, Source: s.addr,
-			WeightVersion: req.WeightVersion, WeightSource: req.WeightSource})
+			WeightVersion: r.WeightVersion, WeightSource: r.WeightSource})
 	}
 }
 

@@ -224,7 +224,7 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 	if st := b.opts.Pull; st != nil {
 		id := st.add(&req)
 		defer st.remove(id)
-		encode = st.descriptor(id, &req)
+		encode = st.descriptor(id)
 	}
 	parts, err := split(&req, encode, b.opts.MaxRequestBytes, b.opts.MaxResultBytes)
 	if err != nil {
