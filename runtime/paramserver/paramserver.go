@@ -69,7 +69,8 @@ type Shard struct {
 	received int
 	sum      []*tensor.Dense
 	joined   []bool // per graph server: sent Init since the run (re)started
-	// broken, once a checkpoint failed, answers every call: the run cannot go on
+	// broken, once a checkpoint failed or a graph server restarted in an asynchronous run,
+	// answers every call: the run cannot go on
 	broken error
 	// checkpoints (synchronous mode only)
 	ckpt  *Checkpointing
@@ -131,6 +132,9 @@ func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, e
 			join = s.joinAsync
 		}
 		if err := join(req); err != nil {
+			if s.broken != nil {
+				return nil, s.broken
+			}
 			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %v", s.id, err)
 		}
 		return s.initReply(), nil
@@ -267,9 +271,12 @@ func (s *Shard) joinAsync(req *rpc.InitRequest) error {
 	case gs >= len(s.joined):
 		return fmt.Errorf("graph server %d of %d", gs, len(s.joined))
 	case s.joined[gs]:
-		return fmt.Errorf("graph server %d restarted during an asynchronous run, which cannot resume: its "+
-			"intervals' work in flight is lost and asynchronous runs take no checkpoints; train with staleness sync "+
-			"(and checkpoints) to survive restarts", gs)
+		// Every later call fails too, so that graph server 0 reports why the run ended.
+		s.broken = status.Errorf(codes.FailedPrecondition, "parameter server %d: graph server %d restarted during an "+
+			"asynchronous run, which cannot resume: its intervals' work in flight is lost and asynchronous runs take "+
+			"no checkpoints; train with staleness sync (and checkpoints) to survive restarts", s.id, gs)
+		s.notify()
+		return s.broken
 	}
 	s.joined[gs] = true
 	return nil

@@ -172,14 +172,17 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 	if _, err := push(t, s, 0, 0, 1, 6, map[int]*tensor.Dense{0: nan, 1: gradient(rng, 1)}); err == nil || !strings.Contains(err.Error(), "not finite") {
 		t.Errorf("NaN gradient: %v", err)
 	}
-	_, err := s.Init(ctx, initReq(1, false))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "graph server 1 restarted during an asynchronous run") {
-		t.Errorf("a second Init of graph server 1 in an asynchronous run: %v", err)
-	}
 	bad := initReq(1, false)
 	bad.Seed = 8
 	if _, err := s.Init(ctx, bad); err == nil {
 		t.Error("an Init of another model was accepted")
+	}
+	_, err := s.Init(ctx, initReq(1, false))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "graph server 1 restarted during an asynchronous run") {
+		t.Errorf("a second Init of graph server 1 in an asynchronous run: %v", err)
+	}
+	if _, err := s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 7}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("a pull after graph server 1 restarted: %v, want the run refused", err)
 	}
 }
 
