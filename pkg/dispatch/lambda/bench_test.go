@@ -12,6 +12,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 )
 
@@ -24,7 +25,8 @@ const benchConcurrency = 4
 // loopback. overhead: one call at a time of a one-row task, whose compute is negligible,
 // reporting the p50 and p99 latency of a call; tasks: the forward and backward tasks of a
 // Cora-sized interval (680 rows, 1433 sparse features, 16 hidden) with benchConcurrency in
-// flight, reporting tasks per second.
+// flight, reporting tasks per second. The -pull variants send descriptors: the function
+// fetches the inputs from a loopback task source and the weights from a parameter server.
 func BenchmarkBackends(b *testing.B) {
 	url, _ := remotetest.HTTPFunction(b, dorylus)
 	eps := emulators(b, benchConcurrency, nil)
@@ -38,15 +40,24 @@ func BenchmarkBackends(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { httpB.Close() })
+	tiny := remotetest.Tasks(1, 1, 8, 4)[0]
+	all := remotetest.Tasks(2, 680, 1433, 16)
+	store, pulled := pulltest.Source(b, all)
+	pull := fixed
+	pull.Pull = store
+	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Tuning: pull})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { httpPull.Close() })
 	backends := []struct {
 		name string
 		b    dispatch.Backend
-	}{{"cpu", cpuB}, {"http", httpB}, {"lambda-rie", newBackend(b, eps, fixed)}}
-
-	tiny := remotetest.Tasks(1, 1, 8, 4)[0]
-	all := remotetest.Tasks(2, 680, 1433, 16)
-	work := []dispatch.TaskRequest{all[0], all[1], all[3], all[4]} // AV_0, AV_1, ∇AV_0, ∇AV_1
+		all  []dispatch.TaskRequest
+	}{{"cpu", cpuB, all}, {"http", httpB, all}, {"lambda-rie", newBackend(b, eps, fixed), all},
+		{"http-pull", httpPull, pulled}, {"lambda-rie-pull", newBackend(b, eps, pull), pulled}}
 	for _, be := range backends {
+		work := []dispatch.TaskRequest{be.all[0], be.all[1], be.all[3], be.all[4]} // AV_0, AV_1, ∇AV_0, ∇AV_1
 		// warm every worker (an emulator starts its function on the first call)
 		var warm sync.WaitGroup
 		for range benchConcurrency {
