@@ -106,7 +106,8 @@ func (s *Shard) restoreState(req *rpc.InitRequest, st checkpoint.State, held []*
 }
 
 // rewind takes the shard back to the weights and Adam state after epoch: the initial ones for
-// 0, else its checkpoint of that epoch (s.mu held).
+// 0, the state before its last step for the epoch before its newest, else its checkpoint of
+// that epoch (s.mu held).
 func (s *Shard) rewind(epoch int) error {
 	if epoch > int(s.newest) {
 		return fmt.Errorf("asked to go back to epoch %d, but the newest version is %d", epoch, s.newest)
@@ -114,6 +115,13 @@ func (s *Shard) rewind(epoch int) error {
 	held, adam, err := s.fresh(s.init)
 	if err != nil {
 		return err
+	}
+	if u := s.undo; u != nil && epoch > 0 && uint64(epoch) == u.version && s.newest == u.version+1 {
+		if err := adam.Restore(held, u.state, u.steps); err != nil {
+			return fmt.Errorf("go back to epoch %d from %d: %w", epoch, s.newest, err)
+		}
+		s.start(held, adam, epoch)
+		return nil
 	}
 	if epoch > 0 {
 		if s.ckpt == nil {

@@ -69,6 +69,8 @@ type Shard struct {
 	received int
 	sum      []*tensor.Dense
 	joined   []bool // per graph server: sent Init since the run (re)started
+	// undo is the state before the last synchronous step (nil before the first)
+	undo *lastStep
 	// broken, once a checkpoint failed or a graph server restarted in an asynchronous run,
 	// answers every call: the run cannot go on
 	broken error
@@ -220,7 +222,7 @@ func (s *Shard) start(held []*tensor.Dense, adam *model.Adam, epoch int) {
 	for _, ws := range s.versions {
 		s.free = append(s.free, ws)
 	}
-	s.adam, s.versions = adam, map[uint64][]*tensor.Dense{uint64(epoch): held}
+	s.adam, s.versions, s.undo = adam, map[uint64][]*tensor.Dense{uint64(epoch): held}, nil
 	s.newest, s.saved = uint64(epoch), uint64(epoch)
 	s.forget()
 	s.notify()
@@ -456,6 +458,9 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 
 // step makes a new version: the newest weights after one Adam step with grads.
 func (s *Shard) step(grads []*tensor.Dense) error {
+	if s.init.Sync {
+		s.keepUndo()
+	}
 	next := s.alloc()
 	for i, w := range s.versions[s.newest] {
 		tensor.Copy(next[i], w)
@@ -555,4 +560,25 @@ func (s *Shard) Watch(_ *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) e
 		case <-ch:
 		}
 	}
+}
+
+// lastStep is a synchronous shard's weights and Adam state before its last step. A graph
+// server killed between its pushes to two shards leaves one shard an epoch ahead of the
+// other; with it, that shard goes back one epoch without a checkpoint.
+type lastStep struct {
+	version uint64
+	state   map[string][]float32 // as model.Adam.Snapshot, copied
+	steps   int
+}
+
+// keepUndo copies the newest version and the Adam state into s.undo (s.mu held).
+func (s *Shard) keepUndo() {
+	st, steps := s.adam.Snapshot(s.versions[s.newest])
+	if s.undo == nil {
+		s.undo = &lastStep{state: make(map[string][]float32, len(st))}
+	}
+	for k, v := range st {
+		s.undo.state[k] = append(s.undo.state[k][:0], v...)
+	}
+	s.undo.version, s.undo.steps = s.newest, steps
 }
