@@ -140,7 +140,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 			url, _ := remotetest.HTTPFunction(t, dorylusBin)
 			return backendOptions{kind: "knative", knativeURLs: url}
 		}, false},
-		{"lambda-error", lambdaFaults(nil, "--fault-every", "3", "--fault", "error"), true},
+		{"lambda-error", lambdaFaults(nil, "--fault-every", "5", "--fault", "error"), true},
 		{"lambda-hang", func(t *testing.T) backendOptions {
 			b := lambdaFaults([]string{"AWS_LAMBDA_FUNCTION_TIMEOUT=1"}, "--fault-every", "7", "--fault", "hang")(t)
 			b.callTimeout, b.stragglerFactor = 5*time.Second, -1
