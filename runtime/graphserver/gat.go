@@ -315,28 +315,13 @@ func interleave(dst, a, b *tensor.Dense) {
 // local intervals are read at the same epoch, otherwise a composite holding each local
 // interval's entries of its epoch.
 func (s *server) composeEdges(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read) (*tensor.Dense, func()) {
-	epoch, mixed := -1, false
-	for _, r := range reads {
+	return s.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) {
 		if r.From.Partition != s.cfg.Partition {
-			continue
+			return 0, 0, false
 		}
-		if epoch >= 0 && r.Epoch != epoch {
-			mixed = true
-		}
-		epoch = r.Epoch
-	}
-	if !mixed {
-		return slots[max(epoch, 0)%s.slots], func() {}
-	}
-	comp := pool.get()
-	h := comp.Cols
-	for _, r := range reads {
-		if r.From.Partition == s.cfg.Partition {
-			gi := &s.gat.ivs[r.From.Interval]
-			copy(comp.Data[gi.e0*int64(h):gi.e1*int64(h)], slots[r.Epoch%s.slots].Data[gi.e0*int64(h):gi.e1*int64(h)])
-		}
-	}
-	return comp, func() { pool.put(comp) }
+		gi := &s.gat.ivs[r.From.Interval]
+		return int(gi.e0), int(gi.e1), true
+	})
 }
 
 // gatherGATGradients computes dP_l and ds_src of the interval's rows: the owned part from the

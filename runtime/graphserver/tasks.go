@@ -106,9 +106,26 @@ func (s *server) pullWeight(req *dispatch.TaskRequest, version int) {
 // (local intervals, and with ghosts the remote ones) is read at the same epoch, otherwise a
 // composite holding each source's rows of its epoch. done returns the composite to its pool.
 func (s *server) compose(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, ghosts bool) (*tensor.Dense, func()) {
+	return s.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) {
+		switch q := r.From.Partition; {
+		case q == s.cfg.Partition:
+			return s.ivs[r.From.Interval].Lo, s.ivs[r.From.Interval].Hi, true
+		case ghosts:
+			seg := s.seg[s.global(q, r.From.Interval)]
+			lo = s.part.Owned + s.part.GhostStart[q] + seg[0]
+			return lo, lo + seg[1], true
+		}
+		return 0, 0, false
+	})
+}
+
+// composeRows returns the slot of the common epoch when every read that rows accepts is of
+// one epoch, otherwise a composite from pool holding each accepted read's rows [lo, hi) of its
+// epoch. done returns the composite to its pool.
+func (s *server) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (*tensor.Dense, func()) {
 	epoch, mixed := -1, false
 	for _, r := range reads {
-		if r.From.Partition != s.cfg.Partition && !ghosts {
+		if _, _, ok := rows(r); !ok {
 			continue
 		}
 		if epoch >= 0 && r.Epoch != epoch {
@@ -122,19 +139,9 @@ func (s *server) compose(slots []*tensor.Dense, pool *bufPool, reads []pipeline.
 	comp := pool.get()
 	d := comp.Cols
 	for _, r := range reads {
-		var lo, hi int
-		switch q := r.From.Partition; {
-		case q == s.cfg.Partition:
-			lo, hi = s.ivs[r.From.Interval].Lo, s.ivs[r.From.Interval].Hi
-		case ghosts:
-			seg := s.seg[s.global(q, r.From.Interval)]
-			lo = s.part.Owned + s.part.GhostStart[q] + seg[0]
-			hi = lo + seg[1]
-		default:
-			continue
+		if lo, hi, ok := rows(r); ok {
+			copy(comp.Data[lo*d:hi*d], slots[r.Epoch%s.slots].Data[lo*d:hi*d])
 		}
-		src := slots[r.Epoch%s.slots]
-		copy(comp.Data[lo*d:hi*d], src.Data[lo*d:hi*d])
 	}
 	return comp, func() { pool.put(comp) }
 }
