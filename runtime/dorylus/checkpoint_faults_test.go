@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
-	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -168,14 +167,7 @@ func (c *podCluster) train(victim, killAt int) (graphserver.Event, time.Duration
 // run, to 1e-5.
 func TestFaultsSurvived(t *testing.T) {
 	const epochs = 60
-	data := t.TempDir()
-	d, err := graph.Load("cora", graph.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := partitionDataset(d, 2, false, data); err != nil {
-		t.Fatal(err)
-	}
+	data := coraPartitions(t)
 	straight := filepath.Join(t.TempDir(), "straight")
 	c := newPodCluster(t, data, straight, epochs)
 	want, _ := c.train(-1, 0)

@@ -93,9 +93,8 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 	syncMatchesSingleProcess(t, o, 3)
 }
 
-// syncMatchesSingleProcess trains o on 2 graph servers and paramServers parameter servers in
-// synchronous mode and checks every epoch's loss against the single-process trainer's.
-func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
+// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it.
+func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	d, err := graph.Load("cora", graph.LoadOptions{})
@@ -105,6 +104,14 @@ func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
 	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// syncMatchesSingleProcess trains o on 2 graph servers and paramServers parameter servers in
+// synchronous mode and checks every epoch's loss against the single-process trainer's.
+func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
+	t.Helper()
+	dir := coraPartitions(t)
 	stats := serverStats{rss: map[string]int64{}}
 	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: "sync", intervals: 3},
 		1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
@@ -177,19 +184,13 @@ func runCLI(t *testing.T, args ...string) trainReport {
 // 1 mid-run and expects graph server 0 to stop within seconds with an error naming it; then
 // freezes a parameter server (SIGSTOP) in a second run and expects the same.
 func TestKilledServerIsNamed(t *testing.T) {
-	dir := t.TempDir()
-	d, err := graph.Load("cora", graph.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := coraPartitions(t)
 	for _, victim := range []string{"graph-server 1", "param-server 0"} {
 		t.Run(strings.ReplaceAll(victim, " ", "-"), func(t *testing.T) {
 			lis := make([]net.Listener, 3)
 			addrs := make([]string, 3)
 			for i := range lis {
+				var err error
 				if lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 					t.Fatal(err)
 				}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
-	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
@@ -98,14 +97,7 @@ func pullMode(backend func(*testing.T) backendOptions) func(*testing.T) backendO
 func TestRemoteBackendsKeepResult(t *testing.T) {
 	o := coraOptions(6)
 	o.evalEvery = 3
-	dir := t.TempDir()
-	d, err := graph.Load("cora", graph.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := coraPartitions(t)
 	train := func(t *testing.T, b backendOptions) (runResult, backendUsage) {
 		t.Helper()
 		stats := serverStats{rss: map[string]int64{}}
