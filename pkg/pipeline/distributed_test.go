@@ -171,12 +171,11 @@ func driveDistributed(cfg Config, seed uint64, st *stats) error {
 // lags: the epoch gate and the staleness bound must hold on the truth, every read must be of
 // rows that really exist, and no task may run twice.
 func checkTruth(truth *oracle, t Task, got Started) error {
-	g := truth.index[t.ID()]
 	if truth.started[t] {
 		return fmt.Errorf("%v started twice", t)
 	}
-	if truth.next(g) != t {
-		return fmt.Errorf("%v started out of order; the interval's next task is %v", t, truth.next(g))
+	if truth.laneRunning(t) || !truth.predsDone(t) {
+		return fmt.Errorf("%v started out of order; its lane's next task is %v", t, truth.laneNext(t))
 	}
 	if t.Kind == KindAV && t.Layer == 0 {
 		if m := truth.minUnf(); t.Epoch > m+truth.stale {
@@ -201,8 +200,11 @@ func checkTruth(truth *oracle, t Task, got Started) error {
 	if truth.cfg.Sync && f >= 0 && truth.produced[[2]int{f, t.Epoch}] != truth.n() {
 		return fmt.Errorf("sync barrier broken: %v starts before every interval produced its rows", t)
 	}
+	if !truth.isTail(t) && truth.epochOf(truth.index[t.ID()]) < t.Epoch {
+		truth.overlaps++
+	}
 	truth.started[t] = true
-	truth.running[g] = true
+	truth.setRunning(t, true)
 	return nil
 }
 
@@ -228,7 +230,7 @@ func TestDistributedSchedules(t *testing.T) {
 								rng := rand.New(rand.NewPCG(seed, 2))
 								cfg := Config{Partitions: P, Intervals: I, Layers: L, Epochs: m.stale + 3,
 									Sync: m.sync, Staleness: m.stale, Gradients: flow,
-									ExternalVersions: !m.sync || rng.IntN(2) == 0}
+									ExternalVersions: !m.sync || rng.IntN(2) == 0, TailOverlap: rng.IntN(2) == 0}
 								if rng.IntN(3) == 0 {
 									cfg.Reads = randomReads(rng, cfg.intervalCounts())
 								}
@@ -243,8 +245,11 @@ func TestDistributedSchedules(t *testing.T) {
 			if !m.sync && m.stale > 0 && st.maxAge.Load() != int64(m.stale+1) {
 				t.Errorf("oldest value read was %d epochs old; never reached the bound S+1 = %d", st.maxAge.Load(), m.stale+1)
 			}
-			t.Logf("%s: %d distributed schedules, %d tasks, %d steps, oldest read %d epochs, %d epoch starts at the gate's edge",
-				m.name, st.schedules.Load(), st.tasks.Load(), st.steps.Load(), st.maxAge.Load(), st.gateEdge.Load())
+			if overlap := !m.sync && m.stale > 0; overlap != (st.overlaps.Load() > 0) {
+				t.Errorf("%d head tasks ran beside an older epoch's tail; want some exactly when TailOverlap can act (S ≥ 1)", st.overlaps.Load())
+			}
+			t.Logf("%s: %d distributed schedules, %d tasks, %d steps, oldest read %d epochs, %d epoch starts at the gate's edge, %d head tasks beside an older tail",
+				m.name, st.schedules.Load(), st.tasks.Load(), st.steps.Load(), st.maxAge.Load(), st.gateEdge.Load(), st.overlaps.Load())
 		})
 	}
 }

@@ -8,8 +8,8 @@
 // # Tasks
 //
 // Each partition (graph server) cuts its vertices into intervals. Every interval runs the same
-// sequence of tasks in every epoch (Sequence), one task at a time, for a model with L weight
-// matrices:
+// sequence of tasks in every epoch (Sequence), one task at a time (but see Tail overlap), for a
+// model with L weight matrices:
 //
 //	AV_0 SC_0 GA_0  AV_1 SC_1 GA_1  …  GA_{L-1}  AV_L
 //	∇GA_{L-1} ∇SC_{L-1} ∇AV_{L-1}  …  ∇GA_0 ∇SC_0 ∇AV_0  WU
@@ -49,6 +49,17 @@
 // value read is more than S + 1 epochs old (age = reading epoch − producing epoch; it may be
 // negative when the source is ahead). S = 0 keeps only the epoch gate: every interval finishes
 // epoch e before any starts e + 1, but within an epoch GA may read last epoch's rows.
+//
+// # Tail overlap
+//
+// With Config.TailOverlap (asynchronous mode, S ≥ 1) an interval's epoch is cut in two lanes:
+// the head (AV_0 … ∇SC_0) and the tail (∇AV_0, WU). Once the head of epoch e is done, the head of
+// epoch e+1 may start — within the epoch gate, which counts an epoch finished only at its WU —
+// while the tail of epoch e still runs, so an interval's chain of tensor tasks per epoch loses
+// one worker call and the weight push. The head of epoch e+2 waits until the tail of epoch e is
+// done, so an interval has at most two epochs in progress; each lane still runs one task at a
+// time, and the bounds below are unchanged (a source whose head is at e_s+1 has produced every
+// flow of epoch e_s).
 //
 // # Weight stashing
 //

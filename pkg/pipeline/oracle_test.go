@@ -18,11 +18,16 @@ type oracle struct {
 	bwdSrc [][]int // gradient sources per interval: the intervals that read it
 	stale  int
 	last   int
+	split  int // index of ∇AV_0 in seq: the tail lane runs seq[split:], the head seq[:split]
+	lead   int // epochs the head may run ahead of the tail (Config.TailOverlap)
 
-	pos     []int // tasks done per interval
-	running []bool
-	started map[Task]bool
-	done    map[Task]bool
+	// hpos[g] (tpos[g]): head (tail) tasks done per interval, in lane order
+	hpos, tpos []int
+	// hrun[g] (trun[g]): a head (tail) task of interval g is running
+	hrun, trun []bool
+	history    [][]Task // tasks done per interval, in order
+	started    map[Task]bool
+	done       map[Task]bool
 	// latest[flow][g]: newest epoch g produced, -1 if none. Flow l < L forward, L+l backward.
 	latest     [][]int
 	produced   map[[2]int]int // (flow, epoch) -> producers done
@@ -34,6 +39,7 @@ type oracle struct {
 
 	// coverage
 	maxAge, gateEdge, blockedByGate int
+	overlaps                        int // head tasks started while an older epoch's tail was unfinished
 }
 
 func newOracle(cfg Config) *oracle {
@@ -42,6 +48,10 @@ func newOracle(cfg Config) *oracle {
 		wuDone: map[int]int{}, pins: map[[2]int]int{}, stopAt: -1, last: cfg.Epochs - 1}
 	if !cfg.Sync {
 		o.stale = cfg.Staleness
+	}
+	o.split = len(o.seq) - 2
+	if cfg.TailOverlap && o.stale > 0 {
+		o.lead = 1
 	}
 	for p, c := range cfg.intervalCounts() {
 		for i := 0; i < c; i++ {
@@ -75,8 +85,9 @@ func newOracle(cfg Config) *oracle {
 			}
 		}
 	}
-	o.pos = make([]int, n)
-	o.running = make([]bool, n)
+	o.hpos, o.tpos = make([]int, n), make([]int, n)
+	o.hrun, o.trun = make([]bool, n), make([]bool, n)
+	o.history = make([][]Task, n)
 	o.latest = make([][]int, 2*cfg.Layers)
 	for f := range o.latest {
 		o.latest[f] = make([]int, n)
@@ -91,12 +102,79 @@ func (o *oracle) local(p int) bool { return o.cfg.Local == nil || slices.Contain
 
 func (o *oracle) n() int { return len(o.ids) }
 
-func (o *oracle) epochOf(g int) int { return o.pos[g] / len(o.seq) }
+// tailLen is the number of steps of the tail lane.
+func (o *oracle) tailLen() int { return len(o.seq) - o.split }
 
-// next returns interval g's next task.
+// epochOf returns interval g's lowest unfinished epoch: its tail's.
+func (o *oracle) epochOf(g int) int { return o.tpos[g] / o.tailLen() }
+
+// isTail reports whether t runs in the tail lane.
+func (o *oracle) isTail(t Task) bool { return stepIndex(t.Kind, t.Layer, o.cfg.Layers) >= o.split }
+
+// headNext and tailNext return interval g's next task in each lane.
+func (o *oracle) headNext(g int) Task {
+	return o.taskAt(g, o.hpos[g]/o.split, o.hpos[g]%o.split)
+}
+
+func (o *oracle) tailNext(g int) Task {
+	return o.taskAt(g, o.epochOf(g), o.split+o.tpos[g]%o.tailLen())
+}
+
+func (o *oracle) taskAt(g, epoch, si int) Task {
+	st := o.seq[si]
+	return Task{Partition: o.ids[g].Partition, Interval: o.ids[g].Interval, Epoch: epoch, Layer: st.Layer, Kind: st.Kind}
+}
+
+// laneNext returns the next task of t's lane of t's interval.
+func (o *oracle) laneNext(t Task) Task {
+	if o.isTail(t) {
+		return o.tailNext(o.index[t.ID()])
+	}
+	return o.headNext(o.index[t.ID()])
+}
+
+// laneRunning reports whether a task of t's lane of t's interval is running.
+func (o *oracle) laneRunning(t Task) bool {
+	if o.isTail(t) {
+		return o.trun[o.index[t.ID()]]
+	}
+	return o.hrun[o.index[t.ID()]]
+}
+
+func (o *oracle) setRunning(t Task, r bool) {
+	if o.isTail(t) {
+		o.trun[o.index[t.ID()]] = r
+	} else {
+		o.hrun[o.index[t.ID()]] = r
+	}
+}
+
+// headDone reports whether the head part of interval g's epoch e is done.
+func (o *oracle) headDone(g, e int) bool { return o.hpos[g] >= (e+1)*o.split }
+
+// next returns interval g's first unfinished task in sequence order: the tail's when the head
+// has done its epoch's part.
 func (o *oracle) next(g int) Task {
-	st := o.seq[o.pos[g]%len(o.seq)]
-	return Task{Partition: o.ids[g].Partition, Interval: o.ids[g].Interval, Epoch: o.epochOf(g), Layer: st.Layer, Kind: st.Kind}
+	if e := o.epochOf(g); o.headDone(g, e) {
+		return o.tailNext(g)
+	}
+	return o.headNext(g)
+}
+
+// predsDone reports whether the tasks t follows in its interval are done: the one before it in
+// its lane and, for the first task of a lane, the other lane's part it waits for.
+func (o *oracle) predsDone(t Task) bool {
+	g := o.index[t.ID()]
+	if o.laneNext(t) != t {
+		return false
+	}
+	if o.isTail(t) {
+		return o.headDone(g, t.Epoch)
+	}
+	if t.Kind == KindAV && t.Layer == 0 {
+		return o.epochOf(g) >= t.Epoch-o.lead // the tail has finished epoch t.Epoch-1-lead
+	}
+	return true
 }
 
 func (o *oracle) minUnf() int {
@@ -145,7 +223,7 @@ func usesWeights(t Task, layers int) bool {
 // depsMet says whether t may start now, by the rules of doc.go.
 func (o *oracle) depsMet(t Task) (bool, string) {
 	g := o.index[t.ID()]
-	if o.running[g] || o.next(g) != t {
+	if o.laneRunning(t) || !o.predsDone(t) {
 		return false, "not the interval's next task"
 	}
 	if t.Epoch > o.last {
@@ -190,8 +268,10 @@ func (o *oracle) readyLocal() []Task {
 		if !o.local(id.Partition) {
 			continue
 		}
-		if ok, _ := o.depsMet(o.next(g)); ok {
-			out = append(out, o.next(g))
+		for _, t := range []Task{o.tailNext(g), o.headNext(g)} {
+			if ok, _ := o.depsMet(t); ok {
+				out = append(out, t)
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Task) int { return a.Epoch - b.Epoch })
@@ -273,8 +353,11 @@ func (o *oracle) start(t Task, got Started, version int) error {
 	if t.Epoch > o.last && o.stopAt >= 0 {
 		return fmt.Errorf("%v starts after StopAfter(%d)", t, o.last)
 	}
+	if !o.isTail(t) && o.epochOf(g) < t.Epoch {
+		o.overlaps++
+	}
 	o.started[t] = true
-	o.running[g] = true
+	o.setRunning(t, true)
 	return nil
 }
 
@@ -284,12 +367,17 @@ func (o *oracle) finish(t Task) error {
 	if o.done[t] {
 		return fmt.Errorf("%v done twice", t)
 	}
-	if o.next(g) != t {
-		return fmt.Errorf("%v done out of order; next is %v", t, o.next(g))
+	if !o.predsDone(t) {
+		return fmt.Errorf("%v done out of order; its lane's next is %v", t, o.laneNext(t))
 	}
 	o.done[t] = true
-	o.running[g] = false
-	o.pos[g]++
+	o.setRunning(t, false)
+	o.history[g] = append(o.history[g], t)
+	if o.isTail(t) {
+		o.tpos[g]++
+	} else {
+		o.hpos[g]++
+	}
 	if f := o.producedFlow(t); f >= 0 {
 		o.latest[f][g] = max(o.latest[f][g], t.Epoch)
 		o.produced[[2]int{f, t.Epoch}]++
@@ -303,16 +391,32 @@ func (o *oracle) finish(t Task) error {
 	return nil
 }
 
-// observe records what Observe(t) means: t and every earlier task of its interval are done.
+// observe records what Observe(t) means: t and every task it follows in its interval are done.
 func (o *oracle) observe(t Task) error {
+	if o.done[t] {
+		return nil
+	}
 	g := o.index[t.ID()]
-	target := t.Epoch*len(o.seq) + stepIndex(t.Kind, t.Layer, o.cfg.Layers)
-	for o.pos[g] <= target {
-		if err := o.finish(o.next(g)); err != nil {
+	for {
+		next := o.laneNext(t)
+		// What next waits for in the other lane.
+		if o.isTail(next) && !o.headDone(g, next.Epoch) {
+			if err := o.observe(o.taskAt(g, next.Epoch, o.split-1)); err != nil {
+				return err
+			}
+		}
+		if next.Kind == KindAV && next.Layer == 0 && o.epochOf(g) < next.Epoch-o.lead {
+			if err := o.observe(o.taskAt(g, next.Epoch-1-o.lead, len(o.seq)-1)); err != nil {
+				return err
+			}
+		}
+		if err := o.finish(next); err != nil {
 			return err
 		}
+		if next == t {
+			return nil
+		}
 	}
-	return nil
 }
 
 // pinned returns the versions local intervals hold for epochs in progress.
@@ -322,9 +426,11 @@ func (o *oracle) pinned() []int {
 		if !o.local(id.Partition) {
 			continue
 		}
-		e := o.epochOf(g)
-		if v, ok := o.pins[[2]int{g, e}]; ok && (e <= o.last || o.running[g]) {
-			out = append(out, v)
+		for e := o.epochOf(g); e <= o.hpos[g]/o.split; e++ {
+			running := (o.trun[g] && o.tailNext(g).Epoch == e) || (o.hrun[g] && o.headNext(g).Epoch == e)
+			if v, ok := o.pins[[2]int{g, e}]; ok && (e <= o.last || running) {
+				out = append(out, v)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -333,7 +439,7 @@ func (o *oracle) pinned() []int {
 
 func (o *oracle) finished() bool {
 	for g := range o.ids {
-		if o.running[g] || o.epochOf(g) <= o.last {
+		if o.hrun[g] || o.trun[g] || o.epochOf(g) <= o.last {
 			return false
 		}
 	}
@@ -372,8 +478,8 @@ func (o *oracle) check(s *Scheduler) error {
 	}
 	inFlight := 0
 	for g, id := range o.ids {
-		if o.running[g] && o.local(id.Partition) {
-			inFlight++
+		if o.local(id.Partition) {
+			inFlight += btoi(o.hrun[g]) + btoi(o.trun[g])
 		}
 	}
 	if s.InFlight() != inFlight {
@@ -400,8 +506,8 @@ func (o *oracle) checkComplete() error {
 				}
 			}
 		}
-		if o.running[g] {
-			return fmt.Errorf("%v still running", o.next(g))
+		if o.hrun[g] || o.trun[g] {
+			return fmt.Errorf("a task of %v still running", id)
 		}
 	}
 	return nil
@@ -413,4 +519,11 @@ func mustErr(err, target error, what string) error {
 		return fmt.Errorf("%s: got error %v, want %v", what, err, target)
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -14,11 +14,12 @@ var long = flag.Bool("long", false, "run many more random schedules")
 // stats counts what the random schedules exercised, so a test can tell they are not vacuous.
 type stats struct {
 	schedules, steps, tasks, badCalls atomic.Int64
-	maxAge, gateEdge                  atomic.Int64
+	maxAge, gateEdge, overlaps        atomic.Int64
 }
 
 func (st *stats) add(o *oracle) {
 	st.gateEdge.Add(int64(o.gateEdge))
+	st.overlaps.Add(int64(o.overlaps))
 	for {
 		cur := st.maxAge.Load()
 		if int64(o.maxAge) <= cur || st.maxAge.CompareAndSwap(cur, int64(o.maxAge)) {
@@ -182,34 +183,32 @@ func badCall(s *Scheduler, o *oracle, rng *rand.Rand) error {
 		}
 		_, err := s.Start(next)
 		switch {
-		case o.running[g]:
+		case o.laneRunning(next) && o.laneNext(next) == next:
 			return mustErr(err, ErrAlreadyStarted, "start of a running task")
 		default:
 			return mustErr(err, ErrNotReady, "start of an unready task")
 		}
 	case 1: // start or finish a task already done
-		if o.pos[g] == 0 {
+		if len(o.history[g]) == 0 {
 			return nil
 		}
-		prev := o.pos[g] - 1
-		st := o.seq[prev%len(o.seq)]
-		t := Task{Partition: o.ids[g].Partition, Interval: o.ids[g].Interval, Epoch: prev / len(o.seq), Layer: st.Layer, Kind: st.Kind}
+		t := o.history[g][rng.IntN(len(o.history[g]))]
 		if _, err := s.Start(t); mustErr(err, ErrAlreadyDone, "start of a done task") != nil {
 			return mustErr(err, ErrAlreadyDone, "start of a done task")
 		}
 		return mustErr(s.Done(t), ErrAlreadyDone, "done of a done task")
 	case 2: // finish a task that was not started
-		if o.running[g] {
+		if o.laneRunning(next) {
 			return nil
 		}
 		return mustErr(s.Done(next), ErrNotStarted, "done of a task not started")
-	case 3: // start a task two steps ahead
-		p := o.pos[g] + 2
+	case 3: // start a task two steps ahead of the head
+		h := o.headNext(g)
+		p := h.Epoch*len(o.seq) + stepIndex(h.Kind, h.Layer, o.cfg.Layers) + 2
 		if p/len(o.seq) >= o.cfg.Epochs {
 			return nil
 		}
-		st := o.seq[p%len(o.seq)]
-		t := Task{Partition: o.ids[g].Partition, Interval: o.ids[g].Interval, Epoch: p / len(o.seq), Layer: st.Layer, Kind: st.Kind}
+		t := o.taskAt(g, p/len(o.seq), p%len(o.seq))
 		_, err := s.Start(t)
 		return mustErr(err, ErrNotReady, "start of a task ahead of its interval")
 	default: // tasks that do not exist
@@ -272,6 +271,7 @@ func TestRandomSchedules(t *testing.T) {
 									cfg.Reads = randomReads(rng, cfg.intervalCounts())
 								}
 								cfg.ExternalVersions = rng.IntN(4) == 0
+								cfg.TailOverlap = rng.IntN(2) == 0
 								if err := drive(cfg, seed, &ms); err != nil {
 									t.Fatalf("P=%d I=%d L=%d %s %v seed %d: %v\nconfig %+v", P, I, L, m.name, flow, seed, err, cfg)
 								}
@@ -289,8 +289,11 @@ func TestRandomSchedules(t *testing.T) {
 			if !m.sync && m.stale > 0 && ms.gateEdge.Load() == 0 {
 				t.Errorf("no interval ever started an epoch at the edge of the gate")
 			}
-			t.Logf("%s: %d schedules, %d tasks, %d steps checked, %d refused calls, oldest read %d epochs, %d epoch starts at the gate's edge",
-				m.name, ms.schedules.Load(), ms.tasks.Load(), ms.steps.Load(), ms.badCalls.Load(), ms.maxAge.Load(), ms.gateEdge.Load())
+			if overlap := !m.sync && m.stale > 0; overlap != (ms.overlaps.Load() > 0) {
+				t.Errorf("%d head tasks ran beside an older epoch's tail; want some exactly when TailOverlap can act (S ≥ 1)", ms.overlaps.Load())
+			}
+			t.Logf("%s: %d schedules, %d tasks, %d steps checked, %d refused calls, oldest read %d epochs, %d epoch starts at the gate's edge, %d head tasks beside an older tail",
+				m.name, ms.schedules.Load(), ms.tasks.Load(), ms.steps.Load(), ms.badCalls.Load(), ms.maxAge.Load(), ms.gateEdge.Load(), ms.overlaps.Load())
 			st.schedules.Add(ms.schedules.Load())
 		})
 	}

@@ -32,12 +32,16 @@ type Scheduler struct {
 	last           int // last epoch to run (StopAfter)
 
 	ids      []IntervalID
-	offset   []int    // global index of each partition's interval 0
-	local    []bool   // per global interval
-	localIDs []int32  // global indices of local intervals, ascending
-	scratch  []Task   // AppendReady's sort buffer
-	readySet []uint64 // bit g: local interval g's next task is ready (kept up to date by refresh)
-	steps    []step
+	offset   []int   // global index of each partition's interval 0
+	local    []bool  // per global interval
+	localIDs []int32 // global indices of local intervals, ascending
+	scratch  []Task  // AppendReady's sort buffer
+	// bit g of readyHead (readyTail): local interval g's head (tail) task is ready, kept up to
+	// date by refresh
+	readyHead, readyTail []uint64
+	steps                []step
+	split                int // index in steps of ∇AV_0, the first step of the tail
+	lead                 int // 1 when the head may run one epoch ahead of the tail, else 0
 
 	allToAll bool
 	reads    [][]int32 // forward sources of each interval, nil when allToAll
@@ -61,12 +65,22 @@ type Scheduler struct {
 	inFlight int
 }
 
+// ivState is an interval's progress in two lanes. The head runs steps [0, split) of epoch head
+// and then waits at split ("parked") until it may move to epoch head+1: once the tail has
+// finished epoch head (lead 0), or has reached it (lead 1, Config.TailOverlap). The tail runs
+// steps [split, len) of epoch epoch, the interval's lowest unfinished one, once the head has
+// left them behind. With lead 0, head == epoch always and the lanes take turns: one task at a
+// time, in Sequence order.
 type ivState struct {
-	epoch   int // lowest unfinished epoch
-	step    int // index in Sequence of the next task
-	running bool
-	pin     int // weight version pinned in this epoch, -1 before its AV_0
-	prevPin int // the version the previous epoch pinned, -1 if none
+	epoch    int  // lowest unfinished epoch: the tail's
+	step     int  // index in Sequence of the tail's next task, split..len-1
+	running  bool // a tail task is running
+	head     int  // the head's epoch, epoch or epoch+1
+	hstep    int  // index in Sequence of the head's next task, 0..split (split: parked)
+	hrunning bool // a head task is running
+	hpin     int  // weight version the head's epoch pinned, -1 before its AV_0
+	pin      int  // weight version epoch pinned, while head > epoch; -1 otherwise
+	prevPin  int  // the version the previous epoch pinned, -1 if none
 }
 
 type epochCount struct{ epoch, count int }
@@ -147,6 +161,10 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 		s.steps = append(s.steps, sp)
 	}
+	s.split = stepIndex(KindBackAV, 0, L)
+	if cfg.TailOverlap && !cfg.Sync && cfg.Staleness > 0 {
+		s.lead = 1
+	}
 
 	s.allToAll = cfg.Reads == nil
 	if !s.allToAll {
@@ -192,14 +210,14 @@ func New(cfg Config) (*Scheduler, error) {
 	s.wu = [2]epochCount{{-1, 0}, {-1, 0}}
 	s.iv = make([]ivState, n)
 	for g := range s.iv {
-		s.iv[g] = ivState{epoch: cfg.FirstEpoch, pin: -1, prevPin: -1}
+		s.iv[g] = ivState{epoch: cfg.FirstEpoch, step: s.split, head: cfg.FirstEpoch, hpin: -1, pin: -1, prevPin: -1}
 	}
 	s.minUnf = cfg.FirstEpoch
 	if cfg.Sync {
 		s.version = cfg.FirstEpoch
 	}
 	s.atMin = n
-	s.readySet = make([]uint64, (n+63)/64)
+	s.readyHead, s.readyTail = make([]uint64, (n+63)/64), make([]uint64, (n+63)/64)
 	s.refreshAll()
 	return s, nil
 }
@@ -248,67 +266,93 @@ func (s *Scheduler) locate(t Task) (g, si int, err error) {
 	return s.offset[t.Partition] + t.Interval, si, nil
 }
 
-// cmpPos compares the position (epoch, si) with interval g's next task.
+// isTail reports whether step si runs in the tail lane.
+func (s *Scheduler) isTail(si int) bool { return si >= s.split }
+
+// cmpPos compares the position (epoch, si) with the next task of interval g's lane of si.
 func (s *Scheduler) cmpPos(g, epoch, si int) int {
 	st := &s.iv[g]
-	switch {
-	case epoch != st.epoch:
-		return epoch - st.epoch
-	default:
-		return si - st.step
+	e, at := st.head, st.hstep
+	if s.isTail(si) {
+		e, at = st.epoch, st.step
 	}
+	if epoch != e {
+		return epoch - e
+	}
+	return si - at
 }
 
-func (s *Scheduler) task(g int) Task {
-	st := &s.iv[g]
-	sp := &s.steps[st.step]
-	return Task{Partition: s.ids[g].Partition, Interval: s.ids[g].Interval, Epoch: st.epoch, Layer: sp.layer, Kind: sp.kind}
+// laneRunning reports whether a task of interval g's lane of si is running.
+func (s *Scheduler) laneRunning(g, si int) bool {
+	if s.isTail(si) {
+		return s.iv[g].running
+	}
+	return s.iv[g].hrunning
 }
 
-// ready reports whether interval g's next task may start; reason, when asked, says why not.
-func (s *Scheduler) ready(g int, reason *string) bool {
+// task returns interval g's next task in the tail lane (tail) or the head lane.
+func (s *Scheduler) task(g int, tail bool) Task {
 	st := &s.iv[g]
-	if st.running || st.epoch > s.last {
+	e, si := st.head, st.hstep
+	if tail {
+		e, si = st.epoch, st.step
+	}
+	sp := &s.steps[si]
+	return Task{Partition: s.ids[g].Partition, Interval: s.ids[g].Interval, Epoch: e, Layer: sp.layer, Kind: sp.kind}
+}
+
+// tailReached reports whether the head has left the tail's next task behind.
+func (s *Scheduler) tailReached(g int) bool {
+	st := &s.iv[g]
+	return st.head > st.epoch || st.hstep == s.split
+}
+
+// ready reports whether interval g's next task in the tail lane (tail) or the head lane may
+// start; reason, when asked, says why not.
+func (s *Scheduler) ready(g int, tail bool, reason *string) bool {
+	st := &s.iv[g]
+	why := func(format string, args ...any) bool {
 		if reason != nil {
-			if st.running {
-				*reason = "another task of the interval is running"
-			} else {
-				*reason = fmt.Sprintf("the run stops after epoch %d", s.last)
-			}
+			*reason = fmt.Sprintf(format, args...)
 		}
 		return false
 	}
-	if st.step == 0 {
-		if st.epoch > s.minUnf+s.stale {
-			if reason != nil {
-				*reason = fmt.Sprintf("epoch gate: lowest unfinished epoch is %d, staleness %d", s.minUnf, s.stale)
-			}
-			return false
+	e, si, running := st.head, st.hstep, st.hrunning
+	if tail {
+		e, si, running = st.epoch, st.step, st.running
+	}
+	switch {
+	case running:
+		return why("another task of the interval's %s is running", laneName(tail))
+	case e > s.last:
+		return why("the run stops after epoch %d", s.last)
+	case tail && !s.tailReached(g):
+		return why("the interval's %v has not run yet", s.task(g, false))
+	case !tail && si == s.split:
+		return why("the interval's epoch %d has not finished (its next task is %v)", st.epoch, s.task(g, true))
+	}
+	if !tail && si == 0 {
+		if e > s.minUnf+s.stale {
+			return why("epoch gate: lowest unfinished epoch is %d, staleness %d", s.minUnf, s.stale)
 		}
 		if s.sync && st.prevPin >= 0 && s.version <= st.prevPin {
-			if reason != nil {
-				*reason = fmt.Sprintf("weights of epoch %d not updated yet (version %d)", st.epoch-1, s.version)
-			}
-			return false
+			return why("weights of epoch %d not updated yet (version %d)", e-1, s.version)
 		}
 	}
-	f := s.steps[st.step].consumes
+	f := s.steps[si].consumes
 	if f < 0 {
 		return true
 	}
 	if s.sync {
-		b := s.barrier[f][st.epoch&1]
-		if b.epoch == st.epoch && b.count == s.n {
+		b := s.barrier[f][e&1]
+		if b.epoch == e && b.count == s.n {
 			return true
 		}
-		if reason != nil {
-			got := 0
-			if b.epoch == st.epoch {
-				got = b.count
-			}
-			*reason = fmt.Sprintf("barrier: %d of %d intervals have produced epoch %d's rows", got, s.n, st.epoch)
+		got := 0
+		if b.epoch == e {
+			got = b.count
 		}
-		return false
+		return why("barrier: %d of %d intervals have produced epoch %d's rows", got, s.n, e)
 	}
 	if s.allToAll {
 		if int(s.haveAll[f]) == s.n {
@@ -317,18 +361,23 @@ func (s *Scheduler) ready(g int, reason *string) bool {
 	} else if int(s.have[f*s.n+g]) == len(s.sources(f, g)) {
 		return true
 	}
-	if reason != nil {
-		*reason = "a source interval has produced no rows yet"
+	return why("a source interval has produced no rows yet")
+}
+
+func laneName(tail bool) string {
+	if tail {
+		return "tail (∇AV_0, WU)"
 	}
-	return false
+	return "head"
 }
 
 // Ready returns the tasks of local intervals whose dependencies are met and that are not
-// started, at most one per interval, ordered by epoch, then partition, then interval.
+// started, at most one per interval (two, of different epochs, with Config.TailOverlap), ordered
+// by epoch, then partition, then interval.
 func (s *Scheduler) Ready() []Task {
 	n := 0
-	for _, word := range s.readySet {
-		n += bits.OnesCount64(word)
+	for w := range s.readyHead {
+		n += bits.OnesCount64(s.readyHead[w]) + bits.OnesCount64(s.readyTail[w])
 	}
 	if n == 0 {
 		return nil
@@ -340,13 +389,24 @@ func (s *Scheduler) Ready() []Task {
 func (s *Scheduler) AppendReady(dst []Task) []Task {
 	start := len(dst)
 	lo, hi := int(^uint(0)>>1), -1
-	for w, word := range s.readySet {
+	add := func(g int, tail bool) {
+		t := s.task(g, tail)
+		lo, hi = min(lo, t.Epoch), max(hi, t.Epoch)
+		dst = append(dst, t)
+	}
+	for w := range s.readyHead {
+		word := s.readyHead[w] | s.readyTail[w]
 		for word != 0 {
+			b := word & -word
 			g := w<<6 | bits.TrailingZeros64(word)
-			word &= word - 1
-			t := s.task(g)
-			lo, hi = min(lo, t.Epoch), max(hi, t.Epoch)
-			dst = append(dst, t)
+			word &^= b
+			// A tail task is of an older epoch than a head task of the same interval.
+			if s.readyTail[w]&b != 0 {
+				add(g, true)
+			}
+			if s.readyHead[w]&b != 0 {
+				add(g, false)
+			}
 		}
 	}
 	if hi > lo {
@@ -387,16 +447,17 @@ func (s *Scheduler) Start(t Task) (Started, error) {
 		return Started{}, fmt.Errorf("start %v: %w", t, ErrNotLocal)
 	}
 	st := &s.iv[g]
+	tail := s.isTail(si)
 	switch c := s.cmpPos(g, t.Epoch, si); {
 	case c < 0:
 		return Started{}, fmt.Errorf("start %v: %w", t, ErrAlreadyDone)
-	case c == 0 && st.running:
+	case c == 0 && s.laneRunning(g, si):
 		return Started{}, fmt.Errorf("start %v: %w", t, ErrAlreadyStarted)
 	case c > 0:
-		return Started{}, fmt.Errorf("start %v: %w: the interval's next task is %v", t, ErrNotReady, s.task(g))
+		return Started{}, fmt.Errorf("start %v: %w: the next task of the interval's %s is %v", t, ErrNotReady, laneName(tail), s.task(g, tail))
 	}
 	var reason string
-	if !s.ready(g, &reason) {
+	if !s.ready(g, tail, &reason) {
 		return Started{}, fmt.Errorf("start %v: %w: %s", t, ErrNotReady, reason)
 	}
 	sp := &s.steps[si]
@@ -407,15 +468,29 @@ func (s *Scheduler) Start(t Task) (Started, error) {
 		}
 	}
 	if si == 0 {
-		st.pin = s.version
+		st.hpin = s.version
 	}
 	if sp.weights {
-		res.Weights = st.pin
+		res.Weights = s.pinOf(g, tail)
 	}
-	st.running = true
+	if tail {
+		st.running = true
+		s.readyTail[g>>6] &^= 1 << (g & 63)
+	} else {
+		st.hrunning = true
+		s.readyHead[g>>6] &^= 1 << (g & 63)
+	}
 	s.inFlight++
-	s.readySet[g>>6] &^= 1 << (g & 63)
 	return res, nil
+}
+
+// pinOf returns the weight version of interval g's epoch in the tail lane (tail) or the head.
+func (s *Scheduler) pinOf(g int, tail bool) int {
+	st := &s.iv[g]
+	if tail && st.epoch < st.head {
+		return st.pin
+	}
+	return st.hpin
 }
 
 // readsOf lists the epochs of the flow-f rows interval g reads at epoch e, checking the bound.
@@ -450,21 +525,28 @@ func (s *Scheduler) Done(t Task) error {
 	if !s.local[g] {
 		return fmt.Errorf("done %v: %w", t, ErrNotLocal)
 	}
+	tail := s.isTail(si)
 	switch c := s.cmpPos(g, t.Epoch, si); {
 	case c < 0:
 		return fmt.Errorf("done %v: %w", t, ErrAlreadyDone)
-	case c > 0 || !s.iv[g].running:
+	case c > 0 || !s.laneRunning(g, si):
 		return fmt.Errorf("done %v: %w", t, ErrNotStarted)
 	}
-	s.iv[g].running = false
+	if tail {
+		s.iv[g].running = false
+	} else {
+		s.iv[g].hrunning = false
+	}
 	s.inFlight--
-	s.complete(g)
+	s.complete(g, tail)
 	return nil
 }
 
 // Observe records that a remote partition's task t, and every task before it in its interval's
-// sequence, is done: the caller has received its rows or heard of its progress. Observing a
-// task already known to be done does nothing, so reports may arrive late or out of order.
+// sequence, is done: the caller has received its rows or heard of its progress. With
+// Config.TailOverlap a head task implies only the tail of two epochs before it (the tail of the
+// epoch before may still run), a tail task the head of its own epoch. Observing a task already
+// known to be done does nothing, so reports may arrive late or out of order.
 func (s *Scheduler) Observe(t Task) error {
 	g, si, err := s.locate(t)
 	if err != nil {
@@ -473,18 +555,36 @@ func (s *Scheduler) Observe(t Task) error {
 	if s.local[g] {
 		return fmt.Errorf("observe %v: %w", t, ErrLocal)
 	}
+	tail := s.isTail(si)
 	for s.cmpPos(g, t.Epoch, si) >= 0 {
-		s.complete(g)
+		switch st := &s.iv[g]; {
+		case tail && !s.tailReached(g):
+			s.complete(g, false) // the head of the tail's epoch first
+		case !tail && st.hstep == s.split:
+			s.complete(g, true) // the head waits for the tail
+		default:
+			s.complete(g, tail)
+		}
 	}
 	return nil
 }
 
-// complete finishes interval g's next task.
-func (s *Scheduler) complete(g int) {
+// complete finishes interval g's next task in the tail lane (tail) or the head lane.
+func (s *Scheduler) complete(g int, tail bool) {
 	st := &s.iv[g]
-	sp := &s.steps[st.step]
+	if !tail {
+		if f := s.steps[st.hstep].produces; f >= 0 {
+			s.produce(f, g, st.head)
+		}
+		st.hstep++
+		if st.hstep == s.split {
+			s.unpark(g)
+		}
+		s.refresh(g)
+		return
+	}
 	e := st.epoch
-	if f := sp.produces; f >= 0 {
+	if f := s.steps[st.step].produces; f >= 0 {
 		s.produce(f, g, e)
 	}
 	st.step++
@@ -502,9 +602,10 @@ func (s *Scheduler) complete(g int) {
 			all = true
 		}
 	}
-	st.step = 0
+	st.step = s.split
 	st.epoch++
-	st.prevPin, st.pin = st.pin, -1
+	st.pin = -1
+	s.unpark(g)
 	if e == s.minUnf {
 		s.atMin--
 		if s.atMin == 0 {
@@ -527,15 +628,35 @@ func (s *Scheduler) complete(g int) {
 	}
 }
 
-// refresh recomputes whether interval g's next task is ready, if g is local.
+// unpark moves interval g's parked head to its next epoch once the tail allows it: once the
+// tail has finished the head's epoch, or with lead 1 has reached it (the tail then keeps the
+// epoch's pin).
+func (s *Scheduler) unpark(g int) {
+	st := &s.iv[g]
+	if st.hstep != s.split || st.epoch < st.head+1-s.lead {
+		return
+	}
+	if st.epoch == st.head {
+		st.pin = st.hpin
+	}
+	st.prevPin, st.hpin = st.hpin, -1
+	st.head++
+	st.hstep = 0
+}
+
+// refresh recomputes whether interval g's next tasks are ready, if g is local.
 func (s *Scheduler) refresh(g int) {
 	if !s.local[g] {
 		return
 	}
-	if s.ready(g, nil) {
-		s.readySet[g>>6] |= 1 << (g & 63)
-	} else {
-		s.readySet[g>>6] &^= 1 << (g & 63)
+	w, b := g>>6, uint64(1)<<(g&63)
+	s.readyHead[w] &^= b
+	s.readyTail[w] &^= b
+	if s.ready(g, false, nil) {
+		s.readyHead[w] |= b
+	}
+	if s.ready(g, true, nil) {
+		s.readyTail[w] |= b
 	}
 }
 
@@ -642,8 +763,9 @@ func (s *Scheduler) Progress() [][]int {
 	return out
 }
 
-// Next returns interval id's next task, whether or not it is ready or running; false when the
-// interval has finished LastEpoch or does not exist.
+// Next returns interval id's first unfinished task in Sequence order (the tail's while it is
+// behind the head), whether or not it is ready or running; false when the interval has
+// finished LastEpoch or does not exist.
 func (s *Scheduler) Next(id IntervalID) (Task, bool) {
 	if id.Partition < 0 || id.Partition >= len(s.offset) {
 		return Task{}, false
@@ -656,15 +778,19 @@ func (s *Scheduler) Next(id IntervalID) (Task, bool) {
 	if id.Interval < 0 || g >= end || s.iv[g].epoch > s.last {
 		return Task{}, false
 	}
-	return s.task(g), true
+	return s.task(g, s.tailReached(g)), true
 }
 
-// Running returns the local tasks started and not yet done, in global interval order.
+// Running returns the local tasks started and not yet done, in global interval order (an
+// interval's tail task before its head task).
 func (s *Scheduler) Running() []Task {
 	out := make([]Task, 0, s.inFlight)
 	for g := range s.iv {
 		if s.iv[g].running {
-			out = append(out, s.task(g))
+			out = append(out, s.task(g, true))
+		}
+		if s.iv[g].hrunning {
+			out = append(out, s.task(g, false))
 		}
 	}
 	return out
@@ -699,8 +825,14 @@ func (s *Scheduler) PinnedVersions() []int {
 	var out []int
 	for g := range s.iv {
 		st := &s.iv[g]
-		if s.local[g] && st.pin >= 0 && (st.epoch <= s.last || st.running) {
+		if !s.local[g] {
+			continue
+		}
+		if st.epoch < st.head && st.pin >= 0 && (st.epoch <= s.last || st.running) {
 			out = append(out, st.pin)
+		}
+		if st.hpin >= 0 && (st.head <= s.last || st.hrunning || (st.epoch == st.head && st.running)) {
+			out = append(out, st.hpin)
 		}
 	}
 	slices.Sort(out)

@@ -506,3 +506,62 @@ func TestSyncExternalVersions(t *testing.T) {
 		t.Fatalf("pinned %d, want 7", got.Weights)
 	}
 }
+
+// TestTailOverlap follows one interval with TailOverlap: once ∇SC_0 of epoch 0 is done, ∇AV_0
+// and WU of epoch 0 run beside epoch 1's head with epoch 0's weights, the head stops before its
+// own tail until the older tail is done, and the option changes nothing with S = 0.
+func TestTailOverlap(t *testing.T) {
+	i0 := IntervalID{0, 0}
+	for _, stale := range []int{0, 1} {
+		s := mustNew(t, Config{Partitions: 1, Intervals: 1, Layers: 1, Epochs: 4, Staleness: stale, TailOverlap: true})
+		runUntil(t, s, i0, 0, &Step{KindBackAV, 0})
+		want := []Task{task(0, 0, 0, KindBackAV, 0)}
+		if stale == 1 {
+			want = append(want, task(0, 0, 1, KindAV, 0))
+		}
+		if got := s.Ready(); !slices.Equal(got, want) {
+			t.Fatalf("S=%d: Ready() = %v, want %v", stale, got, want)
+		}
+		if stale == 0 {
+			continue
+		}
+		tail, err := s.Start(task(0, 0, 0, KindBackAV, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Epoch 1's head runs to its ∇SC_0 while the tail of epoch 0 is still running; version 0
+		// stays the newest, so both epochs pin it.
+		for _, st := range Sequence(1)[:len(Sequence(1))-2] {
+			run(t, s, task(0, 0, 1, st.Kind, st.Layer))
+		}
+		if got := s.Ready(); len(got) != 0 {
+			t.Fatalf("head waiting for the tail: Ready() = %v, want nothing", got)
+		}
+		if got := s.Running(); !slices.Equal(got, []Task{task(0, 0, 0, KindBackAV, 0)}) {
+			t.Fatalf("Running() = %v", got)
+		}
+		if tail.Weights != 0 || s.LowestUnfinished() != 0 || !slices.Equal(s.PinnedVersions(), []int{0}) {
+			t.Fatalf("tail weights %d, lowest unfinished %d, pinned %v", tail.Weights, s.LowestUnfinished(), s.PinnedVersions())
+		}
+		if err := s.Done(tail.Task); err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, s, task(0, 0, 0, KindWU, 0)); got.Weights != 0 {
+			t.Fatalf("WU of epoch 0 uses version %d", got.Weights)
+		}
+		// Epoch 0 is finished (version 1); epoch 1's tail is ready and epoch 2 may start.
+		want = []Task{task(0, 0, 1, KindBackAV, 0), task(0, 0, 2, KindAV, 0)}
+		if got := s.Ready(); !slices.Equal(got, want) || s.LowestUnfinished() != 1 {
+			t.Fatalf("Ready() = %v, want %v; lowest unfinished %d", got, want, s.LowestUnfinished())
+		}
+		if got := run(t, s, task(0, 0, 2, KindAV, 0)); got.Weights != 1 {
+			t.Fatalf("AV_0 of epoch 2 pins version %d, want 1", got.Weights)
+		}
+		if got := run(t, s, task(0, 0, 1, KindBackAV, 0)); got.Weights != 0 {
+			t.Fatalf("∇AV_0 of epoch 1 uses version %d, want its AV_0's 0", got.Weights)
+		}
+		if got := s.PinnedVersions(); !slices.Equal(got, []int{0, 1}) {
+			t.Fatalf("PinnedVersions() = %v, want [0 1]", got)
+		}
+	}
+}
