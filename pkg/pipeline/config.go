@@ -77,12 +77,13 @@ type Config struct {
 	// WU done in asynchronous mode, one per epoch (when every interval's WU of it is done) in
 	// synchronous mode.
 	ExternalVersions bool
-	// TailOverlap lets an interval start epoch e+1 once its ∇SC_0 of epoch e is done, while
-	// the tail of epoch e (∇AV_0 and WU) still runs, so that the tail's tensor task and weight
-	// push overlap the next epoch's forward pass. It takes effect only in asynchronous mode with
-	// Staleness ≥ 1, where the epoch gate already lets an interval run one epoch ahead of the
-	// lowest unfinished one; it changes no bound. The caller must give the tail its own buffers
-	// (the next epoch's AV_0 and ∇AV_l, l ≥ 1, run beside it).
+	// TailOverlap lets an interval start epoch e+1 once its forward pass of epoch e (up to the
+	// loss, AV_L) is done, while the tail of epoch e — the backward pass and WU — still runs, so
+	// that the two passes' tensor tasks and the weight push overlap. It takes effect only in
+	// asynchronous mode with Staleness ≥ 1, where the epoch gate already lets an interval run one
+	// epoch ahead of the lowest unfinished one; it changes no bound. The caller must keep what
+	// the tail reads apart from what the next forward pass writes (Z_l and activations, per
+	// epoch parity).
 	TailOverlap bool
 }
 

@@ -53,13 +53,14 @@
 // # Tail overlap
 //
 // With Config.TailOverlap (asynchronous mode, S ≥ 1) an interval's epoch is cut in two lanes:
-// the head (AV_0 … ∇SC_0) and the tail (∇AV_0, WU). Once the head of epoch e is done, the head of
-// epoch e+1 may start — within the epoch gate, which counts an epoch finished only at its WU —
-// while the tail of epoch e still runs, so an interval's chain of tensor tasks per epoch loses
-// one worker call and the weight push. The head of epoch e+2 waits until the tail of epoch e is
-// done, so an interval has at most two epochs in progress; each lane still runs one task at a
-// time, and the bounds below are unchanged (a source whose head is at e_s+1 has produced every
-// flow of epoch e_s).
+// the head, its forward pass (AV_0 … AV_L), and the tail, its backward pass and WU (∇GA_{L-1} …
+// ∇AV_0 WU). Once the head of epoch e is done, the head of epoch e+1 may start — within the epoch
+// gate, which counts an epoch finished only at its WU — while the tail of epoch e still runs, so
+// an interval's tensor tasks of two epochs overlap instead of forming one chain. The head of
+// epoch e+2 waits until the tail of epoch e is done, so an interval has at most two epochs in
+// progress; each lane still runs one task at a time, and the bounds below are unchanged: a source
+// whose head is at e_s+1 has produced the forward flows of e_s, and its tail, at e_s ≥ m, the
+// backward flows of e_s - 1.
 //
 // # Weight stashing
 //

@@ -18,7 +18,7 @@ type oracle struct {
 	bwdSrc [][]int // gradient sources per interval: the intervals that read it
 	stale  int
 	last   int
-	split  int // index of ∇AV_0 in seq: the tail lane runs seq[split:], the head seq[:split]
+	split  int // index of ∇GA_{L-1} in seq: the tail lane runs seq[split:], the head seq[:split]
 	lead   int // epochs the head may run ahead of the tail (Config.TailOverlap)
 
 	// hpos[g] (tpos[g]): head (tail) tasks done per interval, in lane order
@@ -49,7 +49,7 @@ func newOracle(cfg Config) *oracle {
 	if !cfg.Sync {
 		o.stale = cfg.Staleness
 	}
-	o.split = len(o.seq) - 2
+	o.split = 3*cfg.Layers + 1 // after AV_L
 	if cfg.TailOverlap && o.stale > 0 {
 		o.lead = 1
 	}

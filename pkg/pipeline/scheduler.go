@@ -40,7 +40,7 @@ type Scheduler struct {
 	// date by refresh
 	readyHead, readyTail []uint64
 	steps                []step
-	split                int // index in steps of ∇AV_0, the first step of the tail
+	split                int // index in steps of ∇GA_{L-1}, the first step of the tail
 	lead                 int // 1 when the head may run one epoch ahead of the tail, else 0
 
 	allToAll bool
@@ -161,7 +161,7 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 		s.steps = append(s.steps, sp)
 	}
-	s.split = stepIndex(KindBackAV, 0, L)
+	s.split = stepIndex(KindBackGA, L-1, L)
 	if cfg.TailOverlap && !cfg.Sync && cfg.Staleness > 0 {
 		s.lead = 1
 	}
@@ -366,7 +366,7 @@ func (s *Scheduler) ready(g int, tail bool, reason *string) bool {
 
 func laneName(tail bool) string {
 	if tail {
-		return "tail (∇AV_0, WU)"
+		return "tail (backward pass)"
 	}
 	return "head"
 }

@@ -507,15 +507,17 @@ func TestSyncExternalVersions(t *testing.T) {
 	}
 }
 
-// TestTailOverlap follows one interval with TailOverlap: once ∇SC_0 of epoch 0 is done, ∇AV_0
-// and WU of epoch 0 run beside epoch 1's head with epoch 0's weights, the head stops before its
-// own tail until the older tail is done, and the option changes nothing with S = 0.
+// TestTailOverlap follows one interval with TailOverlap: once the loss of epoch 0 is done, the
+// backward pass and WU of epoch 0 run beside epoch 1's forward pass with epoch 0's weights, the
+// forward pass of epoch 2 waits until epoch 0 is finished, and the option changes nothing with
+// S = 0.
 func TestTailOverlap(t *testing.T) {
 	i0 := IntervalID{0, 0}
+	seq := Sequence(1) // AV_0 SC_0 GA_0 AV_1 | ∇GA_0 ∇SC_0 ∇AV_0 WU
 	for _, stale := range []int{0, 1} {
 		s := mustNew(t, Config{Partitions: 1, Intervals: 1, Layers: 1, Epochs: 4, Staleness: stale, TailOverlap: true})
-		runUntil(t, s, i0, 0, &Step{KindBackAV, 0})
-		want := []Task{task(0, 0, 0, KindBackAV, 0)}
+		runUntil(t, s, i0, 0, &Step{KindBackGA, 0})
+		want := []Task{task(0, 0, 0, KindBackGA, 0)}
 		if stale == 1 {
 			want = append(want, task(0, 0, 1, KindAV, 0))
 		}
@@ -525,38 +527,42 @@ func TestTailOverlap(t *testing.T) {
 		if stale == 0 {
 			continue
 		}
-		tail, err := s.Start(task(0, 0, 0, KindBackAV, 0))
+		tail, err := s.Start(task(0, 0, 0, KindBackGA, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Epoch 1's head runs to its ∇SC_0 while the tail of epoch 0 is still running; version 0
-		// stays the newest, so both epochs pin it.
-		for _, st := range Sequence(1)[:len(Sequence(1))-2] {
+		// Epoch 1's forward pass runs while the tail of epoch 0 is running; version 0 stays the
+		// newest, so both epochs pin it.
+		for _, st := range seq[:4] {
 			run(t, s, task(0, 0, 1, st.Kind, st.Layer))
 		}
 		if got := s.Ready(); len(got) != 0 {
 			t.Fatalf("head waiting for the tail: Ready() = %v, want nothing", got)
 		}
-		if got := s.Running(); !slices.Equal(got, []Task{task(0, 0, 0, KindBackAV, 0)}) {
+		if got := s.Running(); !slices.Equal(got, []Task{tail.Task}) {
 			t.Fatalf("Running() = %v", got)
 		}
-		if tail.Weights != 0 || s.LowestUnfinished() != 0 || !slices.Equal(s.PinnedVersions(), []int{0}) {
-			t.Fatalf("tail weights %d, lowest unfinished %d, pinned %v", tail.Weights, s.LowestUnfinished(), s.PinnedVersions())
+		if s.LowestUnfinished() != 0 || !slices.Equal(s.PinnedVersions(), []int{0}) {
+			t.Fatalf("lowest unfinished %d, pinned %v", s.LowestUnfinished(), s.PinnedVersions())
 		}
 		if err := s.Done(tail.Task); err != nil {
 			t.Fatal(err)
 		}
-		if got := run(t, s, task(0, 0, 0, KindWU, 0)); got.Weights != 0 {
-			t.Fatalf("WU of epoch 0 uses version %d", got.Weights)
+		for _, st := range seq[5:] {
+			if got := run(t, s, task(0, 0, 0, st.Kind, st.Layer)); st.Kind != KindSC && st.Kind != KindBackSC && got.Weights != 0 && got.Weights != NoWeights {
+				t.Fatalf("%v of epoch 0 uses version %d, want 0", st, got.Weights)
+			}
 		}
 		// Epoch 0 is finished (version 1); epoch 1's tail is ready and epoch 2 may start.
-		want = []Task{task(0, 0, 1, KindBackAV, 0), task(0, 0, 2, KindAV, 0)}
+		want = []Task{task(0, 0, 1, KindBackGA, 0), task(0, 0, 2, KindAV, 0)}
 		if got := s.Ready(); !slices.Equal(got, want) || s.LowestUnfinished() != 1 {
 			t.Fatalf("Ready() = %v, want %v; lowest unfinished %d", got, want, s.LowestUnfinished())
 		}
 		if got := run(t, s, task(0, 0, 2, KindAV, 0)); got.Weights != 1 {
 			t.Fatalf("AV_0 of epoch 2 pins version %d, want 1", got.Weights)
 		}
+		run(t, s, task(0, 0, 1, KindBackGA, 0))
+		run(t, s, task(0, 0, 1, KindBackSC, 0))
 		if got := run(t, s, task(0, 0, 1, KindBackAV, 0)); got.Weights != 0 {
 			t.Fatalf("∇AV_0 of epoch 1 uses version %d, want its AV_0's 0", got.Weights)
 		}

@@ -42,7 +42,7 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.IntVar(&d.paramServers, "param-servers", 1, "with --graph-servers: parameter-server processes (weights sharded by layer)")
 	f.StringVar(&d.staleness, "staleness", "sync", "with --graph-servers: sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
 	f.IntVar(&d.intervals, "intervals", 4, "with --graph-servers: intervals per graph server")
-	f.IntVar(&d.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval)")
+	f.IntVar(&d.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
 	f.DurationVar(&d.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
 	d.backend.addFlags(f)

@@ -147,7 +147,7 @@ standard error and training goes on. It keeps serving after the last epoch until
 	f.StringVar(&o.paramServers, "param-servers", "", "comma-separated addresses of the parameter-server shards, in shard order")
 	f.StringVar(&o.run, "run", "dorylus", "identity of the run, the same on all its servers")
 	f.IntVar(&o.intervals, "intervals", 0, "intervals of the partition (0: the tensor workers' number, or --max-concurrency of a remote backend)")
-	f.IntVar(&o.workers, "workers", 0, "concurrent tensor tasks of the cpu backend (0: the number of intervals)")
+	f.IntVar(&o.workers, "workers", 0, "concurrent tensor tasks of the cpu backend (0: one per interval and epoch in flight — two with a GCN's overlapping passes at staleness ≥ 1)")
 	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (the output layer of a gat has one head)")
 	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")
 	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer (gat: features per head)")
@@ -329,7 +329,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		}
 	}
 	if o.workers == 0 {
-		o.workers = o.intervals
+		o.workers = o.intervals * graphserver.EpochsInFlight(sync, stale, heads)
 	}
 	var pull *remote.Store
 	if o.backend.pull() {

@@ -225,7 +225,7 @@ func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, 
 		}
 		req := s.avGATRequest(t.Interval, l, t.Epoch, w, true)
 		if l > 0 {
-			req.Z = iv.zView[l-1]
+			req.Z = iv.zOf(t.Epoch)[l-1]
 		}
 		req.Op, req.Out, req.GATAct = dispatch.OpGATForward, iv.pView[l][slot], &gi.act[l]
 		req.OutDst, req.OutSrc = g.sdst[l].RowSlice(iv.Lo, iv.Hi), g.ssrc[l][slot].RowSlice(iv.Lo, iv.Hi)
@@ -243,7 +243,7 @@ func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, 
 		if _, err := s.cfg.Backend.Run(ctx, req); err != nil {
 			return 0, err
 		}
-		tensor.EdgeAggregate(iv.zView[l], gi.block, alpha, nil, p)
+		tensor.EdgeAggregate(iv.zOf(t.Epoch)[l], gi.block, alpha, nil, p)
 	case pipeline.KindBackGA:
 		p, doneP := s.compose(s.p[l], s.compP[l], gi.reads[l], true)
 		defer doneP()
@@ -270,7 +270,7 @@ func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, 
 		}
 		req := s.avGATRequest(t.Interval, l, t.Epoch, w, true)
 		if l > 0 {
-			req.Z = iv.zView[l-1]
+			req.Z = iv.zOf(t.Epoch)[l-1]
 			req.Out, req.DBias = iv.dzView[l-1][slot], gi.grads[l-1].Bias
 		}
 		req.Op, req.GATAct, req.P, req.DP, req.DDst, req.DSrc = dispatch.OpGATBackward, &gi.act[l], iv.pView[l][slot], iv.dp[l], gi.dDst[l], gi.dSrc[l]
@@ -292,7 +292,7 @@ func (s *server) gatLoss(ctx context.Context, t pipeline.Task, iv *interval, gi 
 		return 0, err
 	}
 	bias, dBias := w[4*(L-1)+3], gi.grads[L-1].Bias
-	if err := g.cfg.OutputForward(iv.zView[L-1], bias, gi.logits); err != nil {
+	if err := g.cfg.OutputForward(iv.zOf(t.Epoch)[L-1], bias, gi.logits); err != nil {
 		return 0, err
 	}
 	loss, err := model.LossForward(gi.logits, iv.labels, iv.train, s.part.Totals[0], gi.dLogits)

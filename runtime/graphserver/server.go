@@ -139,9 +139,13 @@ type server struct {
 	gat   *gatModel       // nil for a GCN
 	dims  []int           // widths of the input and of P_l (a GAT's: heads·features) of every layer
 	slots int             // R
+	// overlap: the scheduler runs an interval's backward pass of epoch e beside its forward
+	// pass of epoch e+1 (pipeline.Config.TailOverlap; a GCN in asynchronous mode with S ≥ 1), so
+	// Z_l and dW_l are kept per epoch parity and the backward pass has its own activations
+	overlap bool
 
 	p  [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
-	z  []*tensor.Dense   // [layer]: Z_l, owned rows
+	z  [][]*tensor.Dense // [epoch parity, with overlap][layer]: Z_l, owned rows
 	dz [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows
 	// contrib[layer][remote interval][slot]: gradient contributions pushed by a remote
 	// interval to this server's rows
@@ -182,12 +186,14 @@ type interval struct {
 	train  []int32 // training rows, relative to the interval
 	act    []model.Activation
 	dp     []*tensor.Dense   // [layer]: dP_l of the rows
-	dw     []*tensor.Dense   // [layer]: dW_l of the epoch, until WU
-	ghostC []*tensor.Dense   // [layer]: contributions to the touched ghosts
-	zView  []*tensor.Dense   // [layer]: rows of z
-	pView  [][]*tensor.Dense // [layer][slot]: rows of p
-	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
-	send   [][]float32       // [peer]: gather buffer of Scatter rows
+	dw     [][]*tensor.Dense // [epoch parity, with overlap][layer]: dW_l of the epoch, until WU
+	// backAct[l] is ∇AV_l's activation buffer with overlap (the next epoch's AV_l uses act[l])
+	backAct []model.Activation
+	ghostC  []*tensor.Dense   // [layer]: contributions to the touched ghosts
+	zView   [][]*tensor.Dense // [epoch parity, with overlap][layer]: rows of z
+	pView   [][]*tensor.Dense // [layer][slot]: rows of p
+	dzView  [][]*tensor.Dense // [layer][slot]: rows of dz
+	send    [][]float32       // [peer]: gather buffer of Scatter rows
 }
 
 // contribution is one remote interval's pushed gradient rows of one epoch.
@@ -286,6 +292,7 @@ func newServer(cfg Config) (*server, error) {
 	if !cfg.Sync {
 		s.slots = 2*cfg.Staleness + 2
 	}
+	s.overlap = EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads) > 1
 	s.allocate(cuts)
 	if s.gat != nil {
 		s.gat.allocate(s)
@@ -310,10 +317,12 @@ func requireFeatures(d *graph.PartitionData) error {
 func (s *server) allocate(cuts []partition.Interval) {
 	L, R, n := s.model.Layers, s.slots, s.part.Owned
 	rows := n + len(s.part.Ghosts)
-	s.p, s.dz, s.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([]*tensor.Dense, L)
+	s.p, s.dz, s.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, 1+btoi(s.overlap))
 	for l := range L {
 		d := s.dims[l+1]
-		s.z[l] = tensor.NewDense(n, d)
+		for p := range s.z {
+			s.z[p] = append(s.z[p], tensor.NewDense(n, d))
+		}
 		for range R {
 			s.p[l] = append(s.p[l], tensor.NewDense(rows, d))
 			s.dz[l] = append(s.dz[l], tensor.NewDense(n, d))
@@ -346,14 +355,23 @@ func (s *server) allocate(cuts []partition.Interval) {
 			}
 		}
 		iv.act = make([]model.Activation, L)
+		if s.overlap {
+			iv.backAct = make([]model.Activation, L)
+		}
+		if s.gat == nil {
+			iv.dw = make([][]*tensor.Dense, len(s.z))
+		}
+		iv.zView = make([][]*tensor.Dense, len(s.z))
 		for l := range L {
 			d := s.dims[l+1]
 			iv.dp = append(iv.dp, tensor.NewDense(c.Rows(), d))
-			if s.gat == nil {
-				iv.dw = append(iv.dw, tensor.NewDense(s.dims[l], d))
+			for p := range iv.dw {
+				iv.dw[p] = append(iv.dw[p], tensor.NewDense(s.dims[l], d))
 			}
 			iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, s.rowWidth(l)))
-			iv.zView = append(iv.zView, s.z[l].RowSlice(c.Lo, c.Hi))
+			for p := range s.z {
+				iv.zView[p] = append(iv.zView[p], s.z[p][l].RowSlice(c.Lo, c.Hi))
+			}
 			var pv, dzv []*tensor.Dense
 			for r := range R {
 				pv = append(pv, s.p[l][r].RowSlice(c.Lo, c.Hi))
@@ -378,6 +396,17 @@ func (s *server) rowWidth(l int) int {
 	return s.dims[l+1]
 }
 
+// EpochsInFlight returns how many epochs of one interval a graph server runs at once: 2 when
+// the backward pass of an epoch overlaps the next forward pass (pipeline.Config.TailOverlap: a
+// GCN, heads == 0, in asynchronous mode with staleness ≥ 1), so that an interval may have two
+// tensor tasks in flight; otherwise 1.
+func EpochsInFlight(sync bool, staleness, heads int) int {
+	if !sync && staleness > 0 && heads == 0 {
+		return 2
+	}
+	return 1
+}
+
 // run connects, trains and serves until ctx ends.
 func (s *server) run(ctx context.Context) error {
 	if err := s.connect(ctx); err != nil {
@@ -390,7 +419,7 @@ func (s *server) run(ctx context.Context) error {
 	sc, err := pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.model.Layers, Epochs: s.cfg.Epochs,
 		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
-		Local: []int{s.cfg.Partition}, ExternalVersions: true,
+		Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.overlap,
 	})
 	if err != nil {
 		return err
@@ -547,6 +576,19 @@ type peer struct {
 	name   string
 	conn   *grpc.ClientConn
 	client rpc.GraphServerClient
+}
+
+// dwOf returns an interval's dW_l buffers of epoch e.
+func (iv *interval) dwOf(e int) []*tensor.Dense { return iv.dw[e%len(iv.dw)] }
+
+// zOf returns the views of an interval's Z_l rows of epoch e.
+func (iv *interval) zOf(e int) []*tensor.Dense { return iv.zView[e%len(iv.zView)] }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // global returns the global index of interval i of partition p.

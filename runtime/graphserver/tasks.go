@@ -28,7 +28,7 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 			// this server's memory: it runs here, which saves every interval one tensor-task
 			// round trip per epoch.
 			res, err := dispatch.Execute(&dispatch.TaskRequest{
-				Op: dispatch.OpLoss, Model: s.model, Z: iv.zView[L-1], Labels: iv.labels, Rows: iv.train,
+				Op: dispatch.OpLoss, Model: s.model, Z: iv.zOf(t.Epoch)[L-1], Labels: iv.labels, Rows: iv.train,
 				Total: s.part.Totals[0], Out: iv.dzView[L-1][slot],
 			}, nil)
 			return res.Loss, err
@@ -46,7 +46,7 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 		return 0, s.scatter(ctx, t, iv, s.p[l][slot])
 	case pipeline.KindGA:
 		src, done := s.compose(s.p[l], s.compP[l], st.Reads, true)
-		tensor.SpMMRows(iv.zView[l], s.part.Adj, src, iv.Lo, iv.Hi)
+		tensor.SpMMRows(iv.zOf(t.Epoch)[l], s.part.Adj, src, iv.Lo, iv.Hi)
 		done()
 	case pipeline.KindBackGA:
 		if iv.GhostT.Rows > 0 {
@@ -61,7 +61,10 @@ func (s *server) runTask(ctx context.Context, st pipeline.Started) (float64, err
 			return 0, err
 		}
 		req := s.avRequest(iv, t, w[l])
-		req.Op, req.DP, req.DW, req.Act = dispatch.OpBackward, iv.dp[l], iv.dw[l], &iv.act[l]
+		req.Op, req.DP, req.DW, req.Act = dispatch.OpBackward, iv.dp[l], iv.dwOf(t.Epoch)[l], &iv.act[l]
+		if s.overlap {
+			req.Act = &iv.backAct[l]
+		}
 		s.pullWeight(&req, st.Weights)
 		if l > 0 {
 			req.Out = iv.dzView[l-1][slot]
@@ -83,7 +86,7 @@ func (s *server) avRequest(iv *interval, t pipeline.Task, w *tensor.Dense) dispa
 	if t.Layer == 0 {
 		req.Features = iv.feats
 	} else {
-		req.Z = iv.zView[t.Layer-1]
+		req.Z = iv.zOf(t.Epoch)[t.Layer-1]
 	}
 	return req
 }

@@ -248,12 +248,12 @@ func (s *server) paramShape(i int) (rows, cols int) {
 	return s.dims[i], s.dims[i+1]
 }
 
-// gradient returns local interval i's gradient of parameter tensor l in the current epoch.
-func (s *server) gradient(i, l int) *tensor.Dense {
+// gradient returns the gradient of parameter tensor l that WU task t pushes.
+func (s *server) gradient(t pipeline.Task, l int) *tensor.Dense {
 	if s.gat != nil {
-		return s.gat.ivs[i].flatG[l]
+		return s.gat.ivs[t.Interval].flatG[l]
 	}
-	return s.ivs[i].dw[l]
+	return s.ivs[t.Interval].dwOf(t.Epoch)[l]
 }
 
 // pushGradients is WU: it hands the interval's gradient of every parameter tensor to the shard
@@ -266,7 +266,7 @@ func (s *server) pushGradients(ctx context.Context, t pipeline.Task, version int
 		}
 		req := &rpc.PushRequest{GraphServer: uint32(s.cfg.Partition), Task: taskRef(t), Version: uint64(version), Keep: s.keep.Load()}
 		for _, l := range sh.layers {
-			req.Grads = append(req.Grads, &rpc.LayerTensor{Layer: uint32(l), Tensor: rpc.NewTensor(s.gradient(t.Interval, l))})
+			req.Grads = append(req.Grads, &rpc.LayerTensor{Layer: uint32(l), Tensor: rpc.NewTensor(s.gradient(t, l))})
 		}
 		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 		defer cancel()
