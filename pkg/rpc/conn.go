@@ -17,12 +17,12 @@ import (
 // large, and they travel as one batch.
 const MaxMessage = 1 << 30
 
-// Health-check timing: a peer that has answered once and then fails every check for DeadAfter
-// is reported dead.
+// Health-check timing: a peer that has answered once and then fails every check for
+// DefaultDeadAfter (or the time given to Monitor) is reported dead.
 const (
-	CheckEvery   = 500 * time.Millisecond
-	CheckTimeout = 2 * time.Second
-	DeadAfter    = 3 * time.Second
+	CheckEvery       = 500 * time.Millisecond
+	CheckTimeout     = 2 * time.Second
+	DefaultDeadAfter = 3 * time.Second
 )
 
 // NewServer returns a gRPC server with the data plane's limits and keepalive policy, serving
@@ -84,9 +84,13 @@ func WaitServing(ctx context.Context, conn *grpc.ClientConn, name string, startu
 }
 
 // Monitor checks the peer's health every CheckEvery until ctx ends (returning nil) or the peer
-// has failed every check for DeadAfter or reports that it stopped serving (returning an error
-// naming it). Call it after WaitServing.
-func Monitor(ctx context.Context, conn *grpc.ClientConn, name string) error {
+// has failed every check for deadAfter (DefaultDeadAfter if 0) or reports that it stopped
+// serving (returning an error naming it). Call it after WaitServing. A machine so loaded that a
+// live peer misses its checks for seconds needs a longer deadAfter.
+func Monitor(ctx context.Context, conn *grpc.ClientConn, name string, deadAfter time.Duration) error {
+	if deadAfter <= 0 {
+		deadAfter = DefaultDeadAfter
+	}
 	hc := healthpb.NewHealthClient(conn)
 	lastOK := time.Now()
 	tick := time.NewTicker(CheckEvery)
@@ -107,7 +111,7 @@ func Monitor(ctx context.Context, conn *grpc.ClientConn, name string) error {
 			lastOK = time.Now()
 		case err == nil:
 			return fmt.Errorf("%s stopped serving (health %v)", name, resp.Status)
-		case time.Since(lastOK) >= DeadAfter:
+		case time.Since(lastOK) >= deadAfter:
 			return fmt.Errorf("%s unreachable for %v: %w", name, time.Since(lastOK).Round(100*time.Millisecond), err)
 		}
 	}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -42,8 +43,15 @@ func TestTensorRoundTrip(t *testing.T) {
 }
 
 // TestMonitorReportsDeadPeer starts a server, waits for it, stops it, and expects Monitor to
-// name it within a few seconds.
+// name it within a few seconds: no sooner than its dead-after time (the default, then a
+// shorter one given) and not much later.
 func TestMonitorReportsDeadPeer(t *testing.T) {
+	for _, deadAfter := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run(fmt.Sprint(deadAfter), func(t *testing.T) { monitorDeadPeer(t, deadAfter) })
+	}
+}
+
+func monitorDeadPeer(t *testing.T, deadAfter time.Duration) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,19 +72,23 @@ func TestMonitorReportsDeadPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- Monitor(ctx, conn, "graph server 9") }()
+	go func() { done <- Monitor(ctx, conn, "graph server 9", deadAfter) }()
 	time.Sleep(time.Second)
 	stopped := time.Now()
 	srv.Stop()
+	want := deadAfter
+	if want == 0 {
+		want = DefaultDeadAfter
+	}
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "graph server 9") {
 			t.Fatalf("monitor returned %v", err)
 		}
-		if took := time.Since(stopped); took > DeadAfter+2*time.Second {
-			t.Errorf("dead peer reported after %v", took)
+		if took := time.Since(stopped); took > want+2*time.Second || took < want-CheckEvery {
+			t.Errorf("dead peer reported after %v, want about %v", took, want)
 		}
-	case <-time.After(DeadAfter + 5*time.Second):
+	case <-time.After(want + 5*time.Second):
 		t.Fatal("dead peer not reported")
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)

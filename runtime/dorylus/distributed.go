@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -30,7 +31,7 @@ type distOptions struct {
 	graphServers, paramServers int
 	staleness                  string
 	intervals, workers         int
-	latency                    time.Duration
+	latency, deadAfter         time.Duration
 	target                     float64
 	backend                    backendOptions
 }
@@ -44,6 +45,7 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.IntVar(&d.intervals, "intervals", 4, "with --graph-servers: intervals per graph server")
 	f.IntVar(&d.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
 	f.DurationVar(&d.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
+	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, "with --graph-servers: how long a server may fail its health checks before the run fails naming it")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
 	d.backend.addFlags(f)
 	return d
@@ -224,7 +226,7 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 		"--layers", strconv.Itoa(o.layers), "--hidden", strconv.Itoa(o.hidden), "--dropout", fmt.Sprint(o.dropout),
 		"--lr", fmt.Sprint(o.lr), "--weight-decay", fmt.Sprint(o.weightDecay), "--epochs", strconv.Itoa(o.epochs),
 		"--seed", strconv.FormatUint(seed, 10), "--staleness", d.staleness, "--eval-every", strconv.Itoa(evalEvery), "--patience", strconv.Itoa(o.patience),
-		"--inject-latency", d.latency.String(), "--target-accuracy", fmt.Sprint(d.target)}
+		"--inject-latency", d.latency.String(), "--dead-after", d.deadAfter.String(), "--target-accuracy", fmt.Sprint(d.target)}
 	for q := range n {
 		var out io.Writer
 		if q == 0 {

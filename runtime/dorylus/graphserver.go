@@ -23,6 +23,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -106,7 +107,7 @@ type graphServerOptions struct {
 	evalEvery, patience   int
 	latency               time.Duration
 	wire                  bool
-	startup               time.Duration
+	startup, deadAfter    time.Duration
 	backend               backendOptions
 	usageFile             string
 	fetch                 source.Options // how to fetch a remote dataset (from the run config)
@@ -164,6 +165,7 @@ standard error and training goes on. It keeps serving after the last epoch until
 	f.DurationVar(&o.latency, "inject-latency", 0, "latency added to every tensor task (cpu backend)")
 	f.BoolVar(&o.wire, "tensor-wire", false, "send tensor tasks through the wire encoding of remote backends (cpu backend)")
 	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up")
+	f.DurationVar(&o.deadAfter, "dead-after", rpc.DefaultDeadAfter, "how long a peer may fail its health checks before the run fails naming it (raise it on an overloaded machine)")
 	f.StringVar(&o.usageFile, "usage-file", "", "write the tensor backend's call counts to this JSON file when stopping (for dorylus train's cost report)")
 	o.backend.addFlags(f)
 	return cmd
@@ -363,7 +365,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		Dropout: o.dropout, LearningRate: o.lr, WeightDecay: o.wd,
 		Epochs: o.epochs, Seed: o.seed, Sync: sync, Staleness: stale, TargetAccuracy: o.target, EvalEvery: o.evalEvery,
 		Patience: o.patience,
-		Backend:  backend, Startup: o.startup,
+		Backend:  backend, Startup: o.startup, DeadAfter: o.deadAfter,
 	}
 	if pull != nil {
 		cfg.Pull = pull

@@ -71,7 +71,7 @@ func (s *server) connect(ctx context.Context) error {
 	}
 	for _, p := range all {
 		go func() {
-			if err := rpc.Monitor(ctx, p.conn, p.name); err != nil {
+			if err := rpc.Monitor(ctx, p.conn, p.name, s.cfg.DeadAfter); err != nil {
 				s.fail(err)
 			}
 		}()

@@ -89,6 +89,9 @@ type Config struct {
 	Events io.Writer
 	// Startup bounds the wait for peers to come up.
 	Startup time.Duration
+	// DeadAfter is how long a peer (graph or parameter server) may fail its health checks
+	// before the run fails naming it (rpc.DefaultDeadAfter if 0).
+	DeadAfter time.Duration
 
 	// Status, when set on graph server 0, receives the progress after every epoch (at most
 	// once per StatusInterval, DefaultStatusInterval if 0) and the final result at once; Run
