@@ -339,22 +339,12 @@ func (s *server) gatherGATGradients(iv *interval, gi *gatInterval, l int, reads 
 	tensor.EdgeAggregate(dp, gi.localT, alpha, gi.localPerm, dz)
 	tensor.EdgeSum(ds, gi.localT, du, gi.localPerm)
 	w := dp.Cols
-	for _, r := range reads {
-		if r.From.Partition == s.cfg.Partition {
-			continue
+	s.eachContribution(iv, l, reads, func(i int, src []float32) {
+		for j, v := range src[:w] {
+			dp.Data[i*w+j] += v
 		}
-		c := &s.contrib[l][s.global(r.From.Partition, r.From.Interval)][r.Epoch%s.slots]
-		a, _ := slices.BinarySearch(c.rows, int32(iv.Lo))
-		b, _ := slices.BinarySearch(c.rows, int32(iv.Hi))
-		for k := a; k < b; k++ {
-			i := int(c.rows[k]) - iv.Lo
-			src := c.data.Row(k)
-			for j, v := range src[:w] {
-				dp.Data[i*w+j] += v
-			}
-			for j, v := range src[w:] {
-				ds.Data[i*ds.Cols+j] += v
-			}
+		for j, v := range src[w:] {
+			ds.Data[i*ds.Cols+j] += v
 		}
-	}
+	})
 }

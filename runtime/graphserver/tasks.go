@@ -157,6 +157,18 @@ func (s *server) gatherGradients(iv *interval, l int, reads []pipeline.Read) {
 	dp := iv.dp[l]
 	tensor.SpMMRows(dp, s.part.AdjLocal, src, iv.Lo, iv.Hi)
 	done()
+	s.eachContribution(iv, l, reads, func(i int, src []float32) {
+		row := dp.Row(i)
+		for j, v := range src {
+			row[j] += v
+		}
+	})
+}
+
+// eachContribution calls add with every row of layer l's contributions that remote intervals
+// pushed to the interval's rows, each of the epoch the scheduler names in reads; i is the row
+// relative to the interval.
+func (s *server) eachContribution(iv *interval, l int, reads []pipeline.Read, add func(i int, src []float32)) {
 	for _, r := range reads {
 		if r.From.Partition == s.cfg.Partition {
 			continue
@@ -165,10 +177,7 @@ func (s *server) gatherGradients(iv *interval, l int, reads []pipeline.Read) {
 		a, _ := slices.BinarySearch(c.rows, int32(iv.Lo))
 		b, _ := slices.BinarySearch(c.rows, int32(iv.Hi))
 		for k := a; k < b; k++ {
-			row := dp.Row(int(c.rows[k]) - iv.Lo)
-			for j, v := range c.data.Row(k) {
-				row[j] += v
-			}
+			add(int(c.rows[k])-iv.Lo, c.data.Row(k))
 		}
 	}
 }
