@@ -37,7 +37,9 @@ func (s *server) initShards(ctx context.Context) error {
 		req.Heads, req.OutHeads = uint32(g.cfg.Heads), uint32(g.cfg.OutHeads)
 	}
 	err := each(s.shards, func(sh *shard) error {
-		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		// In synchronous mode Init returns once every graph server has sent it: wait as long
+		// as for the peers to come up.
+		cctx, cancel := context.WithTimeout(ctx, max(rpcTimeout, s.cfg.Startup))
 		defer cancel()
 		r, err := sh.client.Init(cctx, req)
 		if err != nil {

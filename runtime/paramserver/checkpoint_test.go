@@ -1,7 +1,6 @@
 package paramserver
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -27,11 +26,7 @@ func trainShards(t *testing.T, dirs []string, epochs int) [][][]*tensor.Dense {
 		if err := shards[i].EnableCheckpoints(Checkpointing{Checkpoints: checkpoint.Checkpoints{Store: checkpoint.Dir(dirs[i])}, Every: 2}); err != nil {
 			t.Fatal(err)
 		}
-		for gs := range 2 {
-			if _, err := shards[i].Init(context.Background(), initReq(uint32(gs), true)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		mustInitAll(t, shards[i], initReq(0, true), initReq(1, true))
 		weights[i] = append(weights[i], pull(t, shards[i], 0))
 	}
 	for epoch := range epochs {
@@ -65,8 +60,8 @@ func resumeShard(t *testing.T, id int, dirs []string) (*Shard, *rpc.InitReply, e
 	if err := s.EnableCheckpoints(c); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Init(context.Background(), initReq(0, true))
-	return s, r, err
+	r, err := initAll(s, initReq(0, true), initReq(1, true))
+	return s, r[0], err
 }
 
 func removeCheckpoint(t *testing.T, dir string, epoch int) {
@@ -151,17 +146,15 @@ func TestRejoinAndRewind(t *testing.T) {
 	if _, err := push(t, s, 0, 0, 4, 4, g); err != nil {
 		t.Fatal(err)
 	}
-	// Graph server 0 restarts: its Init again drops the gradient it pushed.
-	if r, err := s.Init(context.Background(), initReq(0, true)); err != nil || r.Version != 4 {
+	// Graph server 0 restarts, and graph server 1 with it: the Init again drops the gradient
+	// graph server 0 pushed.
+	if r, err := initAll(s, initReq(0, true), initReq(1, true)); err != nil || r[0].Version != 4 {
 		t.Fatalf("second Init: %v, %v", r, err)
 	}
 	if _, err := push(t, s, 0, 0, 4, 4, g); err != nil {
 		t.Fatalf("the same interval after the restart: %v", err)
 	}
 	// Without a restart, a second push of it is refused.
-	if _, err := s.Init(context.Background(), initReq(1, true)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := push(t, s, 0, 0, 4, 4, g); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("a second push in one run: %v", err)
 	}
@@ -171,10 +164,14 @@ func TestRejoinAndRewind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Both graph servers ask to go back, as they do after a start.
 	rewind := func(e uint64) (*rpc.InitReply, error) {
-		req := initReq(1, true)
-		req.RewindTo = &e
-		return s.Init(context.Background(), req)
+		reqs := []*rpc.InitRequest{initReq(0, true), initReq(1, true)}
+		for _, req := range reqs {
+			req.RewindTo = &e
+		}
+		r, err := initAll(s, reqs...)
+		return r[1], err
 	}
 	// One epoch back needs no checkpoint (a graph server killed between its pushes to two
 	// shards): epoch 6, back to 5 (never checkpointed), then the same step again gives the

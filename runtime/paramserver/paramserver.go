@@ -116,7 +116,7 @@ func (s *Shard) Versions() []uint64 {
 // Init implements rpc.ParamServerServer. In synchronous mode a later Init restarts the run
 // at the newest version (or, with RewindTo, at an older checkpoint) when the graph servers
 // restarted; see rejoin.
-func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, error) {
+func (s *Shard) Init(ctx context.Context, req *rpc.InitRequest) (*rpc.InitReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.broken != nil {
@@ -139,6 +139,9 @@ func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, e
 			}
 			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %v", s.id, err)
 		}
+		if err := s.awaitJoined(ctx, int(req.GraphServer)); err != nil {
+			return nil, err
+		}
 		return s.initReply(), nil
 	}
 	if req.RewindTo != nil {
@@ -152,7 +155,43 @@ func (s *Shard) Init(_ context.Context, req *rpc.InitRequest) (*rpc.InitReply, e
 		return nil, status.Errorf(code, "parameter server %d: %v", s.id, err)
 	}
 	s.joined[req.GraphServer] = true
+	s.notify()
+	if err := s.awaitJoined(ctx, int(req.GraphServer)); err != nil {
+		return nil, err
+	}
 	return s.initReply(), nil
+}
+
+// awaitJoined holds a synchronous run's Init (s.mu held, released while waiting) until every
+// graph server has joined since the run (re)started, so that no graph server starts an epoch
+// whose rows a peer that is about to restart would lose. It fails with Aborted when another
+// graph server's restart began a new start meanwhile: the caller must restart too.
+func (s *Shard) awaitJoined(ctx context.Context, gs int) error {
+	for s.init.Sync {
+		switch {
+		case !s.joined[gs]:
+			return s.restarted(gs)
+		case !slices.Contains(s.joined, false):
+			return nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			s.mu.Lock()
+		case <-ctx.Done():
+			s.mu.Lock()
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return nil
+}
+
+// restarted is the error a synchronous run's graph server gs gets once another graph server
+// restarted: its epoch's rows and gradients are gone, so it restarts too and every graph server
+// resumes at the newest version together.
+func (s *Shard) restarted(gs int) error {
+	return status.Errorf(codes.Aborted, "parameter server %d: another graph server restarted: graph server %d must restart too, so that every graph server resumes at epoch %d together", s.id, gs, s.newest)
 }
 
 func (s *Shard) initReply() *rpc.InitReply {
@@ -246,21 +285,27 @@ func (s *Shard) forget() {
 // rejoin handles a synchronous Init after the first. In synchronous mode every graph server
 // restarts when one does, so an Init from a graph server that sent one before starts the run
 // again at the newest version: the Keep reports and the gradients of the unfinished epoch are
-// dropped. With RewindTo older than the newest version, the shard goes back to the checkpoint
-// of that epoch (s.mu held).
+// dropped, and the graph servers that have not sent Init since are told to restart too
+// (restarted, through their Watch streams and Pushes). With RewindTo older than the newest
+// version, the shard goes back to the checkpoint of that epoch (s.mu held).
 func (s *Shard) rejoin(req *rpc.InitRequest) error {
 	gs := int(req.GraphServer)
 	if gs >= len(s.joined) {
 		return fmt.Errorf("graph server %d of %d", gs, len(s.joined))
 	}
-	if req.RewindTo != nil && *req.RewindTo != s.newest {
-		if err := s.rewind(int(*req.RewindTo)); err != nil {
-			return err
+	if req.RewindTo != nil {
+		// The second round of a start: every graph server asks to go back to the epoch all
+		// shards can restore; the first one takes the shard there.
+		if *req.RewindTo != s.newest {
+			if err := s.rewind(int(*req.RewindTo)); err != nil {
+				return err
+			}
 		}
 	} else if s.joined[gs] {
 		s.forget()
 	}
 	s.joined[gs] = true
+	s.notify() // wakes the Inits waiting in awaitJoined and ends the others' Watch streams
 	return nil
 }
 
@@ -398,6 +443,9 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 	}
 	var grads []*tensor.Dense
 	if s.init.Sync {
+		if int(req.GraphServer) >= len(s.joined) || !s.joined[req.GraphServer] {
+			return nil, s.restarted(int(req.GraphServer))
+		}
 		k := int(s.init.Contributions / s.init.GraphServers)
 		slot := int(t.Partition)*k + int(t.Interval)
 		switch {
@@ -537,13 +585,17 @@ func (s *Shard) notify() {
 }
 
 // Watch implements rpc.ParamServerServer: it streams the newest version and the epoch of the
-// newest checkpoint whenever either moves.
-func (s *Shard) Watch(_ *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) error {
+// newest checkpoint whenever either moves. In a synchronous run it ends with Aborted once
+// another graph server restarted (see restarted).
+func (s *Shard) Watch(req *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) error {
 	ctx := stream.Context()
 	var sent *rpc.VersionUpdate
 	for {
 		s.mu.Lock()
 		u, ch, broken := &rpc.VersionUpdate{Version: s.newest, CheckpointEpoch: s.saved}, s.changed, s.broken
+		if broken == nil && s.init != nil && s.init.Sync && int(req.GraphServer) < len(s.joined) && !s.joined[req.GraphServer] {
+			broken = s.restarted(int(req.GraphServer))
+		}
 		s.mu.Unlock()
 		if broken != nil {
 			return broken

@@ -2,11 +2,13 @@ package paramserver
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,11 +67,7 @@ func TestSyncStepEqualsSummedAdam(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	shards := []*Shard{mustShard(t, 0, 2), mustShard(t, 1, 2)}
 	for _, s := range shards {
-		for gs := range 2 {
-			if _, err := s.Init(context.Background(), initReq(uint32(gs), true)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		mustInitAll(t, s, initReq(0, true), initReq(1, true))
 	}
 	cfg := model.GCNConfig{InDim: 6, Hidden: 4, Classes: 3, Layers: 2}
 	ref := cfg.InitWeights(7)
@@ -190,21 +188,9 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 // and watches it appear.
 func TestPullWaitsOverGRPC(t *testing.T) {
 	s := mustShard(t, 0, 1)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, h := rpc.NewServer()
-	rpc.RegisterParamServerServer(srv, s)
-	go rpc.Serve(ctx, lis, srv, h)
-	conn, err := rpc.Dial(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := rpc.NewParamServerClient(conn)
+	c := serveShard(t, ctx, s)
 	if _, err := c.Pull(ctx, &rpc.PullRequest{}); err == nil {
 		t.Error("pull before Init succeeded")
 	}
@@ -309,4 +295,100 @@ func TestGATParameters(t *testing.T) {
 	if _, err := mustShard(t, 0, 1).Init(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "heads") {
 		t.Errorf("hidden width 5 with 3 heads: %v", err)
 	}
+}
+
+// initAll sends the Inits at once, as the graph servers of a run do, and returns the replies
+// and the first error.
+func initAll(s *Shard, reqs ...*rpc.InitRequest) ([]*rpc.InitReply, error) {
+	replies, errs := make([]*rpc.InitReply, len(reqs)), make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { replies[i], errs[i] = s.Init(context.Background(), req) })
+	}
+	wg.Wait()
+	return replies, errors.Join(errs...)
+}
+
+// mustInitAll is initAll failing the test on an error.
+func mustInitAll(t *testing.T, s *Shard, reqs ...*rpc.InitRequest) []*rpc.InitReply {
+	t.Helper()
+	r, err := initAll(s, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSyncRestartRestartsAll restarts graph server 1 of a synchronous run: its Init waits
+// until graph server 0 sends Init again, and graph server 0, which had not noticed, is told to
+// restart through its Watch stream and its next Push (Aborted), so that both resume at the
+// newest version together and no epoch's rows are lost between them.
+func TestSyncRestartRestartsAll(t *testing.T) {
+	s := mustShard(t, 0, 1)
+	mustInitAll(t, s, initReq(0, true), initReq(1, true))
+	rng := rand.New(rand.NewPCG(3, 4))
+	g := map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}
+	for c := range 4 {
+		if _, err := push(t, s, c/2, c%2, 0, 0, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	watch, err := serveShard(t, ctx, s).Watch(ctx, &rpc.WatchRequest{GraphServer: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := watch.Recv(); err != nil || u.Version != 1 {
+		t.Fatalf("watch: %v, %v", u, err)
+	}
+
+	restarted := make(chan *rpc.InitReply, 1)
+	go func() {
+		r, err := s.Init(ctx, initReq(1, true))
+		if err != nil {
+			t.Error(err)
+		}
+		restarted <- r
+	}()
+	if _, err := watch.Recv(); status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "graph server 0 must restart too") {
+		t.Fatalf("graph server 0's watch after graph server 1 restarted: %v", err)
+	}
+	if _, err := push(t, s, 0, 0, 1, 1, g); status.Code(err) != codes.Aborted {
+		t.Fatalf("push of graph server 0 before it restarted: %v", err)
+	}
+	select {
+	case r := <-restarted:
+		t.Fatalf("graph server 1's Init returned (%v) before graph server 0 sent Init again", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if r := mustInitAll(t, s, initReq(0, true)); r[0].Version != 1 {
+		t.Fatalf("graph server 0 resumes at version %d, want 1", r[0].Version)
+	}
+	if r := <-restarted; r == nil || r.Version != 1 {
+		t.Fatalf("graph server 1 resumes at %v, want version 1", r)
+	}
+	for c := range 4 {
+		if _, err := push(t, s, c/2, c%2, 1, 1, g); err != nil {
+			t.Fatalf("epoch 1 after the restart: %v", err)
+		}
+	}
+}
+
+// serveShard serves s over gRPC on loopback until ctx ends and returns a client of it.
+func serveShard(t *testing.T, ctx context.Context, s *Shard) rpc.ParamServerClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, h := rpc.NewServer()
+	rpc.RegisterParamServerServer(srv, s)
+	go rpc.Serve(ctx, lis, srv, h)
+	conn, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rpc.NewParamServerClient(conn)
 }
