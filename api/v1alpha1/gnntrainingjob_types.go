@@ -206,11 +206,12 @@ type TrainingSpec struct {
 	TargetAccuracy *Decimal `json:"targetAccuracy,omitempty"`
 
 	// Staleness is the pipeline's asynchrony: "sync" (a barrier after every
-	// Scatter, plain full-graph training) or the bound S in [0, 16] (an
-	// interval may run at most S epochs ahead of the slowest).
+	// Scatter, plain full-graph training; the default, as for dorylus train:
+	// exact, and the only mode that checkpoints) or the bound S in [0, 16]
+	// (an interval may run at most S epochs ahead of the slowest).
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self == 'sync' : (self >= 0 && self <= 16)",message="spec.training.staleness must be \"sync\" or an integer in [0, 16]"
-	// +kubebuilder:default=0
+	// +kubebuilder:default="sync"
 	// +optional
 	Staleness intstr.IntOrString `json:"staleness,omitempty"`
 

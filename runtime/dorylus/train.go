@@ -17,6 +17,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -24,7 +25,8 @@ import (
 
 // trainOptions are the flags of `dorylus train`.
 type trainOptions struct {
-	dataset     string
+	dataset     string            // the --dataset spec, parsed once into source
+	source      jobconfig.Dataset // where the dataset lives, typed
 	model       string
 	layers      int
 	hidden      int
@@ -59,6 +61,10 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.applyModelDefaults(cmd)
+			var err error
+			if o.source, err = source.Parse(o.dataset); err != nil {
+				return fmt.Errorf("--dataset: %w", err)
+			}
 			if dist.enabled() {
 				if err := o.validate(); err != nil {
 					return err
@@ -202,7 +208,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	}
 	tensor.SetThreads(o.threads)
 	start := time.Now()
-	spec, err := source.Fetch(ctx, o.dataset, source.Options{}) // s3:// and http(s):// datasets; S3 settings from the SDK's environment
+	spec, err := source.Fetch(ctx, o.source, source.Options{}) // s3:// and http(s):// datasets; S3 settings from the SDK's environment
 	if err != nil {
 		return err
 	}
