@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
@@ -45,6 +47,32 @@ func (commanded) isEvent()     {}
 func (evalFinished) isEvent()  {}
 func (epochReported) isEvent() {}
 func (evalReported) isEvent()  {}
+
+// server is one graph server.
+type server struct {
+	cfg Config
+
+	// What it trains: the partition's buffers, the model, and the tasks over both.
+	lay   *layout
+	model variant
+	shape modelShape
+	tasks *runner
+	eval  *evaluator
+
+	// Whom it talks to, and the weight versions in use.
+	peers   *peers
+	shards  *shards
+	weights *weightCache
+	keep    *keeper
+
+	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
+	g      *errgroup.Group
+	ctx    context.Context
+	events chan event
+	sched  *pipeline.Scheduler
+	epochs map[int]*epochTally
+	coord  *coordinator // graph server 0 only
+}
 
 // drive is the loop: it starts every ready task, steps on every event, and never blocks on
 // I/O. It returns when ctx ends (nil if it was cancelled) or a step fails.
@@ -197,3 +225,73 @@ func (s *server) command(cmds []*rpc.CommandRequest, err error) error {
 }
 
 func (s *server) publishKeep() { s.keep.publish(s.sched.WeightVersion(), s.sched.PinnedVersions()) }
+
+// spawn runs f in the run's group; an error of f ends the run, unless the run is ending anyway.
+func (s *server) spawn(f func(ctx context.Context) error) {
+	s.g.Go(func() error {
+		if err := f(s.ctx); err != nil && s.ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+}
+
+// post hands ev to the loop.
+func (s *server) post(ev event) {
+	select {
+	case s.events <- ev:
+	case <-s.ctx.Done():
+	}
+}
+
+// exec runs one task and reports its completion to the loop.
+func (s *server) exec(ctx context.Context, st pipeline.Started) error {
+	loss, err := s.tasks.run(ctx, st)
+	if err != nil {
+		return fmt.Errorf("%v: %w", st.Task, err)
+	}
+	s.post(taskDone{st.Task, loss})
+	return nil
+}
+
+// evaluate runs an evaluation pass at version v beside training and reports it.
+func (s *server) evaluate(ctx context.Context, id uint32, v uint64) error {
+	rep, err := s.eval.run(ctx, id, v)
+	if err != nil {
+		return fmt.Errorf("evaluation after epoch %d: %w", id+1, err)
+	}
+	s.post(evalFinished{v})
+	if s.coord != nil {
+		s.post(evalReported{rep})
+		return nil
+	}
+	return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+		_, err := c.EvalDone(ctx, rep)
+		return err
+	})
+}
+
+// reportEpoch sends the partition's epoch report to the coordinator, or steps on it here.
+func (s *server) reportEpoch(r *rpc.EpochReport) error {
+	if s.coord != nil {
+		return s.step(epochReported{r})
+	}
+	s.spawn(func(ctx context.Context) error {
+		return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+			_, err := c.EpochDone(ctx, r)
+			return err
+		})
+	})
+	return nil
+}
+
+// broadcastProgress tells every peer that t is done.
+func (s *server) broadcastProgress(t pipeline.Task) {
+	r := &rpc.ProgressReport{From: uint32(s.cfg.Partition), Done: []*rpc.TaskRef{taskRef(t)}}
+	s.spawn(func(ctx context.Context) error {
+		return s.peers.each(ctx, "progress", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+			_, err := c.Progress(ctx, r)
+			return err
+		})
+	})
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
-	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -50,13 +49,4 @@ type taskEnv struct {
 	// holder, in the pull data path, returns the address of the parameter server that holds
 	// a layer's weight; nil otherwise.
 	holder func(layer int) string
-}
-
-// newModel builds the model cfg names on the partition cut into cuts, and the layout of its
-// buffers.
-func newModel(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
-	if cfg.Heads > 0 {
-		return newGAT(cfg, part, cuts, env)
-	}
-	return newGCN(cfg, part, cuts, env)
 }

@@ -26,7 +26,7 @@ type peer struct {
 // peers are the connections to the other graph servers.
 type peers struct {
 	self   int
-	byPart []*peer        // [partition]: nil for this server's own
+	byPart []*peer       // [partition]: nil for this server's own
 	sent   atomic.Uint64 // tensor payload bytes sent since the last swap
 }
 
