@@ -96,8 +96,14 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalRepo
 		return nil, err
 	}
 	for l, pb := range e.bufs {
-		err := e.model.evalLayer(ctx, l, w, pb, func() error { return e.exchange(ctx, id, l) })
+		err := fanOut(indices(len(b.ivs)), func(i int) error { return e.model.evalForward(ctx, i, l, w, pb) })
 		if err != nil {
+			return nil, err
+		}
+		if err := e.exchange(ctx, id, l); err != nil {
+			return nil, err
+		}
+		if err := e.model.evalGather(ctx, l, pb); err != nil {
 			return nil, err
 		}
 	}

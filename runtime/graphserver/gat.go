@@ -375,28 +375,23 @@ func (g *gat) gatherGradients(iv *interval, gi *gatInterval, l int, reads []pipe
 
 func (g *gat) gradient(t pipeline.Task, i int) *tensor.Dense { return g.ivs[t.Interval].flatG[i] }
 
-// evalLayer is the evaluation's AV_l, then AE_l and GA_l of a GAT: the attention coefficients
-// of every interval's in-edges (no dropout), then Z_l.
-func (g *gat) evalLayer(ctx context.Context, l int, w []*tensor.Dense, pb passBuffers, exchange func() error) error {
+func (g *gat) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb passBuffers) error {
+	iv, ev := &g.lay.ivs[i], &g.eval
+	req := g.avRequest(i, l, 0, w, false)
+	if l > 0 {
+		req.Z = pb.in.RowSlice(iv.Lo, iv.Hi)
+	}
+	req.Op, req.Out, req.GATAct = dispatch.OpGATForward, pb.p.RowSlice(iv.Lo, iv.Hi), &ev.act[i][l]
+	req.OutDst, req.OutSrc = ev.sdst[l].RowSlice(iv.Lo, iv.Hi), pb.scores.RowSlice(iv.Lo, iv.Hi)
+	_, err := g.env.backend.Run(ctx, req)
+	return err
+}
+
+// evalGather is the evaluation's AE_l and GA_l of a GAT: the attention coefficients of every
+// interval's in-edges (no dropout), then Z_l.
+func (g *gat) evalGather(ctx context.Context, l int, pb passBuffers) error {
 	b, ev := g.lay, &g.eval
 	err := fanOut(indices(len(b.ivs)), func(i int) error {
-		iv := &b.ivs[i]
-		req := g.avRequest(i, l, 0, w, false)
-		if l > 0 {
-			req.Z = pb.in.RowSlice(iv.Lo, iv.Hi)
-		}
-		req.Op, req.Out, req.GATAct = dispatch.OpGATForward, pb.p.RowSlice(iv.Lo, iv.Hi), &ev.act[i][l]
-		req.OutDst, req.OutSrc = ev.sdst[l].RowSlice(iv.Lo, iv.Hi), pb.scores.RowSlice(iv.Lo, iv.Hi)
-		_, err := g.env.backend.Run(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := exchange(); err != nil {
-		return err
-	}
-	err = fanOut(indices(len(b.ivs)), func(i int) error {
 		iv, gi := &b.ivs[i], &g.ivs[i]
 		req := g.aeRequest(i, l, 0, ev.sdst[l].RowSlice(iv.Lo, iv.Hi), pb.scores, false)
 		req.Out = ev.alpha[l].RowSlice(int(gi.e0), int(gi.e1))

@@ -160,27 +160,22 @@ func (g *gcn) gradient(t pipeline.Task, i int) *tensor.Dense {
 	return g.ivs[t.Interval].dwOf(t.Epoch)[i]
 }
 
-func (g *gcn) evalLayer(ctx context.Context, l int, w []*tensor.Dense, pb passBuffers, exchange func() error) error {
+func (g *gcn) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb passBuffers) error {
 	b := g.lay
-	err := fanOut(indices(len(b.ivs)), func(i int) error {
-		iv := &b.ivs[i]
-		req := dispatch.TaskRequest{Op: dispatch.OpForward, Model: g.cfg, Layer: l, RowOffset: b.part.Lo + iv.Lo,
-			W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi), Act: &g.evalAct[i][l]}
-		if l == 0 {
-			req.Features = iv.feats
-		} else {
-			req.Z = pb.in.RowSlice(iv.Lo, iv.Hi)
-		}
-		_, err := g.env.backend.Run(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
+	iv := &b.ivs[i]
+	req := dispatch.TaskRequest{Op: dispatch.OpForward, Model: g.cfg, Layer: l, RowOffset: b.part.Lo + iv.Lo,
+		W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi), Act: &g.evalAct[i][l]}
+	if l == 0 {
+		req.Features = iv.feats
+	} else {
+		req.Z = pb.in.RowSlice(iv.Lo, iv.Hi)
 	}
-	if err := exchange(); err != nil {
-		return err
-	}
-	tensor.SpMM(pb.z, b.part.Adj, pb.p)
+	_, err := g.env.backend.Run(ctx, req)
+	return err
+}
+
+func (g *gcn) evalGather(_ context.Context, _ int, pb passBuffers) error {
+	tensor.SpMM(pb.z, g.lay.part.Adj, pb.p)
 	return nil
 }
 

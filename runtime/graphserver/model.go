@@ -16,9 +16,11 @@ type variant interface {
 	run(ctx context.Context, st pipeline.Started) (loss float64, err error)
 	// gradient returns the gradient of parameter tensor i that WU task t pushes.
 	gradient(t pipeline.Task, i int) *tensor.Dense
-	// evalLayer runs layer l of an evaluation pass with the weights w: AV_l of every interval
-	// into b.p (and b.scores), exchange, which fills their ghost rows, then GA_l into b.z.
-	evalLayer(ctx context.Context, l int, w []*tensor.Dense, b passBuffers, exchange func() error) error
+	// evalForward runs AV_l of interval i in an evaluation pass with the weights w: from b.in
+	// (or the features) into b.p and, for a GAT, b.scores.
+	evalForward(ctx context.Context, i, l int, w []*tensor.Dense, b passBuffers) error
+	// evalGather runs GA_l of an evaluation pass, once b.p's ghost rows are in: into b.z.
+	evalGather(ctx context.Context, l int, b passBuffers) error
 	// logits returns the evaluation's logits, given the output layer's Z.
 	logits(w []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error)
 }

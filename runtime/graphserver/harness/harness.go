@@ -6,13 +6,12 @@
 package harness
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -95,6 +94,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		configs = append(configs, c)
 	}
+	var shards []*paramserver.Shard
+	for i := range o.ParamServers {
+		sh, err := paramserver.New(i, o.ParamServers)
+		if err != nil {
+			closeAll(gsLis)
+			closeAll(psLis)
+			return nil, err
+		}
+		shards = append(shards, sh)
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -105,13 +114,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer stopPS()
 	var ps errgroup.Group
 	for i, lis := range psLis {
-		sh, err := paramserver.New(i, o.ParamServers)
-		if err != nil {
-			closeAll(psLis)
-			return nil, err
-		}
 		srv, h := rpc.NewServer()
-		rpc.RegisterParamServerServer(srv, sh)
+		rpc.RegisterParamServerServer(srv, shards[i])
 		ps.Go(func() error { return rpc.Serve(psCtx, lis, srv, h) })
 	}
 	gsCtx, stopGS := context.WithCancel(ctx)
@@ -130,8 +134,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := ps.Wait(); runErr == nil {
 		runErr = err
 	}
-	events.mu.Lock()
-	defer events.mu.Unlock()
+	events.close()
 	res := &Result{Epochs: events.epochs, Final: events.final}
 	switch {
 	case events.bad != nil:
@@ -146,38 +149,47 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // lines decodes graph server 0's JSON lines as they are written.
 type lines struct {
-	mu     sync.Mutex
-	buf    []byte
+	w      *io.PipeWriter
 	epochs []graphserver.Event
 	final  graphserver.Event
 	bad    error
 	result chan struct{} // closed at the result
+	done   chan struct{} // closed once every line written before close is decoded
 }
 
-func newLines() *lines { return &lines{result: make(chan struct{})} }
+func newLines() *lines {
+	r, w := io.Pipe()
+	l := &lines{w: w, result: make(chan struct{}), done: make(chan struct{})}
+	go l.read(r)
+	return l
+}
 
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
+func (l *lines) Write(p []byte) (int, error) { return l.w.Write(p) }
+
+func (l *lines) read(r *io.PipeReader) {
+	defer close(l.done)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
 		var ev graphserver.Event
-		if err := json.Unmarshal(l.buf[:i], &ev); err != nil && l.bad == nil {
-			l.bad = fmt.Errorf("harness: progress line %q: %w", l.buf[:i], err)
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil && l.bad == nil {
+			l.bad = fmt.Errorf("harness: progress line %q: %w", sc.Text(), err)
 		}
-		l.buf = l.buf[i+1:]
 		switch ev.Event {
 		case "epoch":
 			l.epochs = append(l.epochs, ev)
 		case "result":
+			if l.final.Event == "" {
+				close(l.result)
+			}
 			l.final = ev
-			close(l.result)
 		}
 	}
+}
+
+// close waits for the lines written so far to be decoded.
+func (l *lines) close() {
+	l.w.Close()
+	<-l.done
 }
 
 func listen(n int) ([]net.Listener, error) {
@@ -206,5 +218,3 @@ func closeAll(ls []net.Listener) {
 		l.Close()
 	}
 }
-
-var _ io.Writer = (*lines)(nil)
