@@ -13,11 +13,13 @@
 // handlers (service.go), task completions, version streams, evaluation passes — turns what
 // happened into a typed event and posts it; step(event) in loop.go says, top to bottom, what
 // the server does about each. Every goroutine is started in one errgroup, so Run returns only
-// once all of them have ended. The files each hold one concern: layout.go the partition and
-// its buffers, compose.go the mixed-epoch reads, rows.go the rows peers push, tasks.go the
-// tasks common to both models, model.go the interface behind which gcn.go and gat.go differ,
-// peers.go and shards.go the connections, weights.go and keep.go the weight versions in use,
-// coord.go graph server 0's bookkeeping, eval.go the evaluation pass.
+// once all of them have ended. The files each hold one concern, and none uses a name of a file
+// that uses one of its own: server.go builds and starts the server, layout.go holds the
+// partition, its buffers and the mixed-epoch reads of them, rows.go the rows peers push,
+// tasks.go the tasks common to both models, model.go the interface behind which gcn.go and
+// gat.go differ, peers.go and shards.go the connections, weights.go and keep.go the weight
+// versions in use, coord.go graph server 0's bookkeeping, eval.go the evaluation pass, and
+// status.go the reports into the GNNTrainingJob's status.
 //
 // # Buffers
 //
