@@ -74,6 +74,9 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 			break
 		}
 		levels, cmaps = append(levels, cg), append(cmaps, cmap)
+		if traceLevel != nil {
+			traceLevel(cg.n(), int64(len(cg.adj)))
+		}
 		if float64(cg.n()) > coarsenStall*float64(cur.n()) {
 			break
 		}
@@ -126,3 +129,5 @@ func checkRequest(adj *tensor.CSR, parts int) error {
 	}
 	return nil
 }
+
+var traceLevel func(n int, m int64)

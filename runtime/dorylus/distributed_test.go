@@ -101,7 +101,7 @@ func coraPartitions(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
+	if _, _, err := partitionDataset(d, 2, defaultPartitionMethod, dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

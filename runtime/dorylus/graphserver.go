@@ -257,7 +257,7 @@ func splitList(s string) []string {
 
 // loadPartition reads partition p of parts: its own file from a partitioned directory (of a
 // remote dataset, only that file is downloaded), or the whole dataset cut in memory by the
-// contiguous plan (every server computes the same cut).
+// default plan (deterministic: every server computes the same cut).
 func loadPartition(ctx context.Context, spec string, fetch source.Options, p, parts int) (*graph.PartitionData, error) {
 	fetch.Partition, fetch.Partitions = p, parts
 	spec, err := source.Fetch(ctx, spec, fetch)
@@ -271,7 +271,7 @@ func loadPartition(ctx context.Context, spec string, fetch source.Options, p, pa
 	if err != nil {
 		return nil, err
 	}
-	plan, err := partition.Contiguous(d.Adj.RowPtr, parts)
+	plan, err := partition.Default(d.Adj, parts)
 	if err != nil {
 		return nil, err
 	}
