@@ -27,6 +27,8 @@ const (
 	refinePasses    = 8    // greedy k-way passes per level
 	finestMinPasses = 4    // passes at levels of more than finestLarge adjacency entries
 	finestLarge     = 1 << 26
+	keepAlways      = 1 << 24 // levels of at most this many entries are all kept
+	keepFraction    = 0.5
 )
 
 // Multilevel returns a plan of parts parts for the symmetric adjacency adj (no self loops), cut
@@ -66,23 +68,7 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d756c74696c6576)) // "multilev"
 	target := max(coarsenPerPart*parts, coarsenMin)
 	c := &coarsener{rng: rng, maxVW: int64(coarseVWFactor * float64(g.tw) / float64(target))}
-	levels := []*wgraph{g}
-	var cmaps [][]int32
-	for cur := g; cur.n() > target; {
-		cg, cmap := c.contract(cur, c.match(cur))
-		if cg.n() == cur.n() {
-			break
-		}
-		levels, cmaps = append(levels, cg), append(cmaps, cmap)
-		if traceLevel != nil {
-			traceLevel(cg.n(), int64(len(cg.adj)))
-		}
-		if float64(cg.n()) > coarsenStall*float64(cur.n()) {
-			break
-		}
-		cur = cg
-	}
-
+	levels, cmaps := coarsen(c, g, target)
 	coarsest := levels[len(levels)-1]
 	part := make([]int32, coarsest.n())
 	ids := make([]int32, coarsest.n())
@@ -108,6 +94,44 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 		r.refine(levels[l], part, passes)
 	}
 	return part, nil
+}
+
+// coarsen builds the levels from g until about target vertices remain or matching stalls, and
+// returns the levels kept for refinement with the maps between consecutive kept levels. Small
+// levels are all kept; a level of more than keepAlways entries is kept only if it has at most
+// keepFraction of the entries of the last kept level (skewed graphs keep nearly all their edges
+// for many levels: keeping each would cost as much memory as the graph again, per level), and
+// the maps through the levels dropped are composed.
+func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32) {
+	levels := []*wgraph{g}
+	var cmaps [][]int32
+	var pending []int32 // from the last kept level to cur, when cur is not kept
+	for cur := g; cur.n() > target; {
+		cg, cmap := c.contract(cur, c.match(cur))
+		if cg.n() == cur.n() {
+			break
+		}
+		if pending != nil {
+			for v, x := range pending {
+				pending[v] = cmap[x]
+			}
+		} else {
+			pending = cmap
+		}
+		stalled := float64(cg.n()) > coarsenStall*float64(cur.n())
+		last := levels[len(levels)-1]
+		if len(cg.adj) <= keepAlways || float64(len(cg.adj)) <= keepFraction*float64(len(last.adj)) || stalled || cg.n() <= target {
+			levels, cmaps, pending = append(levels, cg), append(cmaps, pending), nil
+		}
+		if traceLevel != nil {
+			traceLevel(cg.n(), int64(len(cg.adj)))
+		}
+		if stalled {
+			break
+		}
+		cur = cg
+	}
+	return levels, cmaps
 }
 
 // checkRequest refuses a partitioning Multilevel cannot do: parts outside [1, N], a malformed
