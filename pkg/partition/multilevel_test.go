@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,6 +203,77 @@ func TestMethods(t *testing.T) {
 		}
 		if q := Measure(adj, plan); q.Parts != 4 || q.Balance > 1.06 {
 			t.Errorf("%s: %v", m, q)
+		}
+	}
+}
+
+// TestCheckFiles: a directory of one partitioning passes with its quality; a file of another
+// dataset, of another partitioning of the same dataset, of another part count, or corrupted is
+// refused with an error naming the file and what is wrong.
+func TestCheckFiles(t *testing.T) {
+	t.Setenv(graph.DataDirEnv, filepath.Join("..", "..", "datasets"))
+	c := cora(t)
+	cite, err := graph.Load("citeseer", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(d *graph.Dataset, parts int, m Method) (string, Quality) {
+		dir := t.TempDir()
+		plan, err := New(d.Adj, parts, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := WriteDataset(d, plan, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir, q
+	}
+	good, want := write(c, 3, MethodMultilevel)
+	if q, err := CheckFiles(good, 3); err != nil || q != want {
+		t.Fatalf("CheckFiles = %v, %v; want %v", q, err, want)
+	}
+	name1 := graph.PartitionFileName(1, 3)
+	swap := func(from string) string {
+		dir := t.TempDir()
+		for p := range 3 {
+			src := good
+			if p == 1 {
+				src = from
+			}
+			raw, err := os.ReadFile(filepath.Join(src, graph.PartitionFileName(p, 3)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, graph.PartitionFileName(p, 3)), raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	otherData, _ := write(cite, 3, MethodMultilevel)
+	otherPlan, _ := write(c, 3, MethodContiguous)
+	corrupt := swap(good)
+	raw, _ := os.ReadFile(filepath.Join(corrupt, name1))
+	raw[len(raw)/2] ^= 0x10
+	os.WriteFile(filepath.Join(corrupt, name1), raw, 0o644)
+	for _, tc := range []struct {
+		name, dir string
+		parts     int
+		want      string
+	}{
+		{"another dataset", swap(otherData), 3, "dataset citeseer"},
+		{"another partitioning", swap(otherPlan), 3, "another partitioning of cora"},
+		{"corrupted", corrupt, 3, "checksum mismatch"},
+		{"another part count", good, 2, graph.PartitionFileName(0, 2)},
+	} {
+		_, err := CheckFiles(tc.dir, tc.parts)
+		t.Logf("%s: %v", tc.name, err)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+		if err != nil && tc.parts == 3 && !strings.Contains(err.Error(), name1) {
+			t.Errorf("%s: error %v does not name %s", tc.name, err, name1)
 		}
 	}
 }
