@@ -19,6 +19,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -93,7 +94,9 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 	syncMatchesSingleProcess(t, o, 3)
 }
 
-// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it.
+// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it. The
+// cut is contiguous: it keeps the vertex ids, and so the dropout masks, of the single-process
+// trainer the tests compare with.
 func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -101,7 +104,7 @@ func coraPartitions(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := partitionDataset(d, 2, defaultPartitionMethod, dir); err != nil {
+	if _, _, err := partitionDataset(d, 2, partition.MethodContiguous, dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir
