@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/dorylus-gnn/dorylus/internal/binfmt"
 )
 
 // ErrFormat is wrapped by every error Decode returns for a file that is not a valid .npy array
@@ -34,26 +36,10 @@ type Array struct {
 	Int32s   []int32
 }
 
-// elements returns the number of elements of shape, or an error when a dimension is negative or
-// the product overflows.
-func elements(shape []int) (int64, error) {
-	n := int64(1)
-	for _, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in shape %v", shape)
-		}
-		if d != 0 && n > math.MaxInt64/4/int64(d) {
-			return 0, fmt.Errorf("shape %v is too large", shape)
-		}
-		n *= int64(d)
-	}
-	return n, nil
-}
-
 // header returns the magic, the version (1.0, or 2.0 for a header too long for it), the header
 // length and the header of an array.
 func header(dtype string, shape []int, n int) ([]byte, error) {
-	want, err := elements(shape)
+	want, err := binfmt.Elements(shape, 4)
 	if err != nil {
 		return nil, fmt.Errorf("npy: %w", err)
 	}
@@ -141,7 +127,7 @@ func Decode(b []byte) (*Array, error) {
 		return nil, fmt.Errorf("%w: header: %v", ErrFormat, err)
 	}
 	data := rest[hl:]
-	n, err := elements(a.Shape)
+	n, err := binfmt.Elements(a.Shape, 4)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/dorylus-gnn/dorylus/internal/binfmt"
 )
 
 // ErrFormat is wrapped by every error Decode returns for a file that is not valid safetensors.
@@ -37,22 +39,6 @@ type entry struct {
 	DataOffsets [2]int64 `json:"data_offsets"`
 }
 
-// elements returns the number of elements of shape, or an error when a dimension is negative or
-// the product overflows.
-func elements(shape []int) (int64, error) {
-	n := int64(1)
-	for _, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in shape %v", shape)
-		}
-		if d != 0 && n > math.MaxInt64/4/int64(d) {
-			return 0, fmt.Errorf("shape %v is too large", shape)
-		}
-		n *= int64(d)
-	}
-	return n, nil
-}
-
 // Encode returns the safetensors file holding tensors, in the order given, and metadata (may be
 // nil). Names must be unique, non-empty and not "__metadata__"; each tensor's data must have as
 // many elements as its shape.
@@ -69,7 +55,7 @@ func Encode(tensors []Tensor, metadata map[string]string) ([]byte, error) {
 		if _, dup := header[t.Name]; dup {
 			return nil, fmt.Errorf("safetensors: tensor %q given twice", t.Name)
 		}
-		n, err := elements(t.Shape)
+		n, err := binfmt.Elements(t.Shape, 4)
 		if err != nil {
 			return nil, fmt.Errorf("safetensors: %s: %w", t.Name, err)
 		}
@@ -161,7 +147,7 @@ func Decode(b []byte) (*File, error) {
 		if e.DType != DTypeF32 {
 			return nil, fmt.Errorf("%w: tensor %q has dtype %q; only %s is supported", ErrFormat, name, e.DType, DTypeF32)
 		}
-		n, err := elements(e.Shape)
+		n, err := binfmt.Elements(e.Shape, 4)
 		if err != nil {
 			return nil, fmt.Errorf("%w: tensor %q: %v", ErrFormat, name, err)
 		}

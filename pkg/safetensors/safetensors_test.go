@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dorylus-gnn/dorylus/internal/binfmt/binfmttest"
 )
 
 func sample() []Tensor {
@@ -150,33 +152,11 @@ func FuzzDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(b)
-	f.Add(b[:20])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		file, err := Decode(b)
-		if err != nil {
-			if !errors.Is(err, ErrFormat) {
-				t.Fatalf("error %v does not wrap ErrFormat", err)
-			}
-			return
-		}
-		again, err := Encode(file.Tensors, file.Metadata)
-		if err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		back, err := Decode(again)
-		if err != nil {
-			t.Fatalf("decode the re-encoded file: %v", err)
-		}
-		if len(back.Tensors) != len(file.Tensors) {
-			t.Fatalf("%d tensors, then %d", len(file.Tensors), len(back.Tensors))
-		}
-		for i, tn := range file.Tensors {
-			got := back.Tensors[i]
-			if got.Name != tn.Name || !slices.Equal(got.Shape, tn.Shape) || len(got.Data) != len(tn.Data) {
-				t.Fatalf("tensor %d changed: %s %v, then %s %v", i, tn.Name, tn.Shape, got.Name, got.Shape)
-			}
-		}
-	})
+	binfmttest.FuzzRoundTrip(f, [][]byte{b, b[:20], {}}, ErrFormat, Decode,
+		func(file *File) ([]byte, error) { return Encode(file.Tensors, file.Metadata) },
+		func(a, b *File) bool {
+			return len(a.Tensors) == len(b.Tensors) && slices.EqualFunc(a.Tensors, b.Tensors, func(x, y Tensor) bool {
+				return x.Name == y.Name && slices.Equal(x.Shape, y.Shape) && len(x.Data) == len(y.Data)
+			})
+		})
 }
