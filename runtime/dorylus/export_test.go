@@ -233,3 +233,37 @@ func TestExportToS3(t *testing.T) {
 		t.Errorf("objects %v, want %s", names, want)
 	}
 }
+
+// TestPredictDenseFeatures trains on an R-MAT graph (dense features, not normalised) and
+// predicts on the same graph: the same predictions, byte for byte, as the export of the
+// training run; and refuses to run that model on Cora, whose features are normalised.
+func TestPredictDenseFeatures(t *testing.T) {
+	const spec = "rmat:nodes=600,edges=4800,features=12,classes=4,seed=5"
+	dir, pred := filepath.Join(t.TempDir(), "model"), filepath.Join(t.TempDir(), "pred")
+	trainJSON(t, "--dataset", spec, "--epochs", "5", "--hidden", "8", "--output-dir", dir)
+	if c := readCard(t, dir); c.Features != export.FeaturesNone || c.Dataset.Nodes != 600 {
+		t.Errorf("card: features %q, %d nodes", c.Features, c.Dataset.Nodes)
+	}
+	if _, logs, err := run(t, "predict", "--model", dir, "--dataset", spec, "--output-dir", pred); err != nil {
+		t.Fatalf("predict: %v\n%s", err, logs)
+	}
+	for _, f := range []string{export.PredictionsFile, export.ProbabilitiesFile, export.EmbeddingsFile} {
+		a, errA := os.ReadFile(filepath.Join(dir, f))
+		b, errB := os.ReadFile(filepath.Join(pred, f))
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Errorf("%s differs between train and predict (%v, %v)", f, errA, errB)
+		}
+	}
+	var m manifest
+	b, err := os.ReadFile(filepath.Join(pred, export.ManifestFile))
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		t.Fatalf("predict.json: %v\n%s", err, b)
+	}
+	if c := readCard(t, dir); m.Accuracy != c.Accuracy || m.Dataset != c.Dataset || len(m.Files) != 3 {
+		t.Errorf("predict.json %+v does not match the card's accuracy %+v and dataset %+v", m, c.Accuracy, c.Dataset)
+	}
+	_, _, err = run(t, "predict", "--model", dir, "--dataset", "cora", "--output-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "trained on features normalised as \"none\"") {
+		t.Errorf("an R-MAT model on Cora: %v", err)
+	}
+}
