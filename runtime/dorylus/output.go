@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -97,7 +98,7 @@ func writeOutputs(ctx context.Context, o trainOptions, d *graph.Dataset, rep tra
 	if o.outputs.location == "" {
 		return nil
 	}
-	st := o.outputs.state
+	start, st := time.Now(), o.outputs.state
 	if st.tensors == nil {
 		return errors.New("--output-dir: this process trained no epoch of the first run (it resumed from its last checkpoint), so it has no weights to export")
 	}
@@ -148,7 +149,8 @@ func writeOutputs(ctx context.Context, o trainOptions, d *graph.Dataset, rep tra
 	if err := w.PutCard(ctx, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "wrote the model of epoch %d (test accuracy %.2f%%) and its outputs to %s\n", st.epoch, 100*m.TestAcc, st.store)
+	fmt.Fprintf(log, "wrote the model of epoch %d (test accuracy %.2f%%) and its outputs to %s in %s\n",
+		st.epoch, 100*m.TestAcc, st.store, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -63,6 +64,7 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 		return fmt.Errorf("predict needs --model and --output-dir")
 	}
 	tensor.SetThreads(o.threads)
+	start := time.Now()
 	src, err := checkpoint.Open(ctx, o.model, objstore.Config{}) // S3 settings from the SDK's environment
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
@@ -102,8 +104,8 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 		TrainedOn: c.Dataset, Dataset: datasetOf(d), Accuracy: acc, Files: w.Files()}); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s %s: predicted %d vertices, test accuracy %.2f%% (the model scored %.2f%% on %s); wrote %s\n",
-		c.Architecture, d.Name, d.NumNodes(), 100*acc.Test, 100*c.Accuracy.Test, c.Dataset.Name, dst)
+	fmt.Fprintf(stdout, "%s %s: predicted %d vertices, test accuracy %.2f%% (the model scored %.2f%% on %s); wrote %s in %s\n",
+		c.Architecture, d.Name, d.NumNodes(), 100*acc.Test, 100*c.Accuracy.Test, c.Dataset.Name, dst, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
