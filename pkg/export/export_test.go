@@ -114,10 +114,10 @@ func TestLoadRefusesWhatDoesNotFit(t *testing.T) {
 		tensors []safetensors.Tensor
 		want    string
 	}{
-		"shape":   {[]safetensors.Tensor{wide[0], good[1]}, "tensor layers.0.weight has shape [10 5], dataset " + d.Name + " needs [8 5]"},
+		"shape":   {[]safetensors.Tensor{wide[0], good[1]}, "tensor layers.0.weight has shape [10 5] (50 values), dataset " + d.Name + " needs [8 5]"},
 		"missing": {good[:1], "no tensor layers.1.weight, which dataset " + d.Name + " needs with shape [5 3]"},
 		"extra":   {append(slices.Clone(good), safetensors.Tensor{Name: "layers.2.weight", Shape: []int{3, 3}, Data: make([]float32, 9)}), "layers.2.weight (shape [3 3]) is not a parameter"},
-		"gat":     {Capture(mustSlots(t, gat(t, d))), "tensor layers.0.weight has shape [8 12], dataset " + d.Name + " needs [8 5]"},
+		"gat":     {Capture(mustSlots(t, gat(t, d))), "tensor layers.0.weight has shape [8 12] (96 values), dataset " + d.Name + " needs [8 5]"},
 	}
 	for name, c := range cases {
 		err := Load(slots, c.tensors, d.Name)
@@ -127,6 +127,14 @@ func TestLoadRefusesWhatDoesNotFit(t *testing.T) {
 		if !slices.Equal(slots[0].Data, before) {
 			t.Fatalf("%s: a refused load changed the model", name)
 		}
+	}
+	nan := Capture(slots)
+	nan[1].Data[4] = float32(math.NaN())
+	if err := Load(slots, nan, d.Name); !errors.Is(err, ErrNotFinite) || !strings.Contains(err.Error(), "tensor layers.1.weight: element 4 is NaN") {
+		t.Errorf("a NaN weight: %v", err)
+	}
+	if !slices.Equal(slots[0].Data, before) {
+		t.Fatal("a refused load changed the model")
 	}
 }
 

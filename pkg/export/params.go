@@ -3,6 +3,7 @@ package export
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -12,6 +13,9 @@ import (
 
 // ErrShape is wrapped by the error Load returns when the saved tensors do not fit the model.
 var ErrShape = errors.New("the model does not fit")
+
+// ErrNotFinite is wrapped by the error Load returns for a NaN or infinite parameter.
+var ErrNotFinite = errors.New("not finite (NaN or infinite)")
 
 // Slot is one named parameter of a model, aliased: Data is the model's own storage.
 type Slot struct {
@@ -56,8 +60,8 @@ func Capture(slots []Slot) []safetensors.Tensor {
 
 // Load copies tensors into the slots of a model built for a dataset (named in errors). Every
 // slot must have a tensor of its shape and every tensor a slot; the first that does not is an
-// error wrapping ErrShape that names the tensor, its shape and the shape the dataset needs.
-// Nothing is copied unless everything fits.
+// error wrapping ErrShape that names the tensor, its shape and the shape the dataset needs. A NaN
+// or infinite value is an error wrapping ErrNotFinite. Nothing is copied unless everything fits.
 func Load(slots []Slot, tensors []safetensors.Tensor, dataset string) error {
 	byName := make(map[string]safetensors.Tensor, len(tensors))
 	for _, t := range tensors {
@@ -70,8 +74,13 @@ func Load(slots []Slot, tensors []safetensors.Tensor, dataset string) error {
 		if !ok {
 			return fmt.Errorf("%w: it has no tensor %s, which dataset %s needs with shape %v", ErrShape, s.Name, dataset, s.Shape)
 		}
-		if !slices.Equal(t.Shape, s.Shape) {
-			return fmt.Errorf("%w: tensor %s has shape %v, dataset %s needs %v", ErrShape, s.Name, t.Shape, dataset, s.Shape)
+		if !slices.Equal(t.Shape, s.Shape) || len(t.Data) != len(s.Data) {
+			return fmt.Errorf("%w: tensor %s has shape %v (%d values), dataset %s needs %v", ErrShape, s.Name, t.Shape, len(t.Data), dataset, s.Shape)
+		}
+		for i, v := range t.Data {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("tensor %s: element %d is %v: %w", s.Name, i, v, ErrNotFinite)
+			}
 		}
 	}
 	for _, t := range tensors {

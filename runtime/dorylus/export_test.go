@@ -158,7 +158,7 @@ func TestPredictRefusesBadModels(t *testing.T) {
 		return err
 	}
 	if err := predict(dir, "citeseer"); !errors.Is(err, export.ErrShape) ||
-		!strings.Contains(err.Error(), "tensor layers.0.weight has shape [1433 16], dataset citeseer needs [3703 16]") {
+		!strings.Contains(err.Error(), "tensor layers.0.weight has shape [1433 16] (22928 values), dataset citeseer needs [3703 16]") {
 		t.Errorf("cora model on citeseer: %v", err)
 	}
 	edited := func(file string, edit func([]byte) []byte) string {
@@ -192,7 +192,7 @@ func TestPredictRefusesBadModels(t *testing.T) {
 		return []byte(strings.Replace(string(b), `"hidden": 16`, `"hidden": 32`, 1))
 	})
 	if err := predict(wider, "cora"); !errors.Is(err, export.ErrShape) ||
-		!strings.Contains(err.Error(), "tensor layers.0.weight has shape [1433 16], dataset cora needs [1433 32]") {
+		!strings.Contains(err.Error(), "tensor layers.0.weight has shape [1433 16] (22928 values), dataset cora needs [1433 32]") {
 		t.Errorf("a card that does not match its weights: %v", err)
 	}
 }
