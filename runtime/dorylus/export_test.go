@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,7 +134,7 @@ func btoi(b bool) int {
 }
 
 // TestOneLayerWritesNoEmbeddings: a one-layer model's last layer reads the features, so there
-// are predictions but no embeddings file.
+// are predictions but no embeddings file; the history holds every epoch and the curves are a PNG.
 func TestOneLayerWritesNoEmbeddings(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "model")
 	trainJSON(t, "--epochs", "3", "--layers", "1", "--output-dir", dir)
@@ -143,6 +144,22 @@ func TestOneLayerWritesNoEmbeddings(t *testing.T) {
 	}
 	if want := "model.safetensors predictions.npy probabilities.npy history.json curves.png"; strings.Join(names, " ") != want {
 		t.Errorf("files %v, want %s", names, want)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, export.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h history
+	if err := json.Unmarshal(b, &h); err != nil || len(h.Curve) != 3 || h.Curve[2].Epoch != 3 || h.Curve[2].ValAcc == nil || h.Report.Layers != 1 {
+		t.Errorf("history.json: %v\n%s", err, b)
+	}
+	f, err := os.Open(filepath.Join(dir, export.CurvesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("curves.png: %v", err)
 	}
 }
 
