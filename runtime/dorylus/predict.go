@@ -11,6 +11,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -109,9 +110,20 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 	return nil
 }
 
-// loadDataset fetches and loads a dataset as training does: sparse features row-normalised.
-func loadDataset(ctx context.Context, name string) (*graph.Dataset, error) {
-	spec, err := source.Fetch(ctx, name, source.Options{})
+// loadDataset parses a dataset spec (a builtin name, a path, s3://, http(s)://, rmat:…), then
+// fetches and loads it as training does.
+func loadDataset(ctx context.Context, spec string) (*graph.Dataset, error) {
+	ds, err := source.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	return fetchDataset(ctx, ds)
+}
+
+// fetchDataset fetches and loads a dataset (S3 settings from the SDK's environment), its
+// sparse features row-normalised.
+func fetchDataset(ctx context.Context, ds jobconfig.Dataset) (*graph.Dataset, error) {
+	spec, err := source.Fetch(ctx, ds, source.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -216,16 +216,9 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	}
 	tensor.SetThreads(o.threads)
 	start := time.Now()
-	spec, err := source.Fetch(ctx, o.source, source.Options{}) // s3:// and http(s):// datasets; S3 settings from the SDK's environment
+	d, err := fetchDataset(ctx, o.source)
 	if err != nil {
 		return err
-	}
-	d, err := graph.Load(spec, graph.LoadOptions{})
-	if err != nil {
-		return err
-	}
-	if d.Features.Sparse != nil {
-		graph.RowNormalize(d.Features.Sparse)
 	}
 	loadSeconds := time.Since(start).Seconds()
 	rep := trainReport{
