@@ -322,7 +322,7 @@ func stopAll(children []*child) {
 		select {
 		case <-c.done:
 		case <-deadline:
-			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // its group may be gone already
 			<-c.done
 		}
 	}
