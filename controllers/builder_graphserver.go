@@ -18,15 +18,22 @@ import (
 // stable name <job>-gs-<p>.<job>-gs.<ns>.svc. It publishes not-ready
 // addresses, since peers must find each other before they are ready.
 func buildGraphService(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(graphServerName(job), job.Namespace).
-		WithLabels(childLabels(job, RoleGraphServer)).
+	return buildHeadlessService(job, graphServerName(job), RoleGraphServer, jobconfig.GraphServerPort)
+}
+
+// buildHeadlessService is the headless Service name over the pods of role, serving gRPC on
+// port. It publishes not-ready addresses, since servers must find each other before they are
+// ready.
+func buildHeadlessService(job *dorylusv1alpha1.GNNTrainingJob, name, role string, port int32) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(name, job.Namespace).
+		WithLabels(childLabels(job, role)).
 		WithOwnerReferences(ownerReference(job)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithClusterIP(corev1.ClusterIPNone).
 			WithPublishNotReadyAddresses(true).
-			WithSelector(selectorLabels(job, RoleGraphServer)).
+			WithSelector(selectorLabels(job, role)).
 			WithPorts(corev1ac.ServicePort().WithName("grpc").WithProtocol(corev1.ProtocolTCP).
-				WithPort(jobconfig.GraphServerPort).WithTargetPort(intstr.FromString("grpc"))))
+				WithPort(port).WithTargetPort(intstr.FromString("grpc"))))
 }
 
 // buildGraphStatefulSet is the StatefulSet of graph servers: ordinal p serves

@@ -5,7 +5,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -18,15 +17,7 @@ import (
 // shard; it also gives shard n the name <job>-ps-<n>.<job>-ps.<ns>.svc
 // through the pods' hostname and subdomain.
 func buildParamService(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(paramServiceName(job), job.Namespace).
-		WithLabels(childLabels(job, RoleParamServer)).
-		WithOwnerReferences(ownerReference(job)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithClusterIP(corev1.ClusterIPNone).
-			WithPublishNotReadyAddresses(true).
-			WithSelector(selectorLabels(job, RoleParamServer)).
-			WithPorts(corev1ac.ServicePort().WithName("grpc").WithProtocol(corev1.ProtocolTCP).
-				WithPort(jobconfig.ParamServerPort).WithTargetPort(intstr.FromString("grpc"))))
+	return buildHeadlessService(job, paramServiceName(job), RoleParamServer, jobconfig.ParamServerPort)
 }
 
 // paramShardLabels select the pod of one shard.

@@ -49,7 +49,7 @@ func TestReporterHasLeastPrivilege(t *testing.T) {
 	}
 	owners := map[string]bool{}
 	for _, mf := range job.ManagedFields {
-		if mf.Subresource == "status" && strings.Contains(string(mf.FieldsV1.Raw), `"f:progress"`) {
+		if mf.Subresource == "status" && strings.Contains(string(mf.FieldsV1.GetRawBytes()), `"f:progress"`) {
 			owners[mf.Manager] = true
 		}
 	}

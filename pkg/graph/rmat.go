@@ -178,8 +178,7 @@ func RMAT(p RMATParams) (*Dataset, error) {
 	}
 	keys = sampleSorted(keys, m, rand.New(newStream(p.Seed, tagSample, 0, 0)))
 	perm := permutation(n, rand.New(newStream(p.Seed, tagPermute, 0, 0)))
-	adj := symmetricCSR(n, keys, shift, perm)
-	keys = nil
+	adj := symmetricCSR(n, keys, shift, perm) // keys is dead from here: the features below may reuse its memory
 
 	name := fmt.Sprintf("rmat-n%d-e%d-f%d-c%d-s%d", p.Nodes, p.Edges, p.Features, p.Classes, p.Seed)
 	d := &Dataset{Name: name, NumClasses: p.Classes, Adj: adj}

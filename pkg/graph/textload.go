@@ -231,6 +231,9 @@ type textFile struct {
 	close func() error
 }
 
+// Close closes the file; a read-only file has no error worth reporting.
+func (t *textFile) Close() error { return t.close() }
+
 // gzipRatioBound is the text-to-compressed size ratio assumed when bounding preallocation for a
 // gzipped file; a larger real ratio only costs some slice growth.
 const gzipRatioBound = 8
@@ -280,7 +283,7 @@ func (l *textLoader) readLabels(m *Meta, has map[string]bool) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.close()
+	defer f.Close()
 	n, c := m.NumNodes, int64(m.NumClasses)
 	labels := make([]int32, 0, capHint(int64(n), 2, f.size))
 	counts := make([]int64, m.NumClasses)
@@ -343,7 +346,7 @@ func (l *textLoader) readEdges(m *Meta, n int) (*tensor.CSR, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.close()
+	defer f.Close()
 	nn := int64(n)
 	rowPtr := make([]int64, n+1)
 	colIdx := make([]int32, 0, capHint(m.NumEdges, 4, f.size))
@@ -409,7 +412,7 @@ func (l *textLoader) readFeatures(m *Meta, n int) (*tensor.CSR, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.close()
+	defer f.Close()
 	nf := int64(m.NumFeatures)
 	hint := int64(1 << 20)
 	if m.NumFeatureNonzeros != nil {
@@ -480,7 +483,7 @@ func (l *textLoader) readSplit(s, size int, labels []int32, owner []uint8) ([]in
 	if err != nil {
 		return nil, err
 	}
-	defer f.close()
+	defer f.Close()
 	n := int64(len(labels))
 	ids := make([]int32, 0, capHint(int64(size), 2, f.size))
 	prev := int64(-1)

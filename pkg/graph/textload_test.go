@@ -285,7 +285,7 @@ func TestParseValue(t *testing.T) {
 		}
 	}
 	b := []byte("0.01934376")
-	if n := testing.AllocsPerRun(100, func() { parseValue(b) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseValue(b) }); n != 0 {
 		t.Errorf("parseValue allocates %v times", n)
 	}
 }

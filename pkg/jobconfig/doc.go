@@ -27,6 +27,15 @@
 // A Lambda function runs `dorylus function` as its handler; the user deploys
 // it, the operator only invokes it by name.
 //
+// The same file, written by `dorylus train --graph-servers` into a temporary
+// folder, runs its server processes on one machine: there the dataset is a
+// pvc source naming a local folder, the job has no UID (no status reports),
+// and the optional fields (Training.EvalEvery and Patience,
+// GraphServers.DeadAfter, CPU.InjectLatency, Calls, Checkpoint.Keep and
+// Fresh) carry the command's flags. Training.Staleness is written as the two
+// fields "sync" and "staleness"; its default, "sync" (DefaultStaleness), is
+// the CRD's and the command's.
+//
 // # Graph servers
 //
 // Pod <job>-gs-<p> (a StatefulSet with parallel pod management) holds
@@ -97,7 +106,7 @@
 // # Volumes
 //
 // A pvc dataset is mounted read-only at /data/dataset (Dataset.Path is the
-// folder inside it); a pvc checkpoint volume is mounted read-write at
+// full path of the folder in it, under /data/dataset); a pvc checkpoint volume is mounted read-write at
 // /data/checkpoint on the parameter servers (Checkpoint.Path). The root
 // file system is read-only; /tmp is a writable emptyDir (downloads of s3 and
 // http datasets go there). A builtin

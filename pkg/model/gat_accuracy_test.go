@@ -54,6 +54,9 @@ func gatRun(tb testing.TB, d *graph.Dataset, seed uint64, epochs, patience int) 
 
 // TestGATCoraAccuracy trains the paper's GAT on Cora for 200 epochs with three seeds.
 func TestGATCoraAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a GAT on Cora for 3 seeds (make test runs it)")
+	}
 	d := gatDataset(t, "cora")
 	sum := 0.0
 	for seed := uint64(1); seed <= 3; seed++ {

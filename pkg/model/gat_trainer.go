@@ -140,16 +140,6 @@ func rowBlock(a *tensor.CSR, lo, hi int) edgeInterval {
 // Params returns the current parameters (aliased, not copied).
 func (t *GATTrainer) Params() GATParams { return t.params }
 
-func (t *GATTrainer) input(l, epoch int, train bool) *AVInput {
-	in := &AVInput{Layer: l, Key: DropoutKey(t.cfg.Seed, epoch, l), Train: train}
-	if l == 0 {
-		in.Features = t.data.Features
-	} else {
-		in.Z = t.z[l-1]
-	}
-	return in
-}
-
 // edgeInput returns the AE input of layer l for interval p.
 func (t *GATTrainer) edgeInput(l int, p edgeInterval, epoch int, train bool) *AEInput {
 	return &AEInput{
@@ -175,7 +165,7 @@ func (t *GATTrainer) prevBias(params GATParams, l int) *tensor.Dense {
 func (t *GATTrainer) forward(epoch int, train bool) error {
 	g := t.cfg.GAT
 	for l := range t.params {
-		if err := g.AVForward(t.input(l, epoch, train), t.prevBias(t.params, l), t.params[l], &t.act[l], t.v[l]); err != nil {
+		if err := g.AVForward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, train), t.prevBias(t.params, l), t.params[l], &t.act[l], t.v[l]); err != nil {
 			return fmt.Errorf("epoch %d AV %d: %w", epoch, l, err)
 		}
 		for _, p := range t.parts {
@@ -230,7 +220,7 @@ func (t *GATTrainer) Epoch(epoch int) (float64, error) {
 		if l > 0 {
 			dzPrev, dbPrev = t.dz[l-1], t.grads[l-1].Bias
 		}
-		if err := g.AVBackward(t.input(l, epoch, true), t.params[l], t.grads[l], &t.act[l], t.v[l], t.dv[l], dzPrev, dbPrev); err != nil {
+		if err := g.AVBackward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, true), t.params[l], t.grads[l], &t.act[l], t.v[l], t.dv[l], dzPrev, dbPrev); err != nil {
 			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
 		}
 	}

@@ -80,12 +80,15 @@ func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
 // Weights returns the current weights (aliased, not copied).
 func (t *Trainer) Weights() []*tensor.Dense { return t.weights }
 
-func (t *Trainer) input(l, epoch int, train bool) *AVInput {
-	in := &AVInput{Layer: l, Key: DropoutKey(t.cfg.Seed, epoch, l), Train: train}
+// layerInput returns the AV input of layer l in epoch epoch of a single-process trainer of d
+// whose Gather outputs are z: the features in layer 0, Z_{l-1} after, with the layer's dropout
+// key under seed.
+func layerInput(d *graph.Dataset, z []*tensor.Dense, seed uint64, l, epoch int, train bool) *AVInput {
+	in := &AVInput{Layer: l, Key: DropoutKey(seed, epoch, l), Train: train}
 	if l == 0 {
-		in.Features = t.data.Features
+		in.Features = d.Features
 	} else {
-		in.Z = t.z[l-1]
+		in.Z = z[l-1]
 	}
 	return in
 }
@@ -93,7 +96,7 @@ func (t *Trainer) input(l, epoch int, train bool) *AVInput {
 // forward runs AV_l and GA_l for every layer and leaves the logits in z[L-1].
 func (t *Trainer) forward(epoch int, train bool) error {
 	for l := range t.weights {
-		if err := t.cfg.GCN.AVForward(t.input(l, epoch, train), t.weights[l], &t.act[l], t.p[l]); err != nil {
+		if err := t.cfg.GCN.AVForward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, train), t.weights[l], &t.act[l], t.p[l]); err != nil {
 			return fmt.Errorf("epoch %d AV %d: %w", epoch, l, err)
 		}
 		tensor.SpMM(t.z[l], t.adj, t.p[l]) // GA_l
@@ -126,7 +129,7 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 			// H_l is dead once dW_l is computed, so its buffer receives dZ_{l-1}.
 			dzPrev = t.act[l].Dense
 		}
-		if err := t.cfg.GCN.AVBackward(t.input(l, epoch, true), t.weights[l], &t.act[l], dp, t.grads[l], dzPrev); err != nil {
+		if err := t.cfg.GCN.AVBackward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, true), t.weights[l], &t.act[l], dp, t.grads[l], dzPrev); err != nil {
 			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
 		}
 		if err := checkFinite(t.grads[l].Data, epoch, l, "∇AV", "the weight gradient"); err != nil {

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
 	"testing"
 )
 
@@ -42,7 +41,7 @@ func BenchmarkSchedulerOverhead(b *testing.B) {
 						queue = append(queue, t)
 					}
 					if len(queue) == 0 {
-						b.Fatal(fmt.Sprintf("stalled at %v", s.Progress()))
+						b.Fatalf("stalled at %v", s.Progress())
 					}
 				}
 				if err := s.Done(queue[0]); err != nil {

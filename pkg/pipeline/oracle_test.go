@@ -38,8 +38,8 @@ type oracle struct {
 	stopAt     int            // history length when StopAfter was called, -1 if never
 
 	// coverage
-	maxAge, gateEdge, blockedByGate int
-	overlaps                        int // head tasks started while an older epoch's tail was unfinished
+	maxAge, gateEdge int
+	overlaps         int // head tasks started while an older epoch's tail was unfinished
 }
 
 func newOracle(cfg Config) *oracle {

@@ -127,3 +127,11 @@ func dataset(t *testing.T, spec string) jobconfig.Dataset {
 	}
 	return d
 }
+
+// must fails the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -48,7 +48,7 @@ func (s *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.cuts--
 	}
 	s.mu.Unlock()
-	var rw http.ResponseWriter = w
+	rw := http.ResponseWriter(w)
 	if cut {
 		rw = &minio.CutWriter{ResponseWriter: w, Left: s.cutAfter}
 	}
@@ -64,11 +64,12 @@ func targz(t *testing.T, dir, top string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw.WriteHeader(&tar.Header{Name: top + "/", Typeflag: tar.TypeDir, Mode: 0o755})
+	must(t, tw.WriteHeader(&tar.Header{Name: top + "/", Typeflag: tar.TypeDir, Mode: 0o755}))
 	for _, e := range entries {
 		b := mustRead(t, filepath.Join(dir, e.Name()))
-		tw.WriteHeader(&tar.Header{Name: top + "/" + e.Name(), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b))})
-		tw.Write(b)
+		must(t, tw.WriteHeader(&tar.Header{Name: top + "/" + e.Name(), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b))}))
+		_, err := tw.Write(b)
+		must(t, err)
 	}
 	tw.Close()
 	zw.Close()
@@ -171,8 +172,9 @@ func evilArchive(t *testing.T) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
-	tw.WriteHeader(&tar.Header{Name: "../escape.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
-	tw.Write([]byte("x"))
+	must(t, tw.WriteHeader(&tar.Header{Name: "../escape.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}))
+	_, err := tw.Write([]byte("x"))
+	must(t, err)
 	tw.Close()
 	zw.Close()
 	return buf.Bytes()

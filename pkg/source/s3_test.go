@@ -127,8 +127,8 @@ func TestS3Errors(t *testing.T) {
 		{"missing bucket", "s3://no-such-bucket-x/data", nil, []error{objstore.ErrNotFound}, []string{"s3://no-such-bucket-x/", "not found", "NoSuchBucket"}},
 		{"bad credentials", "s3://" + bucket + "/corrupt.dorylus", func(c objstore.Config) objstore.Config {
 			dir := t.TempDir()
-			os.WriteFile(filepath.Join(dir, "accessKeyID"), []byte("wrong"), 0o600)
-			os.WriteFile(filepath.Join(dir, "secretAccessKey"), []byte("wrong-secret"), 0o600)
+			must(t, os.WriteFile(filepath.Join(dir, "accessKeyID"), []byte("wrong"), 0o600))
+			must(t, os.WriteFile(filepath.Join(dir, "secretAccessKey"), []byte("wrong-secret"), 0o600))
 			c.CredentialsDir = dir
 			return c
 		}, []error{objstore.ErrAccessDenied}, []string{"s3://" + bucket, "access denied"}},

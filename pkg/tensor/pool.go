@@ -34,10 +34,9 @@ type task struct {
 	// arguments of the internal kernels
 	d0, d1, d2 *Dense
 	s0, s1     *CSR
-	f0, f1     float32
+	f0         float32
 	u0         uint64
 	i0, i1     int
-	b0, b1     bool
 	ix0, ix1   []int32
 	vec        []float32
 	gemm       *gemmArgs

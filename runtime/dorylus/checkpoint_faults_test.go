@@ -237,7 +237,7 @@ func TestCheckpointStoreGone(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // exited already is fine
 	var logs []string
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {

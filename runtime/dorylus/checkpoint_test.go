@@ -138,7 +138,7 @@ func TestSIGTERMCheckpointsAndResumes(t *testing.T) {
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		t.Fatalf("still running 30 s after SIGTERM:\n%s", strings.Join(logs, "\n"))
 	}
 	all := strings.Join(logs, "\n")

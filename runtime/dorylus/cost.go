@@ -11,6 +11,9 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
+// defaultLambdaMemoryMB is --lambda-memory-mb's default, the memory of the paper's functions.
+const defaultLambdaMemoryMB = 3008
+
 // costOptions are the flags of dorylus train's cost estimate (pkg/cost).
 type costOptions struct {
 	instance, psInstance string
@@ -21,7 +24,7 @@ type costOptions struct {
 func (c *costOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.instance, "instance-type", "c5n.2xlarge", "cost estimate: EC2 instance type of this process, or of each graph server (and of the nodes of a knative function)")
 	f.StringVar(&c.psInstance, "param-server-instance-type", "c5.xlarge", "cost estimate: EC2 instance type of each parameter server")
-	f.IntVar(&c.lambdaMemoryMB, "lambda-memory-mb", 3008, "cost estimate: memory configured for the Lambda function")
+	f.IntVar(&c.lambdaMemoryMB, "lambda-memory-mb", defaultLambdaMemoryMB, "cost estimate: memory configured for the Lambda function")
 }
 
 // validate checks that the instance types have prices.

@@ -147,13 +147,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		rep.PerRun = append(rep.PerRun, res)
 	}
 	progress.finish()
-	rep.EpochSecondsMedian = median(times)
-	var test, val []float64
-	for _, r := range rep.PerRun {
-		test, val = append(test, r.TestAcc), append(val, r.ValAcc)
-	}
-	rep.TestAccuracy, rep.TestAccuracyStd = meanStd(test)
-	rep.ValAccuracy, _ = meanStd(val)
+	rep.summarize(times)
 	var names []string
 	for name, rss := range stats.rss {
 		rep.PeakRSSBytes = max(rep.PeakRSSBytes, rss)
@@ -168,20 +162,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	} else {
 		reportCost(&rep, b, stderr)
 	}
-	if o.plot != "" {
-		if err := plotCurves(o.plot, rep.PerRun[0].Curve, rep.Dataset); err != nil {
-			return err
-		}
-	}
-	if o.output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	fmt.Fprintf(stdout, "%s %s on %d graph servers (%s): test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB%s\n",
-		rep.Model, rep.Dataset, d.graphServers, d.staleness, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
-		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20, selectionNote(rep))
-	return nil
+	return o.writeReport(rep, fmt.Sprintf(" on %d graph servers (%v)", d.graphServers, d.staleness), stdout)
 }
 
 // launchOnce trains one seed: it starts the servers, follows graph server 0's progress, and
@@ -341,7 +322,7 @@ func stopAll(children []*child) {
 		select {
 		case <-c.done:
 		case <-deadline:
-			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // its group may be gone already
 			<-c.done
 		}
 	}

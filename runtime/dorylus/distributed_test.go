@@ -249,7 +249,7 @@ func TestKilledServerIsNamed(t *testing.T) {
 					t.Fatalf("graph server 0 wrote %q", sc.Text())
 				}
 			}
-			go io.Copy(io.Discard, events)
+			go func() { _, _ = io.Copy(io.Discard, events) }()
 			hit := map[string]*child{"graph-server 1": gs1, "param-server 0": ps}[victim]
 			sig, name := syscall.SIGKILL, "graph server 1"
 			if victim == "param-server 0" {
@@ -266,7 +266,7 @@ func TestKilledServerIsNamed(t *testing.T) {
 			}
 			took := time.Since(killed)
 			if sig == syscall.SIGSTOP {
-				hit.cmd.Process.Signal(syscall.SIGCONT)
+				_ = hit.cmd.Process.Signal(syscall.SIGCONT)
 			}
 			msg := gs0.log.tail()
 			t.Logf("%v of %s: graph server 0 stopped after %v: %s", sig, victim, took.Round(time.Millisecond), msg)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -35,7 +36,7 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 		GraphServers: jobconfig.GraphServers{Replicas: len(peers), Port: gsPort, Peers: peers,
 			DeadAfter: jobconfig.Duration(d.deadAfter)},
 		ParameterServers: jobconfig.ParameterServers{Replicas: len(shards), Port: psPort, Service: shards[0], Shards: shards},
-		Backend:          d.backend.toConfig(d.intervals, o.cost.lambdaMemoryMB),
+		Backend:          d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
 	}
 	if o.model == "gat" {
 		c.Model.Architecture, c.Model.Heads = jobconfig.ArchitectureGAT, o.heads

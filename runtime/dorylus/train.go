@@ -242,6 +242,19 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		rep.PerRun = append(rep.PerRun, res)
 	}
 	progress.finish()
+	rep.summarize(epochTimes)
+	rep.PeakRSSBytes = peakRSS()
+	b, err := o.cost.single(time.Since(start))
+	if err != nil {
+		return err
+	}
+	reportCost(&rep, b, stderr)
+	return o.writeReport(rep, "", stdout)
+}
+
+// summarize fills the report's accuracies (mean and deviation over its runs) and the median of
+// the epoch times.
+func (rep *trainReport) summarize(epochTimes []float64) {
 	rep.EpochSecondsMedian = median(epochTimes)
 	var test, val []float64
 	for _, r := range rep.PerRun {
@@ -249,14 +262,13 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	}
 	rep.TestAccuracy, rep.TestAccuracyStd = meanStd(test)
 	rep.ValAccuracy, _ = meanStd(val)
-	rep.PeakRSSBytes = peakRSS()
-	b, err := o.cost.single(time.Since(start))
-	if err != nil {
-		return err
-	}
-	reportCost(&rep, b, stderr)
+}
+
+// writeReport plots the first run's curves (--plot) and prints the report as --output says;
+// where, if not empty, says where the run ran (" on 2 graph servers (sync)").
+func (o trainOptions) writeReport(rep trainReport, where string, stdout io.Writer) error {
 	if o.plot != "" {
-		if err := plotCurves(o.plot, rep.PerRun[0].Curve, d.Name); err != nil {
+		if err := plotCurves(o.plot, rep.PerRun[0].Curve, rep.Dataset); err != nil {
 			return err
 		}
 	}
@@ -268,8 +280,8 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "%s %s: test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB%s\n",
-		rep.Model, rep.Dataset, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
+	fmt.Fprintf(stdout, "%s %s%s: test accuracy %.2f%% ± %.2f over %d run(s), val %.2f%%, median epoch %s, peak RSS %d MiB%s\n",
+		rep.Model, rep.Dataset, where, 100*rep.TestAccuracy, 100*rep.TestAccuracyStd, rep.Runs, 100*rep.ValAccuracy,
 		time.Duration(rep.EpochSecondsMedian*float64(time.Second)).Round(time.Microsecond), rep.PeakRSSBytes>>20, selectionNote(rep))
 	return nil
 }

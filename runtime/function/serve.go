@@ -25,7 +25,7 @@ func InLambda() bool { return os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" }
 // ServeLambda serves h as a Lambda function until ctx ends; aws-lambda-go exits the process
 // when the runtime API fails.
 func ServeLambda(ctx context.Context, h *Handler) {
-	awslambda.StartHandlerWithContext(ctx, lambdaHandler{h})
+	awslambda.StartWithOptions(lambdaHandler{h}, awslambda.WithContext(ctx))
 }
 
 // lambdaHandler adapts a Handler to Lambda's JSON payloads.
@@ -57,13 +57,13 @@ func errorType(err error) string {
 // larger one 400 without reading it.
 func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		io.WriteString(w, "ok\n")
+		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
 		limit := int64(h.bodyLimit())
@@ -89,7 +89,7 @@ func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Write(res)
+		_, _ = w.Write(res) // a caller gone mid-response has no one to hear of it
 	})
 	return mux
 }

@@ -148,13 +148,13 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 		t.Fatalf("before every graph server reported, versions %v were dropped", got)
 	}
 	ctx := context.Background()
-	s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 6, Keep: &rpc.Keep{Seq: 1, Pinned: []uint64{2}, Newest: 5}})
-	s.Pull(ctx, &rpc.PullRequest{GraphServer: 1, Version: 6, Keep: &rpc.Keep{Seq: 1, Pinned: []uint64{3, 4}, Newest: 6}})
+	_, _ = s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 6, Keep: &rpc.Keep{Seq: 1, Pinned: []uint64{2}, Newest: 5}}) // only its Keep matters here
+	_, _ = s.Pull(ctx, &rpc.PullRequest{GraphServer: 1, Version: 6, Keep: &rpc.Keep{Seq: 1, Pinned: []uint64{3, 4}, Newest: 6}})
 	if got := s.Versions(); !slices.Equal(got, []uint64{2, 3, 4, 5, 6}) {
 		t.Errorf("kept versions %v, want 2 3 4 5 6", got)
 	}
-	s.Pull(ctx, &rpc.PullRequest{GraphServer: 1, Version: 6, Keep: &rpc.Keep{Seq: 0, Pinned: nil, Newest: 0}}) // stale: ignored
-	s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 6, Keep: &rpc.Keep{Seq: 2, Newest: 6}})
+	_, _ = s.Pull(ctx, &rpc.PullRequest{GraphServer: 1, Version: 6, Keep: &rpc.Keep{Seq: 0, Pinned: nil, Newest: 0}}) // stale: ignored
+	_, _ = s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 6, Keep: &rpc.Keep{Seq: 2, Newest: 6}})
 	if got := s.Versions(); !slices.Equal(got, []uint64{3, 4, 6}) {
 		t.Errorf("kept versions %v, want 3 4 6", got)
 	}
@@ -384,7 +384,7 @@ func serveShard(t *testing.T, ctx context.Context, s *Shard) rpc.ParamServerClie
 	}
 	srv, h := rpc.NewServer()
 	rpc.RegisterParamServerServer(srv, s)
-	go rpc.Serve(ctx, lis, srv, h)
+	go func() { _ = rpc.Serve(ctx, lis, srv, h) }() // ends with ctx
 	conn, err := rpc.Dial(lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -168,7 +168,7 @@ func envValueFrom(from *corev1.EnvVarSource, src envSource) (string, error) {
 			if v, ok := s.Data[r.Key]; ok {
 				return string(v), nil
 			}
-			err = fmt.Errorf("Secret %s has no key %q", r.Name, r.Key)
+			err = fmt.Errorf("secret %s has no key %q", r.Name, r.Key)
 		}
 		if r.Optional != nil && *r.Optional {
 			return "", nil

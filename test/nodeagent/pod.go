@@ -572,7 +572,7 @@ func (w *podWorker) execIn(ctx context.Context, c *container, argv []string) (in
 	select {
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		_ = <-done // killed: ctx's error is the outcome
 		return 0, ctx.Err()
 	case err := <-done:
 		var ee *exec.ExitError

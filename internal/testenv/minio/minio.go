@@ -126,7 +126,7 @@ func start(bin, dir string) (*Server, error) {
 		return nil, fmt.Errorf("minio: start %s: %w", bin, err)
 	}
 	go func() {
-		s.cmd.Wait()
+		_ = s.cmd.Wait() // the server's exit is reported through s.exited
 		logf.Close()
 		close(s.exited)
 	}()

@@ -38,7 +38,7 @@ func Source(t testing.TB, reqs []dispatch.TaskRequest) (*remote.Store, []dispatc
 	rpc.RegisterParamServerServer(srv, shard)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { rpc.Serve(ctx, lis, srv, h); close(done) }()
+	go func() { _ = rpc.Serve(ctx, lis, srv, h); close(done) }() // stopped by the cleanup
 	t.Cleanup(func() { cancel(); <-done })
 
 	init := &rpc.InitRequest{Seed: 5, LearningRate: 0.01, Sync: true, Contributions: 1, GraphServers: 1, Run: "pull-test"}

@@ -93,7 +93,7 @@ func (p *Process) Wait(d time.Duration) (err error, ok bool) {
 func (p *Process) Output() string { return p.out.String() }
 
 // Kill kills the process group (the emulator and its runtime).
-func (p *Process) Kill() { syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL) }
+func (p *Process) Kill() { _ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL) } // gone already is fine
 
 // start starts a command in its own process group, killed when the test ends.
 func start(t testing.TB, env []string, name string, args ...string) *Process {

@@ -34,7 +34,10 @@ var (
 func envInt(name string, def int) int {
 	if s := os.Getenv(name); s != "" {
 		var v int
-		fmt.Sscan(s, &v)
+		if _, err := fmt.Sscan(s, &v); err != nil {
+			fmt.Fprintf(os.Stderr, "asmgen: $%s=%q: want an integer\n", name, s)
+			os.Exit(2)
+		}
 		return v
 	}
 	return def
