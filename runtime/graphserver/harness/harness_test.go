@@ -126,11 +126,41 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 	syncMatchesSingleProcess(t, gatConfig(30), 2, 3)
 }
 
+// TestAsyncLearns trains a GCN with S = 0 and S = 1 and a GAT with S = 1 for a few epochs
+// (the asynchronous paths, short enough for the race detector): every epoch is reported with a
+// finite loss, the loss falls, and the result is the last epoch's.
+func TestAsyncLearns(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  graphserver.Config
+		s    int
+	}{{"gcn-S0", gcnConfig(12), 0}, {"gcn-S1", gcnConfig(12), 1}, {"gat-S1", gatConfig(8), 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.Sync, cfg.Staleness, cfg.EvalEvery = false, c.s, 4
+			res := train(t, cfg, 2, 2)
+			first, last := res.Epochs[0].Loss, res.Epochs[len(res.Epochs)-1].Loss
+			for _, ev := range res.Epochs {
+				if math.IsNaN(ev.Loss) || math.IsInf(ev.Loss, 0) || ev.Loss <= 0 {
+					t.Fatalf("epoch %d: loss %v", ev.Epoch, ev.Loss)
+				}
+				if (ev.ValAcc != nil) != (ev.Epoch%4 == 0) {
+					t.Errorf("epoch %d: validation accuracy %v, want one every 4 epochs", ev.Epoch, ev.ValAcc)
+				}
+			}
+			if last >= first {
+				t.Errorf("loss %.4f after %d epochs, %.4f after the first: want it to fall", last, len(res.Epochs), first)
+			}
+			t.Logf("loss %.4f → %.4f; test accuracy %.4f", first, last, res.Final.TestAcc)
+		})
+	}
+}
+
 // TestAsyncAccuracy trains the GCN asynchronously with S = 0 and S = 1 (200 epochs, 2 seeds)
 // and checks each mean test accuracy against the single-process mean (within 1.5 points).
 func TestAsyncAccuracy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains Cora six times")
+	if testing.Short() || raceEnabled {
+		t.Skip("trains Cora six times for 200 epochs (TestAsyncLearns covers the asynchronous paths under -race and -short)")
 	}
 	const seeds = 2
 	mean := func(run func(seed uint64) float64) float64 {
