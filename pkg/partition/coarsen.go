@@ -29,8 +29,9 @@ func (g *wgraph) weight(e int64) int64 {
 
 // coarsener holds the scratch space the matchings and contractions of one run share.
 type coarsener struct {
-	rng   *rand.Rand
-	maxVW int64 // no coarse vertex may weigh more
+	rng      *rand.Rand
+	maxVW    int64  // no coarse vertex may weigh more
+	spillDir string // where large coarse graphs are built (os.TempDir when "")
 }
 
 // Matching limits: 2-hop matching runs when heavy-edge matching leaves more than this fraction
@@ -148,8 +149,10 @@ func (c *coarsener) degreeOrder(g *wgraph) []int32 {
 // contract returns the coarse graph of g under match and cmap, the coarse vertex of every fine
 // vertex. Coarse vertex ids follow the smaller fine id of each pair. Two passes over the edges
 // (count, then fill) size the coarse arrays exactly; a marker array indexed by coarse vertex
-// merges parallel edges without per-edge allocation.
-func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32) {
+// merges parallel edges without per-edge allocation. A coarse graph of more than spillAbove
+// entries is written to temporary files as it is built and read back (newSink), so that it is
+// never in memory beside its construction.
+func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32, error) {
 	n := g.n()
 	cmap := make([]int32, n)
 	cn := int32(0)
@@ -203,19 +206,27 @@ func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32) {
 	for v := range cn {
 		cg.xadj[v+1] += cg.xadj[v]
 	}
-	m := cg.xadj[cn]
-	cg.adj = make([]int32, m)
-	cg.ew = make([]int32, m)
-	// Pass 2: neighbours and merged weights.
+	out, err := c.newSink(cg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer out.close()
+	// Pass 2: each coarse row with its merged weights, then stored.
+	var rowEw []int32
 	cur = -1
-	var base int64
+	emit := func() {
+		if cur >= 0 {
+			out.write(row, rowEw)
+			for _, x := range row {
+				pos[x] = 0
+			}
+			row, rowEw = row[:0], rowEw[:0]
+		}
+	}
 	visit(func(cv int32, u int) {
 		if cv != cur {
-			for e := cg.xadj[max(cur, 0)]; cur >= 0 && e < base; e++ {
-				pos[cg.adj[e]] = 0
-			}
+			emit()
 			cur = cv
-			base = cg.xadj[cv]
 		}
 		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
 			x := cmap[g.adj[e]]
@@ -223,14 +234,17 @@ func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32) {
 				continue
 			}
 			if pos[x] == 0 {
-				cg.adj[base] = x
-				cg.ew[base] = int32(g.weight(e))
-				base++
-				pos[x] = int32(base - cg.xadj[cv])
+				row = append(row, x)
+				rowEw = append(rowEw, int32(g.weight(e)))
+				pos[x] = int32(len(row))
 			} else {
-				cg.ew[cg.xadj[cv]+int64(pos[x])-1] += int32(g.weight(e))
+				rowEw[pos[x]-1] += int32(g.weight(e))
 			}
 		}
 	})
-	return cg, cmap
+	emit()
+	if err := out.finish(); err != nil {
+		return nil, nil, err
+	}
+	return cg, cmap, nil
 }

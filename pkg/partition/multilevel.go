@@ -15,6 +15,10 @@ type Options struct {
 	// Imbalance bounds the heaviest part: its weight (adjacency entries + vertices) is at most
 	// (1 + Imbalance) × the mean (0.05 when 0).
 	Imbalance float64
+	// SpillDir is where coarse levels of more than 2^27 adjacency entries are built, in temporary
+	// files read back once complete, so that a level is never in memory beside its construction
+	// (os.TempDir when ""). They are removed before Multilevel returns.
+	SpillDir string
 }
 
 // Multilevel tuning.
@@ -67,8 +71,11 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d756c74696c6576)) // "multilev"
 	target := max(coarsenPerPart*parts, coarsenMin)
-	c := &coarsener{rng: rng, maxVW: int64(coarseVWFactor * float64(g.tw) / float64(target))}
-	levels, cmaps := coarsen(c, g, target)
+	c := &coarsener{rng: rng, maxVW: int64(coarseVWFactor * float64(g.tw) / float64(target)), spillDir: opts.SpillDir}
+	levels, cmaps, err := coarsen(c, g, target)
+	if err != nil {
+		return nil, err
+	}
 	coarsest := levels[len(levels)-1]
 	part := make([]int32, coarsest.n())
 	ids := make([]int32, coarsest.n())
@@ -102,12 +109,15 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 // keepFraction of the entries of the last kept level (skewed graphs keep nearly all their edges
 // for many levels: keeping each would cost as much memory as the graph again, per level), and
 // the maps through the levels dropped are composed.
-func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32) {
+func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32, error) {
 	levels := []*wgraph{g}
 	var cmaps [][]int32
 	var pending []int32 // from the last kept level to cur, when cur is not kept
 	for cur := g; cur.n() > target; {
-		cg, cmap := c.contract(cur, c.match(cur))
+		cg, cmap, err := c.contract(cur, c.match(cur))
+		if err != nil {
+			return nil, nil, err
+		}
 		if cg.n() == cur.n() {
 			break
 		}
@@ -131,7 +141,7 @@ func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32) {
 		}
 		cur = cg
 	}
-	return levels, cmaps
+	return levels, cmaps, nil
 }
 
 // checkRequest refuses a partitioning Multilevel cannot do: parts outside [1, N], a malformed
