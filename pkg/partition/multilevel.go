@@ -133,9 +133,6 @@ func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32, error) 
 		if len(cg.adj) <= keepAlways || float64(len(cg.adj)) <= keepFraction*float64(len(last.adj)) || stalled || cg.n() <= target {
 			levels, cmaps, pending = append(levels, cg), append(cmaps, pending), nil
 		}
-		if traceLevel != nil {
-			traceLevel(cg.n(), int64(len(cg.adj)))
-		}
 		if stalled {
 			break
 		}
@@ -163,5 +160,3 @@ func checkRequest(adj *tensor.CSR, parts int) error {
 	}
 	return nil
 }
-
-var traceLevel func(n int, m int64)
