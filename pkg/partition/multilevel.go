@@ -45,8 +45,11 @@ const (
 // than (1 + Imbalance) × the mean unless a single vertex is heavier. The plan renumbers the
 // vertices part by part, keeping their order within a part.
 //
-// Memory: the input arrays are used in place; each coarser level holds its own offsets (8
-// bytes a vertex), neighbours and edge weights (8 bytes an entry) and maps (4 bytes a vertex).
+// Memory: the input arrays are used in place (with vertex weights, 8 bytes a vertex); a coarse
+// level holds offsets and weights (16 bytes a vertex), neighbours and edge weights (8 bytes an
+// entry) and its map (4 bytes a vertex). Large coarse levels that kept most of the edges are not
+// kept for refinement (see coarsen), and levels of more than 2^27 entries are built on disk
+// (Options.SpillDir), so that beside the input at most one large coarse level is in memory.
 func Multilevel(adj *tensor.CSR, parts int, opts Options) (Plan, error) {
 	owner, err := MultilevelOwners(adj, parts, opts)
 	if err != nil {
