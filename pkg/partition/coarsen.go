@@ -147,11 +147,11 @@ func (c *coarsener) degreeOrder(g *wgraph) []int32 {
 }
 
 // contract returns the coarse graph of g under match and cmap, the coarse vertex of every fine
-// vertex. Coarse vertex ids follow the smaller fine id of each pair. Two passes over the edges
-// (count, then fill) size the coarse arrays exactly; a marker array indexed by coarse vertex
-// merges parallel edges without per-edge allocation. A coarse graph of more than spillAbove
-// entries is written to temporary files as it is built and read back (newSink), so that it is
-// never in memory beside its construction.
+// vertex. Coarse vertex ids follow the smaller fine id of each pair. One pass over the edges
+// builds each coarse row in a buffer, merging parallel edges through a marker array indexed by
+// coarse vertex (no per-edge allocation), and hands it to a sink that stores it: in memory, or,
+// for a graph of more than spillAbove entries, in temporary files read back once complete, so
+// that the coarse graph is never in memory beside its construction.
 func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32, error) {
 	n := g.n()
 	cmap := make([]int32, n)
@@ -164,85 +164,45 @@ func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32, error)
 		}
 	}
 	cg := &wgraph{xadj: make([]int64, cn+1), vw: make([]int64, cn), tw: g.tw}
-	pos := make([]int32, cn) // per coarse neighbour: 1 + its slot in the current row, 0 if absent
-	var row []int32          // coarse neighbours of the current coarse vertex
-	// visit calls fn(cv, u) for the one or two fine vertices u of every coarse vertex cv.
-	visit := func(fn func(cv int32, u int)) {
-		for v := range n {
-			if m := int(match[v]); m >= v {
-				fn(cmap[v], v)
-				if m != v {
-					fn(cmap[v], m)
-				}
-			}
-		}
-	}
-	// Pass 1: degrees.
-	cur := int32(-1)
-	flush := func() {
-		if cur >= 0 {
-			cg.xadj[cur+1] = int64(len(row))
-			for _, x := range row {
-				pos[x] = 0
-			}
-			row = row[:0]
-		}
-	}
-	visit(func(cv int32, u int) {
-		if cv != cur {
-			flush()
-			cur = cv
-		}
-		cg.vw[cv] += g.vw[u]
-		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
-			x := cmap[g.adj[e]]
-			if x != cv && pos[x] == 0 {
-				row = append(row, x)
-				pos[x] = int32(len(row))
-			}
-		}
-	})
-	flush()
-	for v := range cn {
-		cg.xadj[v+1] += cg.xadj[v]
-	}
-	out, err := c.newSink(cg)
+	out, err := c.newSink(cg, g.xadj[n])
 	if err != nil {
 		return nil, nil, err
 	}
 	defer out.close()
-	// Pass 2: each coarse row with its merged weights, then stored.
-	var rowEw []int32
-	cur = -1
-	emit := func() {
-		if cur >= 0 {
-			out.write(row, rowEw)
-			for _, x := range row {
-				pos[x] = 0
-			}
-			row, rowEw = row[:0], rowEw[:0]
+	pos := make([]int32, cn) // per coarse neighbour: 1 + its slot in row, 0 if absent
+	var row, rowEw []int32   // the current coarse vertex's neighbours and merged weights
+	for v := range n {
+		m := int(match[v])
+		if m < v {
+			continue
 		}
+		cv := cmap[v]
+		for _, u := range [2]int{v, m} {
+			cg.vw[cv] += g.vw[u]
+			for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
+				x := cmap[g.adj[e]]
+				if x == cv {
+					continue
+				}
+				if pos[x] == 0 {
+					row = append(row, x)
+					rowEw = append(rowEw, int32(g.weight(e)))
+					pos[x] = int32(len(row))
+				} else {
+					rowEw[pos[x]-1] += int32(g.weight(e))
+				}
+			}
+			if m == v {
+				break
+			}
+		}
+		cg.xadj[cv+1] = cg.xadj[cv] + int64(len(row))
+		out.write(row, rowEw)
+		for _, x := range row {
+			pos[x] = 0
+		}
+		row, rowEw = row[:0], rowEw[:0]
 	}
-	visit(func(cv int32, u int) {
-		if cv != cur {
-			emit()
-			cur = cv
-		}
-		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
-			x := cmap[g.adj[e]]
-			if x == cv {
-				continue
-			}
-			if pos[x] == 0 {
-				row = append(row, x)
-				rowEw = append(rowEw, int32(g.weight(e)))
-				pos[x] = int32(len(row))
-			} else {
-				rowEw[pos[x]-1] += int32(g.weight(e))
-			}
-		}
-	})
-	emit()
 	if err := out.finish(); err != nil {
 		return nil, nil, err
 	}

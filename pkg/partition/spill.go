@@ -5,26 +5,29 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"unsafe"
 )
 
-// spillAbove is the size, in adjacency entries, above which a coarse graph is built on disk
-// (8 bytes an entry: 1 GiB). A variable so that tests can force spilling.
+// spillAbove is the size, in adjacency entries of the fine graph (a bound on the coarse one's),
+// above which a coarse graph is built on disk (8 bytes an entry: 1 GiB). A variable so that tests
+// can force spilling.
 var spillAbove int64 = 1 << 27
 
 // sink stores the rows of a coarse graph as contract produces them, in order.
 type sink interface {
 	write(adj, ew []int32)
-	finish() error // completes the graph's adj and ew
+	finish() error // completes the graph's adj and ew (its offsets are complete by then)
 	close()        // releases what finish did not
 }
 
-// newSink returns where contract stores the rows of cg (whose offsets are complete): its arrays
-// directly, or two temporary files read back into them by finish when cg is large.
-func (c *coarsener) newSink(cg *wgraph) (sink, error) {
-	m := cg.xadj[cg.n()]
+// newSink returns where contract stores the rows of cg, which has at most bound entries: arrays
+// of that capacity, trimmed by finish, or, above spillAbove, two temporary files read back into
+// exact arrays by finish.
+func (c *coarsener) newSink(cg *wgraph, bound int64) (sink, error) {
+	m := bound
 	if m <= spillAbove {
-		cg.adj, cg.ew = make([]int32, m), make([]int32, m)
+		cg.adj, cg.ew = make([]int32, 0, m), make([]int32, 0, m)
 		return &memSink{g: cg}, nil
 	}
 	s := &fileSink{g: cg}
@@ -40,20 +43,22 @@ func (c *coarsener) newSink(cg *wgraph) (sink, error) {
 	return s, nil
 }
 
-// memSink fills the graph's arrays.
-type memSink struct {
-	g   *wgraph
-	pos int64
-}
+// memSink appends to the graph's arrays.
+type memSink struct{ g *wgraph }
 
 func (s *memSink) write(adj, ew []int32) {
-	copy(s.g.adj[s.pos:], adj)
-	copy(s.g.ew[s.pos:], ew)
-	s.pos += int64(len(adj))
+	s.g.adj = append(s.g.adj, adj...)
+	s.g.ew = append(s.g.ew, ew...)
 }
 
-func (s *memSink) finish() error { return nil }
-func (s *memSink) close()        {}
+// finish copies the arrays to exact size when the bound left much unused.
+func (s *memSink) finish() error {
+	if g := s.g; len(g.adj) < cap(g.adj)*9/10 {
+		g.adj, g.ew = slices.Clip(slices.Clone(g.adj)), slices.Clip(slices.Clone(g.ew))
+	}
+	return nil
+}
+func (s *memSink) close() {}
 
 // fileSink writes the neighbours and the weights to one temporary file each.
 type fileSink struct {
