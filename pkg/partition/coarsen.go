@@ -29,8 +29,9 @@ func (g *wgraph) weight(e int64) int64 {
 
 // coarsener holds the scratch space the matchings and contractions of one run share.
 type coarsener struct {
-	rng   *rand.Rand
-	maxVW int64 // no coarse vertex may weigh more
+	rng      *rand.Rand
+	maxVW    int64  // no coarse vertex may weigh more
+	spillDir string // where large coarse graphs are built (os.TempDir when "")
 }
 
 // Matching limits: 2-hop matching runs when heavy-edge matching leaves more than this fraction
@@ -146,10 +147,12 @@ func (c *coarsener) degreeOrder(g *wgraph) []int32 {
 }
 
 // contract returns the coarse graph of g under match and cmap, the coarse vertex of every fine
-// vertex. Coarse vertex ids follow the smaller fine id of each pair. Two passes over the edges
-// (count, then fill) size the coarse arrays exactly; a marker array indexed by coarse vertex
-// merges parallel edges without per-edge allocation.
-func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32) {
+// vertex. Coarse vertex ids follow the smaller fine id of each pair. One pass over the edges
+// builds each coarse row in a buffer, merging parallel edges through a marker array indexed by
+// coarse vertex (no per-edge allocation), and hands it to a sink that stores it: in memory, or,
+// for a graph of more than spillAbove entries, in temporary files read back once complete, so
+// that the coarse graph is never in memory beside its construction.
+func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32, error) {
 	n := g.n()
 	cmap := make([]int32, n)
 	cn := int32(0)
@@ -161,76 +164,47 @@ func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32) {
 		}
 	}
 	cg := &wgraph{xadj: make([]int64, cn+1), vw: make([]int64, cn), tw: g.tw}
-	pos := make([]int32, cn) // per coarse neighbour: 1 + its slot in the current row, 0 if absent
-	var row []int32          // coarse neighbours of the current coarse vertex
-	// visit calls fn(cv, u) for the one or two fine vertices u of every coarse vertex cv.
-	visit := func(fn func(cv int32, u int)) {
-		for v := range n {
-			if m := int(match[v]); m >= v {
-				fn(cmap[v], v)
-				if m != v {
-					fn(cmap[v], m)
+	out, err := c.newSink(cg, g.xadj[n])
+	if err != nil {
+		return nil, nil, err
+	}
+	defer out.close()
+	pos := make([]int32, cn) // per coarse neighbour: 1 + its slot in row, 0 if absent
+	var row, rowEw []int32   // the current coarse vertex's neighbours and merged weights
+	for v := range n {
+		m := int(match[v])
+		if m < v {
+			continue
+		}
+		cv := cmap[v]
+		for _, u := range [2]int{v, m} {
+			cg.vw[cv] += g.vw[u]
+			for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
+				x := cmap[g.adj[e]]
+				if x == cv {
+					continue
+				}
+				if pos[x] == 0 {
+					row = append(row, x)
+					rowEw = append(rowEw, int32(g.weight(e)))
+					pos[x] = int32(len(row))
+				} else {
+					rowEw[pos[x]-1] += int32(g.weight(e))
 				}
 			}
+			if m == v {
+				break
+			}
 		}
+		cg.xadj[cv+1] = cg.xadj[cv] + int64(len(row))
+		out.write(row, rowEw)
+		for _, x := range row {
+			pos[x] = 0
+		}
+		row, rowEw = row[:0], rowEw[:0]
 	}
-	// Pass 1: degrees.
-	cur := int32(-1)
-	flush := func() {
-		if cur >= 0 {
-			cg.xadj[cur+1] = int64(len(row))
-			for _, x := range row {
-				pos[x] = 0
-			}
-			row = row[:0]
-		}
+	if err := out.finish(); err != nil {
+		return nil, nil, err
 	}
-	visit(func(cv int32, u int) {
-		if cv != cur {
-			flush()
-			cur = cv
-		}
-		cg.vw[cv] += g.vw[u]
-		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
-			x := cmap[g.adj[e]]
-			if x != cv && pos[x] == 0 {
-				row = append(row, x)
-				pos[x] = int32(len(row))
-			}
-		}
-	})
-	flush()
-	for v := range cn {
-		cg.xadj[v+1] += cg.xadj[v]
-	}
-	m := cg.xadj[cn]
-	cg.adj = make([]int32, m)
-	cg.ew = make([]int32, m)
-	// Pass 2: neighbours and merged weights.
-	cur = -1
-	var base int64
-	visit(func(cv int32, u int) {
-		if cv != cur {
-			for e := cg.xadj[max(cur, 0)]; cur >= 0 && e < base; e++ {
-				pos[cg.adj[e]] = 0
-			}
-			cur = cv
-			base = cg.xadj[cv]
-		}
-		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
-			x := cmap[g.adj[e]]
-			if x == cv {
-				continue
-			}
-			if pos[x] == 0 {
-				cg.adj[base] = x
-				cg.ew[base] = int32(g.weight(e))
-				base++
-				pos[x] = int32(base - cg.xadj[cv])
-			} else {
-				cg.ew[cg.xadj[cv]+int64(pos[x])-1] += int32(g.weight(e))
-			}
-		}
-	})
-	return cg, cmap
+	return cg, cmap, nil
 }

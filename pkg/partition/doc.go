@@ -6,18 +6,22 @@
 // # Plans
 //
 // A Plan gives every part a contiguous range of vertex ids, possibly after renumbering the
-// graph (Plan.Perm). Contiguous is the default: a streaming cut of the rows into ranges of
-// equal weight (adjacency entries + rows), computed from the row offsets alone, so a prepared
-// file is partitioned without loading its adjacency (WritePrepared). Refine improves a plan by
-// size-constrained label propagation: vertices move to the part most of their neighbours are
-// in while every part stays within a balance bound; it needs the adjacency in memory and
-// renumbers the vertices so that each part is again a range. Dropout masks are keyed by vertex
-// id, so a refined run draws other masks than a single-process run of the original numbering.
+// graph (Plan.Perm). New computes one by a Method; Default (DefaultMethod) is what every caller
+// that does not choose uses. Multilevel, the default, cuts as METIS's k-way partitioner does:
+// coarsening by heavy-edge matching, recursive bisection of the coarsest graph, greedy boundary
+// refinement while projecting back; vertices weigh 1 + degree, so parts are balanced by edges +
+// vertices within Options.Imbalance (5%). It is deterministic for a seed and renumbers the
+// vertices part by part. Contiguous cuts the rows into ranges of equal weight (adjacency
+// entries + rows) from the row offsets alone. Refine improves a plan by size-constrained label
+// propagation. Dropout masks are keyed by vertex id, so a renumbered run draws other masks than
+// a single-process run of the original numbering.
 //
 // # Files
 //
 // WriteDataset and WritePrepared write one prepared file per part (graph.PartitionData, named
-// by graph.PartitionFileName), so that each graph server reads only its own.
+// by graph.PartitionFileName), so that each graph server reads only its own; from a prepared
+// file they stream (ReadAdjacency holds only the adjacency, 4 bytes an entry). CheckFiles
+// refuses a set of files that are not one partitioning of one dataset.
 //
 // # Local view
 //

@@ -15,6 +15,10 @@ type Options struct {
 	// Imbalance bounds the heaviest part: its weight (adjacency entries + vertices) is at most
 	// (1 + Imbalance) × the mean (0.05 when 0).
 	Imbalance float64
+	// SpillDir is where coarse levels of more than 2^27 adjacency entries are built, in temporary
+	// files read back once complete, so that a level is never in memory beside its construction
+	// (os.TempDir when ""). They are removed before Multilevel returns.
+	SpillDir string
 }
 
 // Multilevel tuning.
@@ -41,8 +45,11 @@ const (
 // than (1 + Imbalance) × the mean unless a single vertex is heavier. The plan renumbers the
 // vertices part by part, keeping their order within a part.
 //
-// Memory: the input arrays are used in place; each coarser level holds its own offsets (8
-// bytes a vertex), neighbours and edge weights (8 bytes an entry) and maps (4 bytes a vertex).
+// Memory: the input arrays are used in place (with vertex weights, 8 bytes a vertex); a coarse
+// level holds offsets and weights (16 bytes a vertex), neighbours and edge weights (8 bytes an
+// entry) and its map (4 bytes a vertex). Large coarse levels that kept most of the edges are not
+// kept for refinement (see coarsen), and levels of more than 2^27 entries are built on disk
+// (Options.SpillDir), so that beside the input at most one large coarse level is in memory.
 func Multilevel(adj *tensor.CSR, parts int, opts Options) (Plan, error) {
 	owner, err := MultilevelOwners(adj, parts, opts)
 	if err != nil {
@@ -67,8 +74,11 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d756c74696c6576)) // "multilev"
 	target := max(coarsenPerPart*parts, coarsenMin)
-	c := &coarsener{rng: rng, maxVW: int64(coarseVWFactor * float64(g.tw) / float64(target))}
-	levels, cmaps := coarsen(c, g, target)
+	c := &coarsener{rng: rng, maxVW: int64(coarseVWFactor * float64(g.tw) / float64(target)), spillDir: opts.SpillDir}
+	levels, cmaps, err := coarsen(c, g, target)
+	if err != nil {
+		return nil, err
+	}
 	coarsest := levels[len(levels)-1]
 	part := make([]int32, coarsest.n())
 	ids := make([]int32, coarsest.n())
@@ -102,12 +112,15 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 // keepFraction of the entries of the last kept level (skewed graphs keep nearly all their edges
 // for many levels: keeping each would cost as much memory as the graph again, per level), and
 // the maps through the levels dropped are composed.
-func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32) {
+func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32, error) {
 	levels := []*wgraph{g}
 	var cmaps [][]int32
 	var pending []int32 // from the last kept level to cur, when cur is not kept
 	for cur := g; cur.n() > target; {
-		cg, cmap := c.contract(cur, c.match(cur))
+		cg, cmap, err := c.contract(cur, c.match(cur))
+		if err != nil {
+			return nil, nil, err
+		}
 		if cg.n() == cur.n() {
 			break
 		}
@@ -123,15 +136,12 @@ func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32) {
 		if len(cg.adj) <= keepAlways || float64(len(cg.adj)) <= keepFraction*float64(len(last.adj)) || stalled || cg.n() <= target {
 			levels, cmaps, pending = append(levels, cg), append(cmaps, pending), nil
 		}
-		if traceLevel != nil {
-			traceLevel(cg.n(), int64(len(cg.adj)))
-		}
 		if stalled {
 			break
 		}
 		cur = cg
 	}
-	return levels, cmaps
+	return levels, cmaps, nil
 }
 
 // checkRequest refuses a partitioning Multilevel cannot do: parts outside [1, N], a malformed
@@ -153,5 +163,3 @@ func checkRequest(adj *tensor.CSR, parts int) error {
 	}
 	return nil
 }
-
-var traceLevel func(n int, m int64)

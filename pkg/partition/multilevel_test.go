@@ -277,3 +277,31 @@ func TestCheckFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestMultilevelSpill: building the coarse levels in temporary files gives the same plan as
+// building them in memory, leaves no file behind, and a spill folder that cannot be written to is
+// an error that names it.
+func TestMultilevelSpill(t *testing.T) {
+	d := rmat(t, 3000, 40000, 0)
+	want, err := Multilevel(d.Adj, 4, Options{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(old int64) { spillAbove = old }(spillAbove)
+	spillAbove = 1000
+	dir := t.TempDir()
+	got, err := Multilevel(d.Adj, 4, Options{Seed: 2, SpillDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Bounds, want.Bounds) || !slices.Equal(got.Perm, want.Perm) {
+		t.Error("spilled and in-memory levels gave different plans")
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("%d spill files left behind", len(left))
+	}
+	missing := filepath.Join(dir, "missing")
+	if _, err := Multilevel(d.Adj, 4, Options{Seed: 2, SpillDir: missing}); err == nil || !strings.Contains(err.Error(), "spill") {
+		t.Errorf("spilling into a missing folder: %v", err)
+	}
+}
