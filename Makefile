@@ -2,6 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN ?= bin
+FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
 
@@ -28,9 +29,8 @@ bench: ## Run the kernel, loader and training benchmarks (slow)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the dataset parsers for 60 s each
-	$(GO) test -run '^$$' -fuzz FuzzLoadText -fuzztime 60s ./pkg/graph
-	$(GO) test -run '^$$' -fuzz FuzzReadPrepared -fuzztime 60s ./pkg/graph
+fuzz: ## Fuzz every target (dataset parsers, wire decoders, gRPC and HTTP handlers) for FUZZTIME each (60s)
+	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: fmt
 fmt: ## Format the Go sources
