@@ -2,6 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN ?= bin
+FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
 
@@ -51,11 +52,8 @@ bench: ## Run the kernel, loader and training benchmarks (slow)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the dataset parsers and the model file readers for 60 s each
-	$(GO) test -run '^$$' -fuzz FuzzLoadText -fuzztime 60s ./pkg/graph
-	$(GO) test -run '^$$' -fuzz FuzzReadPrepared -fuzztime 60s ./pkg/graph
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./pkg/safetensors
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./pkg/npy
+fuzz: ## Fuzz every target (dataset parsers, wire decoders, gRPC and HTTP handlers) for FUZZTIME each (60s)
+	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: fmt
 fmt: ## Format the Go sources

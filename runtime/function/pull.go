@@ -105,10 +105,12 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 }
 
 // refused reports whether a graph or parameter server refused a fetch as asked (an unknown task
-// or dropped version, a bad row range): another try cannot help.
+// or dropped version, a bad row range): another try cannot help. A server not ready yet
+// (FailedPrecondition, while a restarted parameter server waits for its Init) may serve a
+// later try, so that is not a refusal.
 func refused(err error) bool {
 	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.OutOfRange:
+	case codes.InvalidArgument, codes.NotFound, codes.OutOfRange:
 		return true
 	}
 	return false

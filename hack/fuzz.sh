@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target of the data plane (each `func FuzzX` in a _test.go file under pkg/,
+# runtime/ and internal/), one after the other, for a given time each.
+# Usage: hack/fuzz.sh [TIME]   (TIME as go test -fuzztime takes it; default 10s)
+# FUZZ_PARALLEL sets the fuzzing workers (default 2), FUZZ_MEMORY_KB the virtual memory a
+# fuzzing process may reserve (default 8 GiB), so that an allocation sized by a hostile number
+# fails the target instead of taking the machine's memory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time=${1:-10s}
+parallel=${FUZZ_PARALLEL:-2}
+ulimit -v "${FUZZ_MEMORY_KB:-8388608}"
+
+mapfile -t targets < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' pkg runtime internal |
+	sed -E 's#^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)$#\1 \2#' | sort -u)
+if [[ ${#targets[@]} -eq 0 ]]; then
+	echo "fuzz: no fuzz targets found" >&2
+	exit 1
+fi
+failed=()
+for t in "${targets[@]}"; do
+	read -r dir name <<<"$t"
+	echo "fuzz: ./$dir $name for $time"
+	if ! go test "./$dir" -run '^$' -fuzz "^${name}\$" -fuzztime "$time" -parallel "$parallel"; then
+		failed+=("./$dir $name")
+	fi
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+	printf 'fuzz: failed: %s\n' "${failed[@]}" >&2
+	echo "fuzz: each failing input is under the package's testdata/fuzz; keep it there as a regression seed once fixed" >&2
+	exit 1
+fi
+echo "fuzz: ${#targets[@]} targets passed"
