@@ -41,27 +41,13 @@ COREDNS_IMAGE=docker.io/dorylus-gnn/coredns:local
 SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables)
 HOST_DIRS=(/var/lib/kubelet /var/lib/cni /run/containerd /etc/cni /opt/cni)
 
-log() { echo "local-cluster: $*" >&2; }
+API_HOST=$NODE_IP
+ASSETS=${ASSETS:-}
+# shellcheck source=hack/local-cluster/lib.sh
+source "$ROOT/hack/local-cluster/lib.sh"
 
-ASSETS=""
 kubectl() { "$ASSETS/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
 ctr() { "$ASSETS/ctr" --address "$SOCK" -n k8s.io "$@"; }
-
-stop_pid() { # stop_pid NAME PID
-	local name=$1 pid=$2
-	kill -0 "$pid" 2>/dev/null || return 0
-	kill -TERM "$pid"
-	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	if kill -0 "$pid" 2>/dev/null; then log "$name ($pid) ignored SIGTERM: SIGKILL"; kill -KILL "$pid"; fi
-	log "stopped $name ($pid)"
-}
-
-stop() { # stop NAME: the pid up recorded
-	local f=$DIR/pids/$1
-	[[ -f "$f" ]] || return 0
-	stop_pid "$1" "$(cat "$f")"
-	rm -f "$f"
-}
 
 down() {
 	[[ -d "$DIR/pids" ]] || { log "nothing recorded in $DIR/pids"; return 0; }
@@ -102,47 +88,6 @@ down() {
 		while read -r d; do rm -rf "$d"; done <"$DIR/host/created"
 		rm -f "$DIR/host/created"
 	fi
-}
-
-cert() { # cert NAME CN [O] [SANs]
-	local name=$1 cn=$2 org=${3:-} san=${4:-}
-	local subj="/CN=$cn"; [[ -n "$org" ]] && subj="/O=$org$subj"
-	openssl req -new -newkey rsa:2048 -nodes -keyout "$DIR/pki/$name.key" -subj "$subj" -out "$DIR/pki/$name.csr" 2>/dev/null
-	local ext=$DIR/pki/$name.ext
-	echo "extendedKeyUsage=serverAuth,clientAuth" >"$ext"
-	[[ -n "$san" ]] && echo "subjectAltName=$san" >>"$ext"
-	openssl x509 -req -in "$DIR/pki/$name.csr" -CA "$DIR/pki/ca.crt" -CAkey "$DIR/pki/ca.key" -CAcreateserial \
-		-days 30 -extfile "$ext" -out "$DIR/pki/$name.crt" 2>/dev/null
-}
-
-kubeconfig() { # kubeconfig NAME → $DIR/NAME.kubeconfig for client cert NAME
-	cat >"$DIR/$1.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster: {server: "https://$NODE_IP:$API_PORT", certificate-authority: "$DIR/pki/ca.crt"}
-users:
-- name: $1
-  user: {client-certificate: "$DIR/pki/$1.crt", client-key: "$DIR/pki/$1.key"}
-contexts:
-- name: local
-  context: {cluster: local, user: $1}
-current-context: local
-KC
-}
-
-start() { # start NAME CMD... (log in $DIR/logs/NAME.log, pid in $DIR/pids/NAME)
-	local name=$1; shift
-	PATH="$ASSETS:$PATH" setsid "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
-	echo $! >"$DIR/pids/$name"
-	log "started $name (pid $!, log $DIR/logs/$name.log)"
-}
-
-wait_for() { # wait_for WHAT SECONDS CMD...
-	local what=$1 secs=$2; shift 2
-	for _ in $(seq 1 $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-	log "$what not up after ${secs}s; see $DIR/logs"; return 1
 }
 
 # images builds the pause and CoreDNS images (static binaries, hack/image).
@@ -345,6 +290,7 @@ up() {
 	[[ -x /usr/lib/cni/bridge ]] || { log "CNI plugins missing in /usr/lib/cni: run hack/local-cluster/deps.sh"; exit 1; }
 	"$ROOT/hack/envtest.sh" -q >/dev/null
 	ASSETS=$("$ROOT/hack/local-cluster/build.sh" -q --node)
+	START_PATH=$ASSETS
 	for b in "$@"; do [[ -f "$b" ]] || { log "$b missing (make image)"; exit 1; }; done
 	down
 	ip link show "$BRIDGE" >/dev/null 2>&1 && { log "$BRIDGE exists and was not made by this script"; exit 1; }
