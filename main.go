@@ -111,6 +111,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
 		Clock:            clock.RealClock{},
 		RuntimeImage:     cfg.runtimeImage,
+		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
 	}
 	if err := r.SetupWithManager(mgr, controllers.Options{MaxConcurrentReconciles: cfg.maxConcurrentReconciles}); err != nil {

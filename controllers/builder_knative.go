@@ -48,6 +48,7 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 			"readOnlyRootFilesystem":   true,
 			"runAsNonRoot":             true,
 			"capabilities":             map[string]any{"drop": []any{"ALL"}},
+			"seccompProfile":           map[string]any{"type": "RuntimeDefault"},
 		},
 	}
 	if r := resourceMap(t.Resources.Requests); r != nil {

@@ -474,7 +474,7 @@ func TestBuildKnativeService(t *testing.T) {
 						"resources": map[string]any{"requests": map[string]any{"cpu": "1"},
 							"limits": map[string]any{"memory": "2Gi"}},
 						"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
-							"runAsNonRoot": true, "capabilities": map[string]any{"drop": []any{"ALL"}}},
+							"runAsNonRoot": true, "capabilities": map[string]any{"drop": []any{"ALL"}}, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
 					}},
 				},
 			}},

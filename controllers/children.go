@@ -125,23 +125,29 @@ func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *doryl
 func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob) (observation, error) {
 	obs := observation{knativeReady: true}
 	var sts appsv1.StatefulSet
+	var ownSts *appsv1.StatefulSet
 	switch err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: graphServerName(job)}, &sts); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return obs, err
-	case ownedBy(sts.OwnerReferences, job) && sts.Status.ObservedGeneration >= sts.Generation:
-		obs.graphReady = sts.Status.ReadyReplicas
+	case ownedBy(sts.OwnerReferences, job):
+		ownSts = &sts
+		if sts.Status.ObservedGeneration >= sts.Generation {
+			obs.graphReady = sts.Status.ReadyReplicas
+		}
 	}
 	var deps appsv1.DeploymentList
 	if err := r.List(ctx, &deps, client.InNamespace(job.Namespace), client.MatchingLabels(selectorLabels(job, RoleParamServer))); err != nil {
 		return obs, err
 	}
+	var ownDeps []appsv1.Deployment
 	for i := range deps.Items {
 		d := &deps.Items[i]
 		shard, err := strconv.Atoi(d.Labels[LabelShard])
 		if err != nil || int32(shard) >= job.Spec.ParameterServers.Replicas || !ownedBy(d.OwnerReferences, job) {
 			continue
 		}
+		ownDeps = append(ownDeps, *d)
 		if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= 1 {
 			obs.paramReady++
 		}
@@ -156,13 +162,15 @@ func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1al
 		obs.knativeReady = err == nil && knativeServiceReady(ks)
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobName: job.Name}); err != nil {
+	var err error
+	if err = r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobName: job.Name}); err != nil {
 		return obs, err
 	}
 	for i := range pods.Items {
 		obs.restarts += podRestarts(&pods.Items[i])
 	}
-	return obs, nil
+	obs.startProblems, obs.starting, err = r.startProblems(ctx, ownSts, ownDeps, pods.Items)
+	return obs, err
 }
 
 // knativeServiceReady reads the Ready condition of a Knative Service.

@@ -54,7 +54,7 @@ var invalidManifests = []struct {
 	{"no dataset source", []edit{set("spec.dataset", obj{})}, "spec.dataset", "exactly one of builtin, s3, pvc, http"},
 	{"two dataset sources", []edit{set("spec.dataset.s3", obj{"bucket": "graphs"})}, "spec.dataset", "exactly one of builtin, s3, pvc, http"},
 	{"unknown builtin dataset", []edit{set("spec.dataset.builtin.name", "imagenet")}, "spec.dataset.builtin.name", "Unsupported value"},
-	{"pubmed has no features", []edit{set("spec.dataset.builtin.name", "pubmed")}, "spec.dataset.builtin", "pubmed ships no node features"},
+	{"pubmed has no features", []edit{set("spec.dataset.builtin.name", "pubmed")}, "spec.dataset.builtin.name", `Unsupported value: "pubmed"`},
 	{"bad bucket name", []edit{set("spec.dataset", obj{"s3": obj{"bucket": "Bad_Bucket"}})}, "spec.dataset.s3.bucket", "should match"},
 	{"bad dataset format", []edit{set("spec.dataset.format", "CSV")}, "spec.dataset.format", "Unsupported value"},
 	{"pvc path escapes", []edit{set("spec.dataset", obj{"pvc": obj{"claimName": "graphs", "path": "a/../../etc"}})}, "spec.dataset.pvc.path", "must not contain '..'"},

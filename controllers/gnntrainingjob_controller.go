@@ -37,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -51,6 +52,9 @@ type GNNTrainingJobReconciler struct {
 	Clock clock.PassiveClock
 	// RuntimeImage is the image of the job's pods unless spec.image is set.
 	RuntimeImage string
+	// APIReader reads what the cache does not hold: the events that say why
+	// a pod cannot start. Nil: no events are read.
+	APIReader client.Reader
 	// KnativeAvailable says whether the cluster serves serving.knative.dev/v1
 	// Services; without it, managed Knative backends are refused in status.
 	KnativeAvailable bool
@@ -114,7 +118,13 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if in.applyErr != nil {
 		return ctrl.Result{}, in.applyErr
 	}
-	return ctrl.Result{RequeueAfter: r.nextWake(job, status, exact)}, nil
+	wake := r.nextWake(job, status, exact)
+	if running && (obs.starting || len(obs.startProblems) > 0) && (wake == 0 || wake > startRecheck) {
+		// Pods still starting: kubelet events, which wake nothing, may
+		// say why, or the cause they named may be gone.
+		wake = startRecheck
+	}
+	return ctrl.Result{RequeueAfter: wake}, nil
 }
 
 // nextWake is when a time-based policy next needs a reconcile: the TTL of a
@@ -188,7 +198,7 @@ func (r *GNNTrainingJobReconciler) SetupWithManager(mgr ctrl.Manager, opts Optio
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&appsv1.Deployment{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob), builder.WithPredicates(restartsChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob), builder.WithPredicates(podStatusChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
 	if r.KnativeAvailable {
 		ks := &unstructured.Unstructured{}
@@ -207,14 +217,20 @@ func podToJob(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 }
 
-// restartsChanged passes pod creations, deletions and updates that change
-// the restart count, the only pod facts the reconciler uses.
-func restartsChanged() predicate.Funcs {
+// podStatusChanged passes pod creations, deletions and updates that change
+// the restart count or why the pod cannot start, the only pod facts the
+// reconciler uses.
+func podStatusChanged() predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
 			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
-			return ok1 && ok2 && podRestarts(oldPod) != podRestarts(newPod)
+			if !ok1 || !ok2 {
+				return false
+			}
+			oldProblem, oldStarting := podStartProblem(oldPod)
+			newProblem, newStarting := podStartProblem(newPod)
+			return podRestarts(oldPod) != podRestarts(newPod) || oldProblem != newProblem || oldStarting != newStarting
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

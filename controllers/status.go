@@ -24,6 +24,11 @@ type observation struct {
 	knativeReady bool
 	// restarts sums the container restarts over the job's current pods.
 	restarts int32
+	// startProblems say why server pods cannot be created, scheduled or
+	// started, one line each, sorted (podstart.go).
+	startProblems []string
+	// starting is set while some server pod is pending without a known cause.
+	starting bool
 }
 
 // statusInput is everything computeStatus needs besides the job.
@@ -82,7 +87,11 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 	set(createdCondition(in))
 	ready := running && in.applyErr == nil && !in.knativeMissing &&
 		st.GraphServers.ReadyReplicas == gsWant && st.ParameterServers.ReadyReplicas == psWant && in.obs.knativeReady
-	set(readyCondition(job, st, running, finished, ready, in.obs.knativeReady))
+	rc := readyCondition(job, st, running, finished, ready, in.obs.knativeReady)
+	if rc.Reason == dorylusv1alpha1.ReasonServersNotReady && len(in.obs.startProblems) > 0 {
+		rc.Reason, rc.Message = dorylusv1alpha1.ReasonPodsCannotStart, startProblemMessage(st, in.obs.startProblems)
+	}
+	set(rc)
 	set(trainingCondition(running, finished, ready))
 	set(suspendedCondition(job))
 	if v := in.verdict; v != nil {

@@ -167,6 +167,7 @@ func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (c
 		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
 		Clock:            fakeClock,
 		RuntimeImage:     testImage,
+		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
 	}
 	if err := r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: managerConcurrency}); err != nil {

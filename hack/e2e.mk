@@ -37,3 +37,17 @@ image: ## Write the runtime image (operator, dorylus, builtin datasets; non-root
 	$(IMAGE_GOFLAGS) $(GO) build -trimpath -ldflags="-s -w -buildid=" -o $(BIN)/image/dorylus ./runtime/dorylus
 	$(GO) run ./hack/image runtime --bin $(BIN)/image --tag $(IMAGE_TAG) --out $(IMAGE_TAR)
 	@echo "image docker.io/dorylus-gnn/dorylus:$(IMAGE_TAG) in $(IMAGE_TAR) ($$(du -h $(IMAGE_TAR) | cut -f1))"
+
+# The real one-node cluster (hack/local-cluster/real.sh): kubelet, containerd
+# with runc and CNI, kube-proxy and CoreDNS, running the image `make image`
+# writes. Not yet what `make e2e` runs: the e2e tests still drive the process
+# node agent above.
+REAL_CLUSTER_DIR ?= $(HOME)/.cache/dorylus/real-cluster
+
+.PHONY: local-cluster-real local-cluster-real-down
+local-cluster-real: image ## Start a real one-node cluster (kubelet, containerd, runc, CNI, kube-proxy, CoreDNS) with the runtime image imported (root)
+	hack/local-cluster/deps.sh
+	LOCAL_CLUSTER_DIR=$(REAL_CLUSTER_DIR) hack/local-cluster/real.sh up $(IMAGE_TAR)
+
+local-cluster-real-down: ## Stop the real cluster and undo its changes to the host (pids, mounts, bridge, sysctls, netfilter)
+	LOCAL_CLUSTER_DIR=$(REAL_CLUSTER_DIR) hack/local-cluster/real.sh down

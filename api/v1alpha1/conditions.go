@@ -38,6 +38,10 @@ const (
 	ReasonServersReady = "ServersReady"
 	// ReasonServersNotReady: some server is not ready yet.
 	ReasonServersNotReady = "ServersNotReady"
+	// ReasonPodsCannotStart: some server pod cannot be created, scheduled or
+	// started; the message names the pod and the cause the StatefulSet or
+	// ReplicaSet controller, the scheduler or the kubelet gave.
+	ReasonPodsCannotStart = "PodsCannotStart"
 	// ReasonTraining: the servers are ready and epochs are running.
 	ReasonTraining = "Training"
 	// ReasonWaitingForServers: training waits for the servers to be ready.

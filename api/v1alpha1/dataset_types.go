@@ -43,12 +43,11 @@ const (
 )
 
 // BuiltinDataset names a benchmark dataset shipped in the runtime image.
-// PubMed is not offered: it ships without node features, so nothing can
-// train on it.
-//
-// +kubebuilder:validation:XValidation:rule="self.name != 'pubmed'",message="pubmed ships no node features, so no model can train on it; use cora, citeseer, amazon_computers or coauthor_cs, or bring PubMed with its features as an s3, pvc or http dataset"
 type BuiltinDataset struct {
-	// Name is the dataset.
+	// Name is the dataset: cora, citeseer, amazon_computers or coauthor_cs.
+	// PubMed is not offered: the repository ships it without node features,
+	// so no model can train on it; bring it with its features as an s3, pvc
+	// or http dataset.
 	// +kubebuilder:validation:Enum=cora;citeseer;amazon_computers;coauthor_cs
 	Name string `json:"name"`
 }

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Builds kube-controller-manager, kube-scheduler and kubectl from the Go module
-# proxy (through the wrapper module hack/local-cluster/k8s) into the folder that
-# holds the envtest binaries, and prints that folder. A binary already there at
-# the pinned version is kept. Usage: hack/local-cluster/build.sh [-q]
+# Builds the local cluster's binaries from the Go module proxy into the folder
+# that holds the envtest binaries, and prints that folder: kube-controller-manager,
+# kube-scheduler, kubectl, kubelet and kube-proxy (through the wrapper module
+# hack/local-cluster/k8s), containerd, containerd-shim-runc-v2 and ctr, and
+# CoreDNS (static, for its image). A binary already there at the pinned version
+# is kept. runc and the CNI plugins come from Debian (hack/local-cluster/deps.sh).
+# Without --node only the control plane's three (what the process node agent's
+# cluster needs) are built.
+# Usage: hack/local-cluster/build.sh [-q] [--node]
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ASSETS=${DORYLUS_ENVTEST_DIR:-$HOME/.cache/dorylus/k8s-${K8S_VERSION}}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quiet=${1:-}
+quiet="" node=""
+for a in "$@"; do
+	case $a in
+	-q) quiet=-q ;;
+	--node) node=1 ;;
+	*) echo "usage: $0 [-q] [--node]" >&2; exit 2 ;;
+	esac
+done
 
 log() { if [[ "$quiet" != "-q" ]]; then echo "local-cluster: $*" >&2; fi; }
 
@@ -35,4 +47,34 @@ build() {
 build kube-controller-manager --version "Kubernetes ${K8S_VERSION}"
 build kube-scheduler --version "Kubernetes ${K8S_VERSION}"
 build kubectl "version --client" "Client Version: ${K8S_VERSION}"
+if [[ -z "$node" ]]; then
+	echo "$ASSETS"
+	exit 0
+fi
+build kubelet --version "Kubernetes ${K8S_VERSION}"
+build kube-proxy --version "Kubernetes ${K8S_VERSION}"
+
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+
+# install NAME PACKAGE MODULE VERSION [TAGS]: go install, static, unless the
+# binary there was built from MODULE at VERSION.
+install() {
+	local name=$1 pkg=$2 mod=$3 version=$4 tags=${5:-}
+	if [[ -x "$ASSETS/$name" ]] && go version -m "$ASSETS/$name" 2>/dev/null | grep -E "^\s+mod\s+${mod}\s+${version}(\s|$)" >/dev/null; then
+		log "$name $version present"
+		return
+	fi
+	log "building $name $version"
+	local tmp
+	tmp=$(mktemp -d)
+	CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -tags "$tags" "${pkg}@${version}"
+	mv "$tmp/$(basename "$pkg")" "$ASSETS/$name"
+	rmdir "$tmp"
+}
+ctags="no_btrfs no_devmapper no_zfs"
+install containerd github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$ctags"
+install containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$ctags"
+install ctr github.com/containerd/containerd/v2/cmd/ctr github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$ctags"
+install coredns github.com/coredns/coredns github.com/coredns/coredns "$COREDNS_VERSION"
 echo "$ASSETS"

@@ -29,64 +29,14 @@ SERVICE_IP=${SERVICE_CIDR%.*}.1
 NODE=${NODE_NAME:-dorylus-local}
 KUBECONFIG_OUT=$DIR/kubeconfig
 
-log() { echo "local-cluster: $*" >&2; }
+API_HOST=127.0.0.1
+# shellcheck source=hack/local-cluster/lib.sh
+source "$ROOT/hack/local-cluster/lib.sh"
 
 down() {
 	[[ -d "$DIR/pids" ]] || { log "nothing recorded in $DIR/pids"; return 0; }
 	# The agent first: it stops the pods' processes and removes their namespaces.
-	for name in nodeagent kube-scheduler kube-controller-manager kube-apiserver etcd; do
-		f=$DIR/pids/$name
-		[[ -f "$f" ]] || continue
-		pid=$(cat "$f")
-		if kill -0 "$pid" 2>/dev/null; then
-			kill -TERM "$pid"
-			for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-			if kill -0 "$pid" 2>/dev/null; then log "$name ($pid) ignored SIGTERM: SIGKILL"; kill -KILL "$pid"; fi
-			log "stopped $name ($pid)"
-		fi
-		rm -f "$f"
-	done
-}
-
-cert() { # cert NAME CN [O] [SANs]
-	local name=$1 cn=$2 org=${3:-} san=${4:-}
-	local subj="/CN=$cn"; [[ -n "$org" ]] && subj="/O=$org$subj"
-	openssl req -new -newkey rsa:2048 -nodes -keyout "$DIR/pki/$name.key" -subj "$subj" -out "$DIR/pki/$name.csr" 2>/dev/null
-	local ext=$DIR/pki/$name.ext
-	echo "extendedKeyUsage=serverAuth,clientAuth" >"$ext"
-	[[ -n "$san" ]] && echo "subjectAltName=$san" >>"$ext"
-	openssl x509 -req -in "$DIR/pki/$name.csr" -CA "$DIR/pki/ca.crt" -CAkey "$DIR/pki/ca.key" -CAcreateserial \
-		-days 30 -extfile "$ext" -out "$DIR/pki/$name.crt" 2>/dev/null
-}
-
-kubeconfig() { # kubeconfig NAME → $DIR/NAME.kubeconfig for client cert NAME
-	cat >"$DIR/$1.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster: {server: "https://127.0.0.1:$API_PORT", certificate-authority: "$DIR/pki/ca.crt"}
-users:
-- name: $1
-  user: {client-certificate: "$DIR/pki/$1.crt", client-key: "$DIR/pki/$1.key"}
-contexts:
-- name: local
-  context: {cluster: local, user: $1}
-current-context: local
-KC
-}
-
-start() { # start NAME CMD... (log in $DIR/logs/NAME.log, pid in $DIR/pids/NAME)
-	local name=$1; shift
-	setsid "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
-	echo $! >"$DIR/pids/$name"
-	log "started $name (pid $!, log $DIR/logs/$name.log)"
-}
-
-wait_for() { # wait_for WHAT SECONDS CMD...
-	local what=$1 secs=$2; shift 2
-	for _ in $(seq 1 $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-	log "$what not up after ${secs}s; see $DIR/logs"; return 1
+	for name in nodeagent kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
 }
 
 up() {

@@ -282,11 +282,24 @@ func processAlive(pid int) bool {
 	return bytes.Contains(cmdline, []byte("dorylus"))
 }
 
-// containerPid is the process id behind a container ID the node agent
-// reported (nodeagent://PID), or 0.
+// containerPid is the process id behind a container ID the node reported:
+// nodeagent://PID from the process node agent, or containerd://ID from the
+// real node, whose shim records the pid in the task's state folder; 0 when
+// unknown.
 func containerPid(id string) int {
 	var pid int
-	if _, err := fmt.Sscanf(id, "nodeagent://%d", &pid); err != nil {
+	if _, err := fmt.Sscanf(id, "nodeagent://%d", &pid); err == nil {
+		return pid
+	}
+	cid, ok := strings.CutPrefix(id, "containerd://")
+	if !ok {
+		return 0
+	}
+	raw, err := os.ReadFile(filepath.Join(clusterDir, "containerd/state/io.containerd.runtime.v2.task/k8s.io", cid, "init.pid"))
+	if err != nil {
+		return 0
+	}
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(raw)), "%d", &pid); err != nil {
 		return 0
 	}
 	return pid
@@ -331,7 +344,10 @@ func dumpCluster(t *testing.T, since time.Time) {
 		out, err := runIn(nil, kubectl, args...)
 		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
 	}
+	// The node agent's pod logs, or the real kubelet's (podLogsDir).
 	all, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods/*/logs/*.log"))
+	real, _ := filepath.Glob(filepath.Join(clusterDir, "pod-logs/*/*/*.log"))
+	all = append(all, real...)
 	var logs []string
 	for _, l := range all {
 		if !modTime(l).Before(since) || strings.Contains(l, "dorylus-system_") {
@@ -339,7 +355,11 @@ func dumpCluster(t *testing.T, since time.Time) {
 		}
 	}
 	sort.Slice(logs, func(i, j int) bool { return modTime(logs[i]).Before(modTime(logs[j])) })
-	logs = append(logs, filepath.Join(clusterDir, "logs/nodeagent.log"))
+	for _, l := range []string{"logs/nodeagent.log", "logs/kubelet.log", "logs/containerd.log"} {
+		if _, err := os.Stat(filepath.Join(clusterDir, l)); err == nil {
+			logs = append(logs, filepath.Join(clusterDir, l))
+		}
+	}
 	for _, l := range logs {
 		raw, _ := os.ReadFile(l)
 		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
