@@ -51,9 +51,11 @@ bench: ## Run the kernel, loader and training benchmarks (slow)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the dataset parsers for 60 s each
+fuzz: ## Fuzz the dataset parsers and the model file readers for 60 s each
 	$(GO) test -run '^$$' -fuzz FuzzLoadText -fuzztime 60s ./pkg/graph
 	$(GO) test -run '^$$' -fuzz FuzzReadPrepared -fuzztime 60s ./pkg/graph
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./pkg/safetensors
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./pkg/npy
 
 .PHONY: fmt
 fmt: ## Format the Go sources

@@ -108,7 +108,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	_, q, err := partitionDataset(ds, d.graphServers, false, dir)
+	_, q, err := partitionDataset(ds, d.graphServers, defaultPartitionMethod, dir)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -114,7 +115,9 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 	syncMatchesSingleProcess(t, o, 3)
 }
 
-// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it.
+// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it. The
+// cut is contiguous: it keeps the vertex ids, and so the dropout masks, of the single-process
+// trainer the tests compare with.
 func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -122,7 +125,7 @@ func coraPartitions(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
+	if _, _, err := partitionDataset(d, 2, partition.MethodContiguous, dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -151,8 +151,8 @@ func splitList(s string) []string {
 
 // loadPartition reads partition p of parts of dataset d: its own file from a partitioned
 // directory (of a remote dataset, only that file is downloaded, under /tmp, the pods' writable
-// emptyDir), or the whole dataset cut in memory by the contiguous plan (every server computes
-// the same cut).
+// emptyDir), or the whole dataset cut in memory by the default plan (deterministic: every
+// server computes the same cut).
 func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Options, p, parts int) (*graph.PartitionData, error) {
 	fetch.Partition, fetch.Partitions = p, parts
 	spec, err := source.Fetch(ctx, d, fetch)
@@ -166,7 +166,7 @@ func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Option
 	if err != nil {
 		return nil, err
 	}
-	plan, err := partition.Contiguous(whole.Adj.RowPtr, parts)
+	plan, err := partition.Default(whole.Adj, parts)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ type trainOptions struct {
 	plot        string
 	checkpoint  checkpointOptions
 	cost        costOptions
+	outputs     outputOptions
 }
 
 func newTrainCommand() *cobra.Command {
@@ -66,6 +67,9 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 				return fmt.Errorf("--dataset: %w", err)
 			}
 			if dist.enabled() {
+				if o.outputs.location != "" {
+					return errors.New("--output-dir needs the single-process trainer: it does not export from --graph-servers yet")
+				}
 				if err := o.validate(); err != nil {
 					return err
 				}
@@ -97,6 +101,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	f.StringVar(&o.plot, "plot", "", "write loss and accuracy curves of the first run to this PNG file")
 	o.checkpoint.addFlags(f)
 	o.cost.addFlags(f)
+	o.outputs.addFlags(f)
 	return cmd
 }
 
@@ -206,18 +211,14 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if err := o.outputs.validate(ctx); err != nil {
+		return err
+	}
 	tensor.SetThreads(o.threads)
 	start := time.Now()
-	spec, err := source.Fetch(ctx, o.source, source.Options{}) // s3:// and http(s):// datasets; S3 settings from the SDK's environment
+	d, err := fetchDataset(ctx, o.source)
 	if err != nil {
 		return err
-	}
-	d, err := graph.Load(spec, graph.LoadOptions{})
-	if err != nil {
-		return err
-	}
-	if d.Features.Sparse != nil {
-		graph.RowNormalize(d.Features.Sparse)
 	}
 	loadSeconds := time.Since(start).Seconds()
 	rep := trainReport{
@@ -270,6 +271,9 @@ func (o trainOptions) writeReport(rep trainReport, where string, stdout io.Write
 		if err := plotCurves(o.plot, rep.PerRun[0].Curve, rep.Dataset); err != nil {
 			return err
 		}
+	}
+	if err := writeOutputs(ctx, o, d, rep, stderr); err != nil {
+		return err
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
@@ -368,6 +372,9 @@ func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint6
 			}
 			valAcc = m.ValAcc
 			stop = sel != nil && sel.Observe(e+1, m)
+		}
+		if err := keepOutputs(o, tr, sel, seed, e+1); err != nil {
+			return res, nil, err
 		}
 		res.Curve = append(res.Curve, epochRecord{Epoch: e + 1, Loss: loss, ValAcc: valAcc, Seconds: sec})
 		res.FinalLoss, res.EpochsRun = loss, e+1
