@@ -249,6 +249,9 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	reportCost(&rep, b, stderr)
+	if err := writeOutputs(ctx, o, d, rep, stderr); err != nil {
+		return err
+	}
 	return o.writeReport(rep, "", stdout)
 }
 
@@ -271,9 +274,6 @@ func (o trainOptions) writeReport(rep trainReport, where string, stdout io.Write
 		if err := plotCurves(o.plot, rep.PerRun[0].Curve, rep.Dataset); err != nil {
 			return err
 		}
-	}
-	if err := writeOutputs(ctx, o, d, rep, stderr); err != nil {
-		return err
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
