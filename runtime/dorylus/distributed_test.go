@@ -22,6 +22,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -54,6 +55,9 @@ func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func
 	o := coraOptions(1)
 	c, err := o.runConfig(&d, data, 1, addrs[:gs], addrs[gs:])
 	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dataset, err = source.Parse(data); err != nil { // a local folder or s3://bucket/prefix
 		t.Fatal(err)
 	}
 	mutate(c)

@@ -572,7 +572,7 @@ func (w *podWorker) execIn(ctx context.Context, c *container, argv []string) (in
 	select {
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = <-done // killed: ctx's error is the outcome
+		<-done //nolint:errcheck // killed: its exit status adds nothing to ctx's error
 		return 0, ctx.Err()
 	case err := <-done:
 		var ee *exec.ExitError
