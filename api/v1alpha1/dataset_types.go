@@ -43,9 +43,13 @@ const (
 )
 
 // BuiltinDataset names a benchmark dataset shipped in the runtime image.
+// PubMed is not offered: it ships without node features, so nothing can
+// train on it.
+//
+// +kubebuilder:validation:XValidation:rule="self.name != 'pubmed'",message="pubmed ships no node features, so no model can train on it; use cora, citeseer, amazon_computers or coauthor_cs, or bring PubMed with its features as an s3, pvc or http dataset"
 type BuiltinDataset struct {
 	// Name is the dataset.
-	// +kubebuilder:validation:Enum=cora;citeseer;pubmed;amazon_computers;coauthor_cs
+	// +kubebuilder:validation:Enum=cora;citeseer;amazon_computers;coauthor_cs
 	Name string `json:"name"`
 }
 
@@ -75,6 +79,7 @@ type S3Location struct {
 	// secretAccessKey and optionally sessionToken. Unset: the pods' service
 	// account identity (or the node's) is used.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",fieldPath=".name",reason=FieldValueInvalid
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
 
