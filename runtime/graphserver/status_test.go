@@ -347,7 +347,9 @@ func tryCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) (
 		}
 	}
 	cancel()
-	<-psDone
+	if err := <-psDone; err != nil {
+		t.Fatalf("parameter server: %v", err)
+	}
 
 	var lines []Event
 	sc := bufio.NewScanner(strings.NewReader(events.String()))
