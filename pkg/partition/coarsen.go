@@ -2,6 +2,7 @@ package partition
 
 import (
 	"math/rand/v2"
+	"runtime/debug"
 )
 
 // wgraph is one level of the multilevel hierarchy: a symmetric graph in CSR form with vertex
@@ -151,8 +152,10 @@ func (c *coarsener) degreeOrder(g *wgraph) []int32 {
 // builds each coarse row in a buffer, merging parallel edges through a marker array indexed by
 // coarse vertex (no per-edge allocation), and hands it to a sink that stores it: in memory, or,
 // for a graph of more than spillAbove entries, in temporary files read back once complete, so
-// that the coarse graph is never in memory beside its construction.
-func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32, error) {
+// that the coarse graph is never in memory beside its construction; with dropInput, g's
+// adjacency is released before the coarse graph is read back, so that two large levels are never
+// in memory together.
+func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph, []int32, error) {
 	n := g.n()
 	cmap := make([]int32, n)
 	cn := int32(0)
@@ -202,6 +205,11 @@ func (c *coarsener) contract(g *wgraph, match []int32) (*wgraph, []int32, error)
 			pos[x] = 0
 		}
 		row, rowEw = row[:0], rowEw[:0]
+	}
+	if _, onDisk := out.(*fileSink); onDisk && dropInput {
+		// The input is not needed any more: release it before the coarse graph is read back.
+		g.adj, g.ew = nil, nil
+		debug.FreeOSMemory()
 	}
 	if err := out.finish(); err != nil {
 		return nil, nil, err

@@ -31,7 +31,6 @@ const (
 	refinePasses    = 8    // greedy k-way passes per level
 	finestMinPasses = 4    // passes at levels of more than finestLarge adjacency entries
 	finestLarge     = 1 << 26
-	keepAlways      = 1 << 24 // levels of at most this many entries are all kept
 	keepFraction    = 0.5
 )
 
@@ -49,7 +48,8 @@ const (
 // level holds offsets and weights (16 bytes a vertex), neighbours and edge weights (8 bytes an
 // entry) and its map (4 bytes a vertex). Large coarse levels that kept most of the edges are not
 // kept for refinement (see coarsen), and levels of more than 2^27 entries are built on disk
-// (Options.SpillDir), so that beside the input at most one large coarse level is in memory.
+// (Options.SpillDir) and read back only after the level they come from is released, so that
+// beside the input at most one large coarse level is in memory.
 func Multilevel(adj *tensor.CSR, parts int, opts Options) (Plan, error) {
 	owner, err := MultilevelOwners(adj, parts, opts)
 	if err != nil {
@@ -117,7 +117,7 @@ func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32, error) 
 	var cmaps [][]int32
 	var pending []int32 // from the last kept level to cur, when cur is not kept
 	for cur := g; cur.n() > target; {
-		cg, cmap, err := c.contract(cur, c.match(cur))
+		cg, cmap, err := c.contract(cur, c.match(cur), cur != levels[len(levels)-1])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -143,6 +143,10 @@ func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32, error) 
 	}
 	return levels, cmaps, nil
 }
+
+// keepAlways is the size, in adjacency entries, up to which every level is kept for refinement
+// (a variable so that tests can make small graphs skip levels).
+var keepAlways = 1 << 24
 
 // checkRequest refuses a partitioning Multilevel cannot do: parts outside [1, N], a malformed
 // adjacency, or one whose merged edge weights could overflow int32.
