@@ -23,14 +23,39 @@ test: helm ## Run every test, the envtest suite on a real kube-apiserver and etc
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/envtest.sh -q) HELM=$(HELM) $(GO) test ./...
 
+# Packages whose tests start no process, build no binary and need no envtest: all but the
+# operator's envtest suite (the root package, controllers), the tests that build and run the
+# dorylus binary or aws-lambda-rie (runtime/dorylus, pkg/dispatch/knative, pkg/dispatch/lambda),
+# those that run a MinIO server (pkg/source, pkg/checkpoint, internal/testenv/minio) and the
+# e2e test (test/...). -short trims the long property and accuracy tests.
+MODULE := github.com/dorylus-gnn/dorylus
+UNIT_EXCLUDE := ^$(MODULE)(/controllers|/runtime/dorylus|/pkg/dispatch/knative|/pkg/dispatch/lambda|/pkg/source|/pkg/checkpoint|/internal/testenv/minio|/test/.*)?$$
+# The concurrent parts of the data plane, run under the race detector (pkg/dispatch/lambda and
+# knative need aws-lambda-rie: hack/tools.sh aws-lambda-rie).
+RACE_PKGS ?= ./pkg/pipeline ./pkg/dispatch/... ./pkg/rpc ./runtime/graphserver ./runtime/paramserver
+
+.PHONY: test-unit
+test-unit: ## Run the fast tests: no envtest, no child processes, no binaries built (-short)
+	$(GO) test -short $$($(GO) list ./... | grep -Ev '$(UNIT_EXCLUDE)')
+
+.PHONY: test-race
+test-race: ## Run the data plane's concurrent packages under the race detector (-short)
+	PATH="$(TOOLS_BIN):$$PATH" $(GO) test -race -short $(RACE_PKGS)
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint (pinned, .golangci.yml) over the tree
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: bench
 bench: ## Run the kernel, loader and training benchmarks (slow)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the dataset parsers for 60 s each
+fuzz: ## Fuzz the dataset parsers and the model file readers for 60 s each
 	$(GO) test -run '^$$' -fuzz FuzzLoadText -fuzztime 60s ./pkg/graph
 	$(GO) test -run '^$$' -fuzz FuzzReadPrepared -fuzztime 60s ./pkg/graph
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./pkg/safetensors
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./pkg/npy
 
 .PHONY: fmt
 fmt: ## Format the Go sources

@@ -57,11 +57,11 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob) (*jobconfig.RunConfig
 	if s.Training.TargetAccuracy != nil {
 		cfg.Training.TargetAccuracy = p.parse("spec.training.targetAccuracy", *s.Training.TargetAccuracy)
 	}
-	if s.Training.Staleness.String() == "sync" {
-		cfg.Training.Sync = true
-	} else {
-		cfg.Training.Staleness = s.Training.Staleness.IntValue()
+	staleness, err := jobconfig.ParseStaleness(s.Training.Staleness.String()) // the CRD admits "sync" or 0..16
+	if err != nil {
+		return nil, fmt.Errorf("spec.training.staleness: %w", err)
 	}
+	cfg.Training.Staleness = staleness
 	if s.Training.Intervals != nil {
 		cfg.Training.Intervals = int(*s.Training.Intervals)
 	}

@@ -46,14 +46,14 @@ func TestResolveRunConfig(t *testing.T) {
 		}, func(c *jobconfig.RunConfig) { c.Model.Architecture, c.Model.Heads = "GAT", 4 }},
 		{"sync staleness", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Training.Staleness = intstr.FromString("sync")
-		}, func(c *jobconfig.RunConfig) { c.Training.Sync = true }},
+		}, func(c *jobconfig.RunConfig) { c.Training.Staleness = jobconfig.Sync }},
 		{"bound, target, intervals, decimals with exponents", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Training.Staleness = intstr.FromInt32(2)
 			j.Spec.Training.TargetAccuracy = ptr.To[dorylusv1alpha1.Decimal]("0.81")
 			j.Spec.Training.Intervals = ptr.To[int32](32)
 			j.Spec.Training.WeightDecay = "5e-4"
 		}, func(c *jobconfig.RunConfig) {
-			c.Training.Staleness, c.Training.TargetAccuracy, c.Training.Intervals, c.Training.WeightDecay = 2, 0.81, 32, 5e-4
+			c.Training.Staleness.Bound, c.Training.TargetAccuracy, c.Training.Intervals, c.Training.WeightDecay = 2, 0.81, 32, 5e-4
 		}},
 		{"s3 dataset with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{Format: dorylusv1alpha1.DatasetFormatText, S3: &dorylusv1alpha1.S3Location{

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -101,7 +102,7 @@ var invalidManifests = []struct {
 	{"checkpoint without destination", []edit{set("spec.checkpoint", obj{"intervalEpochs": int64(5)})}, "spec.checkpoint", "exactly one of s3, pvc"},
 	{"checkpoint with asynchronous training", []edit{set("spec.checkpoint", obj{"pvc": obj{"claimName": "c"}}), set("spec.training.staleness", int64(1))},
 		"spec.checkpoint", `needs spec.training.staleness "sync"`},
-	{"checkpoint with the default staleness", []edit{set("spec.checkpoint", obj{"s3": obj{"bucket": "ckpt"}})},
+	{"checkpoint with staleness 0", []edit{set("spec.checkpoint", obj{"s3": obj{"bucket": "ckpt"}}), set("spec.training.staleness", int64(0))},
 		"spec.checkpoint", `needs spec.training.staleness "sync"`},
 	{"checkpoint every zero epochs", []edit{set("spec.checkpoint", obj{"intervalEpochs": int64(0), "pvc": obj{"claimName": "c"}})},
 		"spec.checkpoint.intervalEpochs", "greater than or equal to 1"},
@@ -114,6 +115,109 @@ var invalidManifests = []struct {
 	{"name too long", []edit{set("metadata.name", strings.Repeat("a", 41))}, "", "metadata.name must be at most 40 characters"},
 	{"name starts with a digit", []edit{set("metadata.name", "1cora")}, "", "metadata.name must be a DNS-1035 label"},
 	{"no dataset at all", []edit{del("spec.dataset")}, "spec.dataset", "Required value"},
+	// What the cluster would only refuse later, when the operator creates the children or
+	// the kubelet runs them.
+	{"graph server cpu request above its limit", []edit{set("spec.graphServers.resources", obj{"requests": obj{"cpu": "2"}, "limits": obj{"cpu": "1500m"}})},
+		"spec.graphServers.resources.requests", "must each be at most its limit"},
+	{"parameter server memory request above its limit", []edit{set("spec.parameterServers.resources", obj{"requests": obj{"memory": "2Gi"}, "limits": obj{"memory": "1536Mi"}})},
+		"spec.parameterServers.resources.requests", "must each be at most its limit"},
+	{"function ephemeral-storage request above its limit", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{"resources": obj{
+		"requests": obj{"ephemeral-storage": int64(2)}, "limits": obj{"ephemeral-storage": int64(1)}}}}})},
+		"spec.tensorBackend.knative.service.resources.requests", "must each be at most its limit"},
+	{"negative cpu request", []edit{set("spec.graphServers.resources.requests", obj{"cpu": "-1"})},
+		"spec.graphServers.resources.requests", "resource requests must not be negative"},
+	{"negative memory limit", []edit{set("spec.parameterServers.resources.limits", obj{"memory": "-1Gi"})},
+		"spec.parameterServers.resources.limits", "resource limits must not be negative"},
+	{"request of an unqualified resource", []edit{set("spec.graphServers.resources.requests", obj{"gpu": "1"})},
+		"spec.graphServers.resources.requests", "must name cpu, memory, ephemeral-storage, hugepages-<size> or a domain-qualified extended resource"},
+	{"resource claims", []edit{set("spec.graphServers.resources.claims", []any{obj{"name": "gpu"}})},
+		"spec.graphServers.resources.claims", "resource claims are not supported"},
+	{"function resource claims", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{"resources": obj{"claims": []any{obj{"name": "gpu"}}}}}})},
+		"spec.tensorBackend.knative.service.resources.claims", "resource claims are not supported"},
+	{"lambda secretRef without a name", []edit{set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "us-east-1",
+		"credentials": obj{"secretRef": obj{}}}})}, "spec.tensorBackend.lambda.credentials.secretRef.name", "secretRef.name must name a Secret"},
+	{"dataset secretRef with an empty name", []edit{set("spec.dataset", obj{"s3": obj{"bucket": "graphs", "secretRef": obj{"name": ""}}})},
+		"spec.dataset.s3.secretRef.name", "secretRef.name must name a Secret"},
+	{"checkpoint secretRef not a Secret name", []edit{set("spec.checkpoint", obj{"s3": obj{"bucket": "ckpt", "secretRef": obj{"name": "AWS_Creds"}}}),
+		set("spec.training.staleness", "sync")}, "spec.checkpoint.s3.secretRef.name", "secretRef.name must name a Secret"},
+	{"node selector key not a label key", []edit{set("spec.graphServers.nodeSelector", obj{"pool type": "big"})},
+		"spec.graphServers.nodeSelector", "node selector keys must be label keys"},
+	{"node selector key with an empty name", []edit{set("spec.parameterServers.nodeSelector", obj{"example.com/": "x"})},
+		"spec.parameterServers.nodeSelector", "node selector keys must be label keys"},
+	{"too many node selector entries", []edit{set("spec.graphServers.nodeSelector", manyLabels(65))},
+		"spec.graphServers.nodeSelector", "must have at most 64 items"},
+	{"toleration operator", []edit{set("spec.graphServers.tolerations", []any{obj{"key": "k", "operator": "Maybe"}})},
+		"spec.graphServers.tolerations", "a toleration's operator must be Exists, Equal, Lt or Gt"},
+	{"toleration effect", []edit{set("spec.parameterServers.tolerations", []any{obj{"key": "k", "operator": "Exists", "effect": "NoRun"}})},
+		"spec.parameterServers.tolerations", "a toleration's effect must be NoSchedule, PreferNoSchedule, NoExecute or empty"},
+	{"toleration without a key that is not Exists", []edit{set("spec.graphServers.tolerations", []any{obj{"value": "gnn", "effect": "NoSchedule"}})},
+		"spec.graphServers.tolerations", "a toleration without a key must have operator Exists"},
+	{"toleration Exists with a value", []edit{set("spec.graphServers.tolerations", []any{obj{"key": "k", "operator": "Exists", "value": "v"}})},
+		"spec.graphServers.tolerations", "a toleration with operator Exists must have no value"},
+	{"tolerationSeconds without NoExecute", []edit{set("spec.graphServers.tolerations", []any{obj{"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": int64(30)}})},
+		"spec.graphServers.tolerations", "tolerationSeconds applies only to effect NoExecute"},
+	{"image with a space", []edit{set("spec.image", "registry.example.org/dorylus: v1")}, "spec.image", "should match"},
+	{"function image with a space", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{"image": " dorylus"}}})},
+		"spec.tensorBackend.knative.service.image", "should match"},
+}
+
+// manyLabels returns n distinct node-selector entries.
+func manyLabels(n int) obj {
+	out := obj{}
+	for i := range n {
+		out[fmt.Sprintf("example.com/l%d", i)] = "x"
+	}
+	return out
+}
+
+// validManifests are accepted at admission: the edge of every rule above on its
+// accepting side.
+var validManifests = []struct {
+	name  string
+	edits []edit
+}{
+	{"requests equal to limits in other units", []edit{set("spec.graphServers.resources", obj{
+		"requests": obj{"cpu": "1", "memory": "1Gi", "ephemeral-storage": int64(1073741824)},
+		"limits":   obj{"cpu": "1000m", "memory": "1024Mi", "ephemeral-storage": "1Gi"}})}},
+	{"requests below limits, integers and strings", []edit{set("spec.parameterServers.resources", obj{
+		"requests": obj{"cpu": "500m", "memory": int64(1000)}, "limits": obj{"cpu": int64(2), "memory": "1k"}})}},
+	{"requests without limits and limits without requests", []edit{set("spec.graphServers.resources.requests", obj{"cpu": "0", "memory": "0"}),
+		set("spec.parameterServers.resources.limits", obj{"cpu": "4"})}},
+	{"extended and hugepages resources", []edit{set("spec.graphServers.resources", obj{
+		"requests": obj{"example.com/fpga": int64(1), "hugepages-2Mi": "64Mi"}, "limits": obj{"example.com/fpga": int64(1), "hugepages-2Mi": "64Mi"}})}},
+	{"function resources", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{"image": "registry.example.org:5000/dorylus@sha256:" + strings.Repeat("a", 64),
+		"resources": obj{"requests": obj{"cpu": "250m"}, "limits": obj{"cpu": "1", "memory": "512Mi"}}}}})}},
+	{"secret references", []edit{set("spec.dataset", obj{"s3": obj{"bucket": "graphs", "secretRef": obj{"name": "s3.creds-1"}}}),
+		set("spec.checkpoint", obj{"s3": obj{"bucket": "ckpt", "secretRef": obj{"name": "ckpt"}}}), set("spec.training.staleness", "sync"),
+		set("spec.tensorBackend", obj{"lambda": obj{"functionName": "f", "region": "us-east-1", "credentials": obj{"secretRef": obj{"name": "aws"}}}})}},
+	{"node selectors", []edit{set("spec.graphServers.nodeSelector", obj{"kubernetes.io/os": "linux", "pool": "", "a.b-c.example.com/Node_Type.x": "big-1"}),
+		set("spec.parameterServers.nodeSelector", manyLabels(64))}},
+	{"tolerations", []edit{set("spec.graphServers.tolerations", []any{
+		obj{"operator": "Exists"},
+		obj{"key": "dedicated", "operator": "Equal", "value": "gnn", "effect": "NoSchedule"},
+		obj{"key": "example.com/spot", "value": "true"},
+		obj{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int64(30)},
+		obj{"key": "k", "operator": "Exists", "effect": ""},
+	})}},
+	{"image with a registry port and a tag", []edit{set("spec.image", "registry.example.org:5000/dorylus:v1.2")}},
+}
+
+// TestValidManifestsAreAccepted sends each valid manifest to the API server.
+func TestValidManifestsAreAccepted(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	for _, tc := range validManifests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := manifest(ns, "job")
+			for _, e := range tc.edits {
+				e(u)
+			}
+			if err := k8sClient.Create(ctx, u, client.DryRunAll); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
 }
 
 // TestInvalidManifestsAreRefused sends each invalid manifest to the API
@@ -124,6 +228,11 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 	ctx := context.Background()
 	if err := k8sClient.Create(ctx, manifest(ns, "valid"), client.DryRunAll); err != nil {
 		t.Fatalf("the base manifest is refused: %v", err)
+	}
+	withCheckpoint := manifest(ns, "checkpointed")
+	set("spec.checkpoint", map[string]any{"s3": map[string]any{"bucket": "ckpt"}})(withCheckpoint)
+	if err := k8sClient.Create(ctx, withCheckpoint, client.DryRunAll); err != nil {
+		t.Fatalf("a checkpoint with the default staleness (sync) is refused: %v", err)
 	}
 	refused := 0
 	for _, tc := range invalidManifests {

@@ -9,23 +9,31 @@ K8S_VERSION ?= v1.37.2
 ENVTEST_ASSETS ?= $(DORYLUS_CACHE)/k8s-$(K8S_VERSION)
 CONTROLLER_GEN ?= $(TOOLS_BIN)/controller-gen
 HELM ?= $(TOOLS_BIN)/helm
+GOLANGCI_LINT ?= $(TOOLS_BIN)/golangci-lint
 OPERATOR_PKGS ?= . ./api/... ./controllers/... ./pkg/jobconfig/... ./pkg/jobstatus/...
-GENERATED_PATHS ?= api config charts
+GENERATED_PATHS ?= api config charts pkg/rpc
 
 export DORYLUS_TOOLS_BIN := $(TOOLS_BIN)
 export DORYLUS_ENVTEST_DIR := $(ENVTEST_ASSETS)
 
-.PHONY: tools controller-gen helm generate manifests check-generated envtest test-operator \
+.PHONY: tools controller-gen helm golangci-lint proto generate manifests check-generated envtest test-operator \
 	vet-operator helm-lint build-operator scale-test
 
-tools: ## Install the pinned controller-gen and helm into $(TOOLS_BIN)
-	hack/tools.sh controller-gen helm
+tools: ## Install the pinned controller-gen, helm, golangci-lint and protoc plugins into $(TOOLS_BIN)
+	hack/tools.sh controller-gen helm golangci-lint protoc-gen-go protoc-gen-go-grpc
 
 controller-gen: ## Install the pinned controller-gen (v0.23.0) into $(TOOLS_BIN)
 	@hack/tools.sh controller-gen >/dev/null
 
 helm: ## Install the pinned helm (v4.3.2) into $(TOOLS_BIN)
 	@hack/tools.sh helm >/dev/null
+
+golangci-lint: ## Install the pinned golangci-lint (v2.15.0) into $(TOOLS_BIN)
+	@hack/tools.sh golangci-lint >/dev/null
+
+proto: ## Regenerate pkg/rpc's Go code from dorylus.proto (protoc 3.21.12, Debian's protobuf-compiler)
+	@hack/tools.sh protoc-gen-go protoc-gen-go-grpc >/dev/null
+	hack/gen-proto.sh
 
 generate: controller-gen ## Generate the API's deepcopy code with controller-gen
 	$(CONTROLLER_GEN) object paths=./api/...
@@ -35,8 +43,8 @@ manifests: controller-gen ## Generate the CRD and RBAC manifests (config/) and s
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 
-check-generated: generate manifests ## Fail if the generated code, manifests or chart CRDs are stale
-	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated files are stale: run make generate manifests" >&2; exit 1; }
+check-generated: generate manifests proto ## Fail if the generated code, manifests, chart CRDs or gRPC code are stale
+	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated files are stale: run make generate manifests proto" >&2; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED_PATHS)); \
 		if [ -n "$$untracked" ]; then echo "untracked generated files: $$untracked" >&2; exit 1; fi
 

@@ -94,6 +94,7 @@ type AWSCredentials struct {
 	// SecretRef names a Secret in the job's namespace with keys accessKeyID,
 	// secretAccessKey and optionally sessionToken.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",fieldPath=".name",reason=FieldValueInvalid
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
 
@@ -126,10 +127,17 @@ type KnativeServiceTemplate struct {
 	// Image overrides the job's runtime image for the function.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
 	// +optional
 	Image string `json:"image,omitempty"`
-	// Resources are the function container's requests and limits.
+	// Resources are the function container's requests and limits: each request
+	// at most its limit, none negative, no resource claims.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || !isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity(string(self.requests[r]))))",message="requests of cpu, memory and ephemeral-storage must each be at most its limit",fieldPath=".requests",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !isQuantity(string(self.requests[r])) || !quantity(string(self.requests[r])).isLessThan(quantity('0')))",message="resource requests must not be negative",fieldPath=".requests",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.limits) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity('0')))",message="resource limits must not be negative",fieldPath=".limits",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(r, r in ['cpu', 'memory', 'ephemeral-storage'] || r.startsWith('hugepages-') || r.contains('/'))",message="resource requests must name cpu, memory, ephemeral-storage, hugepages-<size> or a domain-qualified extended resource",fieldPath=".requests",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="resource claims are not supported: the job's pods declare no resource claims for them to use",fieldPath=".claims",reason=FieldValueInvalid
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 	// ContainerConcurrency is how many requests one function pod serves at
 	// once (0: unlimited).

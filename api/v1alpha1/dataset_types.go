@@ -78,6 +78,7 @@ type S3Location struct {
 	// secretAccessKey and optionally sessionToken. Unset: the pods' service
 	// account identity (or the node's) is used.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",fieldPath=".name",reason=FieldValueInvalid
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
 

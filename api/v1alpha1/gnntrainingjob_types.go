@@ -86,6 +86,7 @@ type GNNTrainingJobSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
 	Image string `json:"image,omitempty"`
 
 	// Dataset is where the graph comes from: exactly one source.
@@ -206,11 +207,12 @@ type TrainingSpec struct {
 	TargetAccuracy *Decimal `json:"targetAccuracy,omitempty"`
 
 	// Staleness is the pipeline's asynchrony: "sync" (a barrier after every
-	// Scatter, plain full-graph training) or the bound S in [0, 16] (an
-	// interval may run at most S epochs ahead of the slowest).
+	// Scatter, plain full-graph training; the default, as for dorylus train:
+	// exact, and the only mode that checkpoints) or the bound S in [0, 16]
+	// (an interval may run at most S epochs ahead of the slowest).
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self == 'sync' : (self >= 0 && self <= 16)",message="spec.training.staleness must be \"sync\" or an integer in [0, 16]"
-	// +kubebuilder:default=0
+	// +kubebuilder:default="sync"
 	// +optional
 	Staleness intstr.IntOrString `json:"staleness,omitempty"`
 
@@ -229,16 +231,30 @@ type TrainingSpec struct {
 
 // ServerPodSpec is the scheduling part shared by graph and parameter servers.
 type ServerPodSpec struct {
-	// Resources are the server container's requests and limits.
+	// Resources are the server container's requests and limits: each request at
+	// most its limit, none negative, no resource claims.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || !isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity(string(self.requests[r]))))",message="requests of cpu, memory and ephemeral-storage must each be at most its limit",fieldPath=".requests",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !isQuantity(string(self.requests[r])) || !quantity(string(self.requests[r])).isLessThan(quantity('0')))",message="resource requests must not be negative",fieldPath=".requests",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.limits) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity('0')))",message="resource limits must not be negative",fieldPath=".limits",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(r, r in ['cpu', 'memory', 'ephemeral-storage'] || r.startsWith('hugepages-') || r.contains('/'))",message="resource requests must name cpu, memory, ephemeral-storage, hugepages-<size> or a domain-qualified extended resource",fieldPath=".requests",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="resource claims are not supported: the job's pods declare no resource claims for them to use",fieldPath=".claims",reason=FieldValueInvalid
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
-	// NodeSelector constrains the servers' pods to matching nodes.
+	// NodeSelector constrains the servers' pods to matching nodes: label keys
+	// to label values.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="node selector keys must be label keys: an optional DNS-subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or '.'",reason=FieldValueInvalid
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations let the servers' pods run on tainted nodes.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Exists', 'Equal', 'Lt', 'Gt'])",message="a toleration's operator must be Exists, Equal, Lt or Gt",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="a toleration's effect must be NoSchedule, PreferNoSchedule, NoExecute or empty (every effect)",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.key) && t.key != '' || has(t.operator) && t.operator == 'Exists')",message="a toleration without a key must have operator Exists (it then tolerates every taint)",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists must have no value",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || has(t.effect) && t.effect == 'NoExecute')",message="tolerationSeconds applies only to effect NoExecute",reason=FieldValueInvalid
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 

@@ -161,6 +161,10 @@ type StatsReporter interface {
 // ErrRequest wraps every error Execute returns for a malformed request.
 var ErrRequest = errors.New("bad tensor task request")
 
+// MaxLayers is the deepest model a request may describe: its layer count comes off the wire
+// and sizes the model's list of widths.
+const MaxLayers = 1024
+
 // NumRows returns the number of rows the request's task works on.
 func (r *TaskRequest) NumRows() int {
 	switch {
@@ -190,6 +194,9 @@ func (r *TaskRequest) Validate() error {
 	}
 	if err := r.Model.Validate(); err != nil {
 		return bad("%v", err)
+	}
+	if r.Model.Layers > MaxLayers {
+		return bad("%d layers, want at most %d", r.Model.Layers, MaxLayers)
 	}
 	dims := r.Model.Dims()
 	n := r.NumRows()
@@ -223,8 +230,10 @@ func (r *TaskRequest) Validate() error {
 		return bad("input features: %v", csrCheck(r.Features.Sparse))
 	case r.Layer == 0 && r.Features.Sparse == nil && r.Features.Dense.Validate() != nil:
 		return bad("input features: %v", r.Features.Dense.Validate())
-	case r.Layer > 0 && (r.Z == nil || r.Z.Validate() != nil):
-		return bad("no valid input rows Z")
+	case r.Layer == 0 && r.Features.Cols() != dims[0]:
+		return bad("input features are %d columns wide, want %d", r.Features.Cols(), dims[0])
+	case r.Layer > 0 && (r.Z == nil || r.Z.Validate() != nil || r.Z.Cols != dims[r.Layer]):
+		return bad("input rows Z must be a valid block %d columns wide", dims[r.Layer])
 	}
 	want := [2]int{n, dims[r.Layer+1]}
 	if r.Op == OpBackward {

@@ -18,6 +18,9 @@ func (r *TaskRequest) validateGAT(bad func(string, ...any) error) error {
 	if err := g.Validate(); err != nil {
 		return bad("%v", err)
 	}
+	if g.Layers > MaxLayers {
+		return bad("%d layers, want at most %d", g.Layers, MaxLayers)
+	}
 	if r.Layer < 0 || r.Layer >= g.Layers {
 		return bad("no such layer")
 	}

@@ -87,11 +87,11 @@ func diffDatasets(a, b *Dataset) string {
 		return "Name"
 	case a.NumClasses != b.NumClasses:
 		return "NumClasses"
-	case !csrEqual(a.Adj, b.Adj):
+	case !a.Adj.Equal(b.Adj):
 		return "Adj"
 	case (a.Features.Sparse == nil) != (b.Features.Sparse == nil) || (a.Features.Dense == nil) != (b.Features.Dense == nil):
 		return "Features kind"
-	case a.Features.Sparse != nil && !csrEqual(a.Features.Sparse, b.Features.Sparse):
+	case a.Features.Sparse != nil && !a.Features.Sparse.Equal(b.Features.Sparse):
 		return "Features.Sparse"
 	case a.Features.Dense != nil && (a.Features.Dense.Rows != b.Features.Dense.Rows || a.Features.Dense.Cols != b.Features.Dense.Cols ||
 		!slices.Equal(a.Features.Dense.Data, b.Features.Dense.Data)):
@@ -104,11 +104,6 @@ func diffDatasets(a, b *Dataset) string {
 		return "Meta"
 	}
 	return ""
-}
-
-func csrEqual(a, b *tensor.CSR) bool {
-	return a.Rows == b.Rows && a.Cols == b.Cols && slices.Equal(a.RowPtr, b.RowPtr) && slices.Equal(a.ColIdx, b.ColIdx) &&
-		(a.Val == nil) == (b.Val == nil) && slices.Equal(a.Val, b.Val)
 }
 
 // preparedBytes returns d in the prepared format.

@@ -108,11 +108,14 @@ type JobRef struct {
 type Dataset struct {
 	// Source is SourceBuiltin, SourceS3, SourcePVC or SourceHTTP.
 	Source string `json:"source"`
-	// Format is FormatPrepared or FormatText (empty for builtin).
+	// Format is FormatPrepared or FormatText; empty for builtin, and for a
+	// dataset whose format is detected from its files (dorylus train).
 	Format string `json:"format,omitempty"`
-	// Name is the builtin dataset's name.
+	// Name is the builtin dataset's name, or an R-MAT generator spec
+	// (rmat:nodes=N,edges=E,...).
 	Name string `json:"name,omitempty"`
-	// Path is the local folder of a pvc dataset.
+	// Path is the local folder or file of a pvc dataset: under
+	// DatasetMountPath in a pod, any local path for dorylus train.
 	Path string `json:"path,omitempty"`
 	// S3 is the bucket location of an s3 dataset.
 	S3 *S3 `json:"s3,omitempty"`
@@ -162,11 +165,18 @@ type Training struct {
 	// TargetAccuracy, when above 0, stops training once the validation
 	// accuracy reaches it.
 	TargetAccuracy float64 `json:"targetAccuracy,omitempty"`
-	// Sync selects synchronous mode (a barrier after every Scatter);
-	// Staleness is then ignored.
-	Sync bool `json:"sync"`
-	// Staleness is the asynchronous bound S.
-	Staleness int `json:"staleness"`
+	// Staleness is synchronous mode or the asynchronous bound S, on the
+	// wire as "sync" (a barrier after every Scatter) and "staleness" (S,
+	// 0 with sync).
+	Staleness Staleness `json:"-"`
+	// EvalEvery evaluates on the validation split every N epochs and after
+	// the last; 0 means every epoch.
+	EvalEvery int `json:"evalEvery,omitempty"`
+	// Patience, above 0, selects by validation as the GAT paper: the result
+	// is the last epoch that reached both the best validation accuracy and
+	// the lowest validation loss so far, and training stops after this many
+	// epochs without either. It needs EvalEvery 0 or 1.
+	Patience int `json:"patience,omitempty"`
 	// Intervals per graph server; 0 means as many as the backend's
 	// concurrency.
 	Intervals int `json:"intervals,omitempty"`
@@ -182,6 +192,9 @@ type GraphServers struct {
 	Port int `json:"port"`
 	// Peers[p] is the address (host:port) of the graph server of partition p.
 	Peers []string `json:"peers"`
+	// DeadAfter is how long a peer may fail its health checks before the
+	// run fails naming it; 0 means rpc.DefaultDeadAfter.
+	DeadAfter Duration `json:"deadAfter,omitempty"`
 }
 
 // ParameterServers lists the parameter-server shards.
@@ -210,8 +223,14 @@ type Backend struct {
 
 // CPU configures the in-process goroutine pool.
 type CPU struct {
-	// Workers is the pool size; 0 means GOMAXPROCS.
+	// Workers is the pool size; 0 means one per interval and epoch in
+	// flight.
 	Workers int `json:"workers,omitempty"`
+	// InjectLatency is added to every tensor task (the latency-hiding
+	// benchmark).
+	InjectLatency Duration `json:"injectLatency,omitempty"`
+	// Wire sends every task through the remote backends' wire encoding.
+	Wire bool `json:"wire,omitempty"`
 }
 
 // Lambda configures AWS Lambda invocations.
@@ -226,11 +245,16 @@ type Lambda struct {
 	MaxConcurrency int `json:"maxConcurrency"`
 	// DataPath is DataPathPull or DataPathInline.
 	DataPath string `json:"dataPath"`
-	// Endpoint overrides the Lambda endpoint.
+	// Endpoint overrides the Lambda endpoint: one, or several separated by
+	// commas (emulators, one per concurrent call).
 	Endpoint string `json:"endpoint,omitempty"`
 	// CredentialsDir holds accessKeyID and secretAccessKey files; empty
 	// means the SDK's default chain (IRSA).
 	CredentialsDir string `json:"credentialsDir,omitempty"`
+	// Qualifier is the version or alias to invoke; empty means $LATEST.
+	Qualifier string `json:"qualifier,omitempty"`
+	// Calls tunes the calls; nil takes the defaults.
+	Calls *Calls `json:"calls,omitempty"`
 }
 
 // Knative configures HTTP calls to a Knative Service.
@@ -241,6 +265,26 @@ type Knative struct {
 	MaxConcurrency int `json:"maxConcurrency"`
 	// Managed is true when the operator created the Service.
 	Managed bool `json:"managed,omitempty"`
+	// DataPath is DataPathPull or DataPathInline; empty means inline.
+	DataPath string `json:"dataPath,omitempty"`
+	// Calls tunes the calls; nil takes the defaults.
+	Calls *Calls `json:"calls,omitempty"`
+}
+
+// Calls tunes a remote backend's calls (pkg/dispatch/remote); zero fields
+// take its defaults.
+type Calls struct {
+	// EndpointConcurrency is how many calls one endpoint serves at once;
+	// 0 means any (with Lambda.Endpoint set: MaxConcurrency). Endpoints
+	// that serve a limited number are dealt out among the graph servers.
+	EndpointConcurrency int `json:"endpointConcurrency,omitempty"`
+	// Timeout limits one call; 0 means 60s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// StragglerFactor relaunches a call slower than this many times the
+	// median of its kind; 0 means 5, negative never.
+	StragglerFactor float64 `json:"stragglerFactor,omitempty"`
+	// StragglerFloor is the least time before a relaunch; 0 means 500ms.
+	StragglerFloor Duration `json:"stragglerFloor,omitempty"`
 }
 
 // Checkpoint says where and how often to save weights.
@@ -251,4 +295,10 @@ type Checkpoint struct {
 	Path string `json:"path,omitempty"`
 	// S3 is the bucket location of an s3 destination.
 	S3 *S3 `json:"s3,omitempty"`
+	// Keep is how many checkpoints to keep; 0 means all.
+	Keep int `json:"keep,omitempty"`
+	// Fresh starts the run from epoch 1 whatever the destination holds
+	// (dorylus train without --resume); a pod otherwise resumes from the
+	// newest checkpoint.
+	Fresh bool `json:"fresh,omitempty"`
 }

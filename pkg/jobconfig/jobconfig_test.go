@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -17,7 +18,7 @@ func validConfig() *RunConfig {
 		Dataset: Dataset{Source: SourceBuiltin, Name: "cora"},
 		Model:   Model{Architecture: ArchitectureGCN, Layers: 2, Hidden: 16, Dropout: 0.5},
 		Training: Training{
-			Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Staleness: 0, Seed: 1,
+			Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Seed: 1,
 		},
 		GraphServers: GraphServers{Replicas: 2, Port: GraphServerPort, Peers: []string{
 			"cora-gs-0.cora-gs.ml.svc:5000", "cora-gs-1.cora-gs.ml.svc:5000",
@@ -90,7 +91,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"GCN with heads", func(c *RunConfig) { c.Model.Heads = 4 }, "model.heads"},
 		{"zero epochs", func(c *RunConfig) { c.Training.Epochs = 0 }, "training.epochs"},
 		{"zero learning rate", func(c *RunConfig) { c.Training.LearningRate = 0 }, "training.learningRate"},
-		{"negative staleness", func(c *RunConfig) { c.Training.Staleness = -1 }, "training.staleness"},
+		{"negative staleness", func(c *RunConfig) { c.Training.Staleness.Bound = -1 }, "training.staleness"},
 		{"peers mismatch", func(c *RunConfig) { c.GraphServers.Peers = c.GraphServers.Peers[:1] }, "graphServers.peers"},
 		{"bad port", func(c *RunConfig) { c.GraphServers.Port = 0 }, "graphServers.port"},
 		{"no ps service", func(c *RunConfig) { c.ParameterServers.Service = "" }, "parameterServers.service"},
@@ -118,5 +119,92 @@ func TestValidateNamesTheField(t *testing.T) {
 				t.Errorf("Validate: %q does not name field %q", err, tc.field)
 			}
 		})
+	}
+}
+
+func TestStaleness(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Staleness
+	}{{"sync", Sync}, {"0", Staleness{}}, {"3", Staleness{Bound: 3}}} {
+		got, err := ParseStaleness(tc.in)
+		if err != nil || got != tc.want || got.String() != tc.in {
+			t.Errorf("ParseStaleness(%q) = %+v (%q), %v; want %+v", tc.in, got, got.String(), err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "async", "1.5"} {
+		if _, err := ParseStaleness(bad); err == nil || !strings.Contains(err.Error(), "want sync or a bound") {
+			t.Errorf("ParseStaleness(%q): %v, want an error", bad, err)
+		}
+	}
+	if MustParseStaleness(DefaultStaleness) != Sync {
+		t.Errorf("default staleness %q is not synchronous", DefaultStaleness)
+	}
+}
+
+// TestStalenessWireForm: the staleness travels as the two fields the operator has always
+// written, and a config of an older operator reads the same.
+func TestStalenessWireForm(t *testing.T) {
+	c := validConfig()
+	c.Training.Staleness = Staleness{Bound: 2}
+	data, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"sync": false`) || !strings.Contains(string(data), `"staleness": 2`) {
+		t.Fatalf("wire form of S = 2:\n%s", data)
+	}
+	sync := strings.Replace(strings.Replace(string(data), `"sync": false`, `"sync": true`, 1), `"staleness": 2`, `"staleness": 0`, 1)
+	got, err := Parse([]byte(sync))
+	if err != nil || got.Training.Staleness != Sync {
+		t.Fatalf("sync wire form read as %+v, %v", got.Training.Staleness, err)
+	}
+	extra := strings.Replace(string(data), `"staleness": 2`, `"staleness": 2, "stale": 1`, 1)
+	if _, err := Parse([]byte(extra)); err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("unknown field in training: %v, want an error naming it", err)
+	}
+	bad := strings.Replace(sync, `"staleness": 0`, `"staleness": 1`, 1)
+	if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "training.staleness") {
+		t.Errorf("sync with S = 1: %v, want ErrInvalid naming training.staleness", err)
+	}
+}
+
+func TestDurationRoundTrip(t *testing.T) {
+	c := validConfig()
+	c.GraphServers.DeadAfter = Duration(1500 * time.Millisecond)
+	c.Backend.CPU.InjectLatency = Duration(20 * time.Millisecond)
+	data, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"deadAfter": "1.5s"`) || !strings.Contains(string(data), `"injectLatency": "20ms"`) {
+		t.Fatalf("durations not written as Go durations:\n%s", data)
+	}
+	got, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	if _, err := Parse([]byte(strings.Replace(string(data), `"1.5s"`, `"soon"`, 1))); err == nil {
+		t.Error("a bad duration is accepted")
+	}
+}
+
+// TestCRDDefaultStaleness: the GNNTrainingJob CRD defaults spec.training.staleness to the same
+// value as dorylus train (DefaultStaleness).
+func TestCRDDefaultStaleness(t *testing.T) {
+	data, err := os.ReadFile("../../config/crd/bases/dorylus.dev_gnntrainingjobs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "\n                  staleness:\n")
+	if !ok {
+		t.Fatal("no spec.training.staleness in the CRD")
+	}
+	rest, _, _ = strings.Cut(rest, "description:")
+	if want := "default: " + DefaultStaleness + "\n"; !strings.Contains(rest, want) {
+		t.Errorf("the CRD's staleness schema %q has no %q", rest, want)
 	}
 }

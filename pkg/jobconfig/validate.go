@@ -19,6 +19,7 @@ func (cfg *RunConfig) Validate() error {
 	cfg.Training.validate(&v)
 	v.check(cfg.GraphServers.Replicas >= 1, "graphServers.replicas", "must be at least 1, got %d", cfg.GraphServers.Replicas)
 	v.port("graphServers.port", cfg.GraphServers.Port)
+	v.check(cfg.GraphServers.DeadAfter >= 0, "graphServers.deadAfter", "must not be negative, got %v", cfg.GraphServers.DeadAfter)
 	v.check(len(cfg.GraphServers.Peers) == cfg.GraphServers.Replicas, "graphServers.peers", "has %d addresses for %d replicas", len(cfg.GraphServers.Peers), cfg.GraphServers.Replicas)
 	for i, p := range cfg.GraphServers.Peers {
 		v.nonEmpty(fmt.Sprintf("graphServers.peers[%d]", i), p)
@@ -34,6 +35,7 @@ func (cfg *RunConfig) Validate() error {
 	if cfg.Checkpoint != nil {
 		c := cfg.Checkpoint
 		v.check(c.IntervalEpochs >= 1, "checkpoint.intervalEpochs", "must be at least 1, got %d", c.IntervalEpochs)
+		v.check(c.Keep >= 0, "checkpoint.keep", "must not be negative, got %d", c.Keep)
 		v.check((c.Path != "") != (c.S3 != nil), "checkpoint", "must set exactly one of path, s3")
 		if c.S3 != nil {
 			v.nonEmpty("checkpoint.s3.bucket", c.S3.Bucket)
@@ -58,7 +60,7 @@ func (d *Dataset) validate(v *validator) {
 		v.fail("dataset.source", "unknown source %q", d.Source)
 	}
 	if d.Source != SourceBuiltin {
-		v.check(d.Format == FormatPrepared || d.Format == FormatText, "dataset.format", "must be %q or %q, got %q", FormatPrepared, FormatText, d.Format)
+		v.check(d.Format == "" || d.Format == FormatPrepared || d.Format == FormatText, "dataset.format", "must be %q, %q or empty (detected), got %q", FormatPrepared, FormatText, d.Format)
 	}
 }
 
@@ -79,7 +81,10 @@ func (t *Training) validate(v *validator) {
 	v.check(t.LearningRate > 0, "training.learningRate", "must be greater than 0, got %g", t.LearningRate)
 	v.check(t.WeightDecay >= 0, "training.weightDecay", "must not be negative, got %g", t.WeightDecay)
 	v.check(t.TargetAccuracy >= 0 && t.TargetAccuracy <= 1, "training.targetAccuracy", "must be in [0, 1], got %g", t.TargetAccuracy)
-	v.check(t.Staleness >= 0, "training.staleness", "must not be negative, got %d", t.Staleness)
+	t.Staleness.validate(v)
+	v.check(t.EvalEvery >= 0, "training.evalEvery", "must not be negative, got %d", t.EvalEvery)
+	v.check(t.Patience >= 0, "training.patience", "must not be negative, got %d", t.Patience)
+	v.check(t.Patience == 0 || t.EvalEvery <= 1, "training.patience", "needs evaluation every epoch (evalEvery 1), got evalEvery %d", t.EvalEvery)
 	v.check(t.Intervals >= 0, "training.intervals", "must not be negative, got %d", t.Intervals)
 }
 
@@ -95,6 +100,7 @@ func (b *Backend) validate(v *validator) {
 	case BackendCPU:
 		if v.check(b.CPU != nil, "backend.cpu", "is required for kind %q", b.Kind) {
 			v.check(b.CPU.Workers >= 0, "backend.cpu.workers", "must not be negative, got %d", b.CPU.Workers)
+			v.check(b.CPU.InjectLatency >= 0, "backend.cpu.injectLatency", "must not be negative, got %v", b.CPU.InjectLatency)
 		}
 	case BackendLambda:
 		if v.check(b.Lambda != nil, "backend.lambda", "is required for kind %q", b.Kind) {
@@ -104,15 +110,28 @@ func (b *Backend) validate(v *validator) {
 			v.check(l.MemoryMB >= 128, "backend.lambda.memoryMB", "must be at least 128, got %d", l.MemoryMB)
 			v.check(l.MaxConcurrency >= 1, "backend.lambda.maxConcurrency", "must be at least 1, got %d", l.MaxConcurrency)
 			v.check(l.DataPath == DataPathPull || l.DataPath == DataPathInline, "backend.lambda.dataPath", "must be %q or %q, got %q", DataPathPull, DataPathInline, l.DataPath)
+			l.Calls.validate(v, "backend.lambda.calls")
 		}
 	case BackendKnative:
 		if v.check(b.Knative != nil, "backend.knative", "is required for kind %q", b.Kind) {
 			v.nonEmpty("backend.knative.url", b.Knative.URL)
 			v.check(b.Knative.MaxConcurrency >= 1, "backend.knative.maxConcurrency", "must be at least 1, got %d", b.Knative.MaxConcurrency)
+			dp := b.Knative.DataPath
+			v.check(dp == "" || dp == DataPathPull || dp == DataPathInline, "backend.knative.dataPath", "must be %q, %q or empty, got %q", DataPathPull, DataPathInline, dp)
+			b.Knative.Calls.validate(v, "backend.knative.calls")
 		}
 	default:
 		v.fail("backend.kind", "unknown kind %q", b.Kind)
 	}
+}
+
+func (c *Calls) validate(v *validator, field string) {
+	if c == nil {
+		return
+	}
+	v.check(c.EndpointConcurrency >= 0, field+".endpointConcurrency", "must not be negative, got %d", c.EndpointConcurrency)
+	v.check(c.Timeout >= 0, field+".timeout", "must not be negative, got %v", c.Timeout)
+	v.check(c.StragglerFloor >= 0, field+".stragglerFloor", "must not be negative, got %v", c.StragglerFloor)
 }
 
 // validator collects field errors.

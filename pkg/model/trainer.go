@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -58,7 +57,7 @@ func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
 	}
 	adj := graph.NormalizedAdjacency(d.Adj)
 	adjT := tensor.Transpose(adj)
-	if csrEqual(adj, adjT) {
+	if adj.Equal(adjT) {
 		adjT = adj
 	}
 	t := &Trainer{cfg: cfg, data: d, adj: adj, adjT: adjT, weights: cfg.GCN.InitWeights(cfg.Seed)}
@@ -173,9 +172,4 @@ func accuracy(logits *tensor.Dense, labels, rows []int32) float64 {
 		return 0
 	}
 	return tensor.Accuracy(logits, labels, rows)
-}
-
-func csrEqual(a, b *tensor.CSR) bool {
-	return a.Rows == b.Rows && a.Cols == b.Cols && slices.Equal(a.RowPtr, b.RowPtr) &&
-		slices.Equal(a.ColIdx, b.ColIdx) && slices.Equal(a.Val, b.Val)
 }

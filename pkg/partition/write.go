@@ -50,77 +50,46 @@ func datasetSource(d *graph.Dataset, plan Plan) (*source, error) {
 		return nil, fmt.Errorf("partition: plan for %d vertices, dataset %s has %d: %w", plan.Bounds[plan.Parts()], d.Name, n, ErrPlan)
 	}
 	src := &source{meta: d.Meta, classes: d.NumClasses, degree: make([]int32, n), labels: d.Labels}
-	old := func(v int) int { return v }
-	var inv []int32
-	if plan.Perm != nil {
-		perm := plan.Perm
-		old = func(v int) int { return int(perm[v]) }
-		inv = make([]int32, n)
-		for v, o := range perm {
-			inv[o] = int32(v)
-		}
-		src.labels = make([]int32, n)
-		src.meta.UnlabeledNodes = nil // ids of the original numbering
-	}
 	for v := range n {
-		src.degree[v] = int32(d.Adj.Degree(old(v)))
-		if inv != nil {
-			src.labels[v] = d.Labels[old(v)]
-		}
+		src.degree[v] = int32(d.Adj.Degree(v))
 	}
-	for s, ids := range [][]int32{d.Train, d.Val, d.Test} {
-		if inv == nil {
-			src.splits[s] = ids
-			continue
-		}
-		m := make([]int32, len(ids))
-		for i, id := range ids {
-			m[i] = inv[id]
-		}
-		slices.Sort(m)
-		src.splits[s] = m
-	}
-	src.rows = func(lo, hi int) (*tensor.CSR, graph.Features, error) {
-		if inv == nil {
+	src.splits = [3][]int32{d.Train, d.Val, d.Test}
+	if plan.Perm == nil {
+		src.rows = func(lo, hi int) (*tensor.CSR, graph.Features, error) {
 			return sliceRows(d.Adj, lo, hi), FeatureRows(d.Features, lo, hi), nil
 		}
+		return src, nil
+	}
+	inv := src.renumber(plan.Perm)
+	src.rows = func(lo, hi int) (*tensor.CSR, graph.Features, error) {
 		return permutedRows(d.Adj, plan.Perm, inv, lo, hi), permutedFeatures(d.Features, plan.Perm, lo, hi), nil
 	}
 	return src, nil
 }
 
-// WritePrepared partitions the whole-graph prepared file (or directory) src into parts
-// contiguous parts (Contiguous) and writes their files into dir, streaming: it holds the row
-// offsets, labels and splits of the whole graph but the adjacency and features of one part at
-// a time. The file's checksums are verified; on a mismatch the written files are removed.
-func WritePrepared(src string, parts int, dir string) (Plan, Quality, error) {
-	r, err := graph.OpenRowReader(src)
-	if err != nil {
-		return Plan{}, Quality{}, err
+// renumber puts the degrees, labels and splits of s (in the original numbering) into the
+// numbering of perm (perm[new] = old) and returns its inverse.
+func (s *source) renumber(perm []int32) []int32 {
+	n := len(perm)
+	inv := make([]int32, n)
+	for v, o := range perm {
+		inv[o] = int32(v)
 	}
-	plan, err := Contiguous(r.RowPtr(), parts)
-	if err != nil {
-		r.Close()
-		return Plan{}, Quality{}, err
+	degree, labels := make([]int32, n), make([]int32, n)
+	for v, o := range perm {
+		degree[v], labels[v] = s.degree[o], s.labels[o]
 	}
-	rowPtr := r.RowPtr()
-	s := source{meta: r.Meta(), classes: r.NumClasses(), degree: make([]int32, r.NumNodes()), labels: r.Labels(), rows: r.Rows}
-	for v := range s.degree {
-		s.degree[v] = int32(rowPtr[v+1] - rowPtr[v])
-	}
-	s.splits[0], s.splits[1], s.splits[2] = r.Splits()
-	q, err := writeParts(&s, plan.Bounds, dir)
-	if err != nil {
-		r.Close()
-		return Plan{}, Quality{}, err
-	}
-	if err := r.Finish(); err != nil {
-		for p := range parts {
-			os.Remove(filepath.Join(dir, graph.PartitionFileName(p, parts)))
+	s.degree, s.labels = degree, labels
+	for k, ids := range s.splits {
+		m := make([]int32, len(ids))
+		for i, id := range ids {
+			m[i] = inv[id]
 		}
-		return Plan{}, Quality{}, err
+		slices.Sort(m)
+		s.splits[k] = m
 	}
-	return plan, q, nil
+	s.meta.UnlabeledNodes = nil // ids of the original numbering
+	return inv
 }
 
 // writeParts writes every part's file in order and measures the cut.

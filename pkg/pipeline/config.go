@@ -69,7 +69,7 @@ type Config struct {
 	Gradients GradientFlow
 	// Local lists the partitions whose tasks this scheduler runs (Ready, Start, Done); the
 	// others' progress is reported with Observe. Nil means every partition; an empty non-nil
-	// slice means none (a coordinator that only tracks the epoch gate).
+	// slice means none (a scheduler that only tracks the epoch gate from observed progress).
 	Local []int
 	// ExternalVersions makes the caller the source of weight versions (SetWeightVersion), as a
 	// graph server of a multi-server asynchronous run must, since only the parameter server

@@ -1,9 +1,8 @@
 // Package pipeline is the scheduler of Dorylus's bounded-asynchronous pipeline (DESIGN.md
 // section 5): a pure state machine, in the manner of etcd's raft. It does no I/O, starts no
-// goroutines, reads no clock and draws no random numbers. The caller — a graph server, or the
-// coordinator that only tracks the epoch gate — asks it which tasks are Ready, tells it which it
-// Starts (and learns what each must read) and which are Done, does the work itself, and reports
-// other servers' progress with Observe.
+// goroutines, reads no clock and draws no random numbers. The caller — a graph server — asks it
+// which tasks are Ready (AppendReady), tells it which it Starts (and learns what each must read)
+// and which are Done, does the work itself, and reports other servers' progress with Observe.
 //
 // # Tasks
 //
@@ -81,5 +80,20 @@
 // own partition; it Starts and Dones its own tasks and Observes the others' as their rows and
 // progress reports arrive (observing a task implies every earlier task of its interval). A
 // scheduler's view of remote intervals can only lag behind the truth, so its epoch gate and its
-// reads stay within the bounds. The coordinator runs one with no local partitions.
+// reads stay within the bounds. (Graph server 0's coordinator runs no Scheduler of its own: it
+// reads the epoch gate and the weight version off its server's.)
+//
+// # Observers
+//
+// LastEpoch, Finished, LocalFinished, InFlight, LowestUnfinished, Progress, Next, Running and
+// Ready answer questions about the state without changing it. A graph server needs none of them
+// (it uses AppendReady, WeightVersion and PinnedVersions); the property tests check every step
+// with them, and they are cheap, so they stay exported for tests and tools.
+//
+// # Files
+//
+// scheduler.go holds the Scheduler and its transitions (Start, Done, Observe); lane.go an
+// interval's two lanes; flows.go the rows each interval has produced for the others and what
+// a task reads; ready.go the ready sets; versions.go weight versions and pins; steps.go what
+// each step of Sequence reads and produces; config.go and task.go the types callers use.
 package pipeline

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"math/bits"
-	"slices"
 )
 
 // Errors the Scheduler's methods wrap, for callers to branch on with errors.Is.
@@ -23,6 +21,10 @@ var (
 // clock: the caller asks it what is Ready, tells it what it Starts and what is Done (and, for
 // other servers' partitions, what it Observes), and does the work. It is not safe for
 // concurrent use.
+//
+// Its state is split by concern: every interval's two lanes (lane.go), the rows each interval
+// has produced for the others (flows.go), the ready sets (ready.go), the weight versions and
+// pins (versions.go), and the steps of an epoch (steps.go).
 type Scheduler struct {
 	layers, epochs int
 	n              int // intervals in all
@@ -35,62 +37,22 @@ type Scheduler struct {
 	offset   []int   // global index of each partition's interval 0
 	local    []bool  // per global interval
 	localIDs []int32 // global indices of local intervals, ascending
-	scratch  []Task  // AppendReady's sort buffer
-	// bit g of readyHead (readyTail): local interval g's head (tail) task is ready, kept up to
-	// date by refresh
-	readyHead, readyTail []uint64
-	steps                []step
-	split                int // index in steps of ∇GA_{L-1}, the first step of the tail
-	lead                 int // 1 when the head may run one epoch ahead of the tail, else 0
 
-	allToAll bool
-	reads    [][]int32 // forward sources of each interval, nil when allToAll
-	readBy   [][]int32 // intervals that read each interval, nil when allToAll
+	steps []step
+	split int // index in steps of ∇GA_{L-1}, the first step of the tail
+	lead  int // 1 when the head may run one epoch ahead of the tail, else 0
 
-	iv []ivState
+	iv       []ivState
+	fl       flows
+	readySet [2]bitset // by side: local intervals whose next task in that lane is ready (refresh)
+	scratch  []Task    // AppendReady's sort buffer
 
-	// Per flow f (forward layer l is flow l, backward layer l is flow Layers+l) and interval g:
-	// latest[f*n+g] is the newest epoch g produced (-1: none yet), have[f*n+g] how many of g's
-	// sources for f have produced anything (unused when allToAll), haveAll[f] how many
-	// intervals have produced anything, barrier[f] how many produced each recent epoch.
-	latest  []int32
-	have    []int32
-	haveAll []int32
-	barrier [][2]epochCount
+	version int
 	wu      [2]epochCount // synchronous mode: WUs done per recent epoch
 
-	version  int
 	minUnf   int // lowest epoch not yet finished by any interval
 	atMin    int // intervals whose lowest unfinished epoch is minUnf
 	inFlight int
-}
-
-// ivState is an interval's progress in two lanes. The head runs steps [0, split) of epoch head
-// and then waits at split ("parked") until it may move to epoch head+1: once the tail has
-// finished epoch head (lead 0), or has reached it (lead 1, Config.TailOverlap). The tail runs
-// steps [split, len) of epoch epoch, the interval's lowest unfinished one, once the head has
-// left them behind. With lead 0, head == epoch always and the lanes take turns: one task at a
-// time, in Sequence order.
-type ivState struct {
-	epoch    int  // lowest unfinished epoch: the tail's
-	step     int  // index in Sequence of the tail's next task, split..len-1
-	running  bool // a tail task is running
-	head     int  // the head's epoch, epoch or epoch+1
-	hstep    int  // index in Sequence of the head's next task, 0..split (split: parked)
-	hrunning bool // a head task is running
-	hpin     int  // weight version the head's epoch pinned, -1 before its AV_0
-	pin      int  // weight version epoch pinned, while head > epoch; -1 otherwise
-	prevPin  int  // the version the previous epoch pinned, -1 if none
-}
-
-type epochCount struct{ epoch, count int }
-
-type step struct {
-	kind     Kind
-	layer    int
-	consumes int // flow read from other intervals, -1 if none
-	produces int // flow other intervals read, -1 if none
-	weights  bool
 }
 
 // New validates cfg and returns a scheduler at the start of epoch cfg.FirstEpoch (normally 0)
@@ -99,16 +61,30 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	L := cfg.Layers
-	s := &Scheduler{
-		layers:   L,
-		epochs:   cfg.Epochs,
-		sync:     cfg.Sync,
-		stale:    cfg.Staleness,
-		external: cfg.ExternalVersions,
-		last:     cfg.Epochs - 1,
+	s := &Scheduler{layers: cfg.Layers, epochs: cfg.Epochs, sync: cfg.Sync, stale: cfg.Staleness,
+		external: cfg.ExternalVersions, last: cfg.Epochs - 1, minUnf: cfg.FirstEpoch,
+		wu: [2]epochCount{{-1, 0}, {-1, 0}}}
+	s.layout(&cfg)
+	s.steps, s.split = buildSteps(cfg.Layers, cfg.Gradients)
+	if cfg.TailOverlap && !cfg.Sync && cfg.Staleness > 0 {
+		s.lead = 1
 	}
-	counts := cfg.intervalCounts()
+	s.fl = newFlows(&cfg, s.ids, s.offset)
+	s.iv = make([]ivState, s.n)
+	for g := range s.iv {
+		s.iv[g] = newIvState(cfg.FirstEpoch, s.split)
+	}
+	s.atMin = s.n
+	if cfg.Sync {
+		s.version = cfg.FirstEpoch
+	}
+	s.readySet = [2]bitset{newBitset(s.n), newBitset(s.n)}
+	s.refreshAll()
+	return s, nil
+}
+
+// layout numbers the intervals of every partition globally and marks the local ones.
+func (s *Scheduler) layout(cfg *Config) {
 	localPart := make([]bool, cfg.Partitions)
 	for p := range localPart {
 		localPart[p] = cfg.Local == nil
@@ -116,7 +92,7 @@ func New(cfg Config) (*Scheduler, error) {
 	for _, p := range cfg.Local {
 		localPart[p] = true
 	}
-	for p, c := range counts {
+	for p, c := range cfg.intervalCounts() {
 		s.offset = append(s.offset, len(s.ids))
 		for i := 0; i < c; i++ {
 			s.ids = append(s.ids, IntervalID{p, i})
@@ -127,121 +103,6 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 	}
 	s.n = len(s.ids)
-	n := s.n
-
-	for _, st := range Sequence(L) {
-		sp := step{kind: st.Kind, layer: st.Layer, consumes: -1, produces: -1}
-		switch st.Kind {
-		case KindAV:
-			sp.weights = st.Layer < L
-			if cfg.Gradients == PullGradients && st.Layer == L {
-				sp.produces = L + L - 1 // the loss gives dZ_{L-1}
-			}
-		case KindSC:
-			sp.produces = st.Layer
-		case KindGA:
-			sp.consumes = st.Layer
-		case KindBackGA:
-			if cfg.Gradients == PullGradients {
-				sp.consumes = L + st.Layer
-			}
-		case KindBackSC:
-			if cfg.Gradients == PushGradients {
-				sp.produces = L + st.Layer
-			}
-		case KindBackAV:
-			sp.weights = true
-			if cfg.Gradients == PushGradients {
-				sp.consumes = L + st.Layer
-			} else if st.Layer > 0 {
-				sp.produces = L + st.Layer - 1 // dZ_{l-1}
-			}
-		case KindWU:
-			sp.weights = true
-		}
-		s.steps = append(s.steps, sp)
-	}
-	s.split = stepIndex(KindBackGA, L-1, L)
-	if cfg.TailOverlap && !cfg.Sync && cfg.Staleness > 0 {
-		s.lead = 1
-	}
-
-	s.allToAll = cfg.Reads == nil
-	if !s.allToAll {
-		s.reads = make([][]int32, n)
-		s.readBy = make([][]int32, n)
-		all := make([]int32, n)
-		for g := range all {
-			all[g] = int32(g)
-		}
-		for g, id := range s.ids {
-			srcs, ok := cfg.Reads[id]
-			if !ok {
-				s.reads[g] = all
-				continue
-			}
-			r := make([]int32, 0, len(srcs))
-			for _, src := range srcs {
-				r = append(r, int32(s.offset[src.Partition]+src.Interval))
-			}
-			slices.Sort(r)
-			s.reads[g] = slices.Compact(r)
-		}
-		for g, srcs := range s.reads {
-			for _, src := range srcs {
-				s.readBy[src] = append(s.readBy[src], int32(g))
-			}
-		}
-	}
-
-	flows := 2 * L
-	s.latest = make([]int32, flows*n)
-	for i := range s.latest {
-		s.latest[i] = -1
-	}
-	if !s.allToAll {
-		s.have = make([]int32, flows*n)
-	}
-	s.haveAll = make([]int32, flows)
-	s.barrier = make([][2]epochCount, flows)
-	for f := range s.barrier {
-		s.barrier[f] = [2]epochCount{{-1, 0}, {-1, 0}}
-	}
-	s.wu = [2]epochCount{{-1, 0}, {-1, 0}}
-	s.iv = make([]ivState, n)
-	for g := range s.iv {
-		s.iv[g] = ivState{epoch: cfg.FirstEpoch, step: s.split, head: cfg.FirstEpoch, hpin: -1, pin: -1, prevPin: -1}
-	}
-	s.minUnf = cfg.FirstEpoch
-	if cfg.Sync {
-		s.version = cfg.FirstEpoch
-	}
-	s.atMin = n
-	s.readyHead, s.readyTail = make([]uint64, (n+63)/64), make([]uint64, (n+63)/64)
-	s.refreshAll()
-	return s, nil
-}
-
-// sources returns the intervals whose flow-f rows interval g reads, or nil for all of them.
-func (s *Scheduler) sources(f, g int) []int32 {
-	if s.allToAll {
-		return nil
-	}
-	if f < s.layers {
-		return s.reads[g]
-	}
-	return s.readBy[g]
-}
-
-// consumers returns the intervals that read g's flow-f rows, or nil for all of them.
-func (s *Scheduler) consumers(f, g int) []int32 {
-	if s.allToAll {
-		return nil
-	}
-	if f < s.layers {
-		return s.readBy[g]
-	}
-	return s.reads[g]
 }
 
 // locate checks t and returns its global interval index and its step index.
@@ -266,177 +127,6 @@ func (s *Scheduler) locate(t Task) (g, si int, err error) {
 	return s.offset[t.Partition] + t.Interval, si, nil
 }
 
-// isTail reports whether step si runs in the tail lane.
-func (s *Scheduler) isTail(si int) bool { return si >= s.split }
-
-// cmpPos compares the position (epoch, si) with the next task of interval g's lane of si.
-func (s *Scheduler) cmpPos(g, epoch, si int) int {
-	st := &s.iv[g]
-	e, at := st.head, st.hstep
-	if s.isTail(si) {
-		e, at = st.epoch, st.step
-	}
-	if epoch != e {
-		return epoch - e
-	}
-	return si - at
-}
-
-// laneRunning reports whether a task of interval g's lane of si is running.
-func (s *Scheduler) laneRunning(g, si int) bool {
-	if s.isTail(si) {
-		return s.iv[g].running
-	}
-	return s.iv[g].hrunning
-}
-
-// task returns interval g's next task in the tail lane (tail) or the head lane.
-func (s *Scheduler) task(g int, tail bool) Task {
-	st := &s.iv[g]
-	e, si := st.head, st.hstep
-	if tail {
-		e, si = st.epoch, st.step
-	}
-	sp := &s.steps[si]
-	return Task{Partition: s.ids[g].Partition, Interval: s.ids[g].Interval, Epoch: e, Layer: sp.layer, Kind: sp.kind}
-}
-
-// tailReached reports whether the head has left the tail's next task behind.
-func (s *Scheduler) tailReached(g int) bool {
-	st := &s.iv[g]
-	return st.head > st.epoch || st.hstep == s.split
-}
-
-// ready reports whether interval g's next task in the tail lane (tail) or the head lane may
-// start; reason, when asked, says why not.
-func (s *Scheduler) ready(g int, tail bool, reason *string) bool {
-	st := &s.iv[g]
-	why := func(format string, args ...any) bool {
-		if reason != nil {
-			*reason = fmt.Sprintf(format, args...)
-		}
-		return false
-	}
-	e, si, running := st.head, st.hstep, st.hrunning
-	if tail {
-		e, si, running = st.epoch, st.step, st.running
-	}
-	switch {
-	case running:
-		return why("another task of the interval's %s is running", laneName(tail))
-	case e > s.last:
-		return why("the run stops after epoch %d", s.last)
-	case tail && !s.tailReached(g):
-		return why("the interval's %v has not run yet", s.task(g, false))
-	case !tail && si == s.split:
-		return why("the interval's epoch %d has not finished (its next task is %v)", st.epoch, s.task(g, true))
-	}
-	if !tail && si == 0 {
-		if e > s.minUnf+s.stale {
-			return why("epoch gate: lowest unfinished epoch is %d, staleness %d", s.minUnf, s.stale)
-		}
-		if s.sync && st.prevPin >= 0 && s.version <= st.prevPin {
-			return why("weights of epoch %d not updated yet (version %d)", e-1, s.version)
-		}
-	}
-	f := s.steps[si].consumes
-	if f < 0 {
-		return true
-	}
-	if s.sync {
-		b := s.barrier[f][e&1]
-		if b.epoch == e && b.count == s.n {
-			return true
-		}
-		got := 0
-		if b.epoch == e {
-			got = b.count
-		}
-		return why("barrier: %d of %d intervals have produced epoch %d's rows", got, s.n, e)
-	}
-	if s.allToAll {
-		if int(s.haveAll[f]) == s.n {
-			return true
-		}
-	} else if int(s.have[f*s.n+g]) == len(s.sources(f, g)) {
-		return true
-	}
-	return why("a source interval has produced no rows yet")
-}
-
-func laneName(tail bool) string {
-	if tail {
-		return "tail (backward pass)"
-	}
-	return "head"
-}
-
-// Ready returns the tasks of local intervals whose dependencies are met and that are not
-// started, at most one per interval (two, of different epochs, with Config.TailOverlap), ordered
-// by epoch, then partition, then interval.
-func (s *Scheduler) Ready() []Task {
-	n := 0
-	for w := range s.readyHead {
-		n += bits.OnesCount64(s.readyHead[w]) + bits.OnesCount64(s.readyTail[w])
-	}
-	if n == 0 {
-		return nil
-	}
-	return s.AppendReady(make([]Task, 0, n))
-}
-
-// AppendReady appends what Ready returns to dst and returns the extended slice.
-func (s *Scheduler) AppendReady(dst []Task) []Task {
-	start := len(dst)
-	lo, hi := int(^uint(0)>>1), -1
-	add := func(g int, tail bool) {
-		t := s.task(g, tail)
-		lo, hi = min(lo, t.Epoch), max(hi, t.Epoch)
-		dst = append(dst, t)
-	}
-	for w := range s.readyHead {
-		word := s.readyHead[w] | s.readyTail[w]
-		for word != 0 {
-			b := word & -word
-			g := w<<6 | bits.TrailingZeros64(word)
-			word &^= b
-			// A tail task is of an older epoch than a head task of the same interval.
-			if s.readyTail[w]&b != 0 {
-				add(g, true)
-			}
-			if s.readyHead[w]&b != 0 {
-				add(g, false)
-			}
-		}
-	}
-	if hi > lo {
-		s.sortByEpoch(dst[start:], lo, hi)
-	}
-	return dst
-}
-
-// sortByEpoch sorts ts, which is in interval order, stably by epoch. The epochs span at most
-// S + 2 values, so a counting sort does it in linear time.
-func (s *Scheduler) sortByEpoch(ts []Task, lo, hi int) {
-	span := hi - lo + 1
-	if span > 64 {
-		slices.SortStableFunc(ts, func(a, b Task) int { return a.Epoch - b.Epoch })
-		return
-	}
-	var at [65]int
-	for _, t := range ts {
-		at[t.Epoch-lo+1]++
-	}
-	for i := 1; i <= span; i++ {
-		at[i] += at[i-1]
-	}
-	s.scratch = append(s.scratch[:0], ts...)
-	for _, t := range s.scratch {
-		ts[at[t.Epoch-lo]] = t
-		at[t.Epoch-lo]++
-	}
-}
-
 // Start marks t running and returns what it must read. t must be a task Ready would return.
 func (s *Scheduler) Start(t Task) (Started, error) {
 	g, si, err := s.locate(t)
@@ -447,17 +137,18 @@ func (s *Scheduler) Start(t Task) (Started, error) {
 		return Started{}, fmt.Errorf("start %v: %w", t, ErrNotLocal)
 	}
 	st := &s.iv[g]
-	tail := s.isTail(si)
+	sd := s.sideOf(si)
+	ln := &st.lanes[sd]
 	switch c := s.cmpPos(g, t.Epoch, si); {
 	case c < 0:
 		return Started{}, fmt.Errorf("start %v: %w", t, ErrAlreadyDone)
-	case c == 0 && s.laneRunning(g, si):
+	case c == 0 && ln.running:
 		return Started{}, fmt.Errorf("start %v: %w", t, ErrAlreadyStarted)
 	case c > 0:
-		return Started{}, fmt.Errorf("start %v: %w: the next task of the interval's %s is %v", t, ErrNotReady, laneName(tail), s.task(g, tail))
+		return Started{}, fmt.Errorf("start %v: %w: the next task of the interval's %v is %v", t, ErrNotReady, sd, s.task(g, sd))
 	}
 	var reason string
-	if !s.ready(g, tail, &reason) {
+	if !s.ready(g, sd, &reason) {
 		return Started{}, fmt.Errorf("start %v: %w: %s", t, ErrNotReady, reason)
 	}
 	sp := &s.steps[si]
@@ -468,52 +159,15 @@ func (s *Scheduler) Start(t Task) (Started, error) {
 		}
 	}
 	if si == 0 {
-		st.hpin = s.version
+		st.lanes[head].pin = s.version
 	}
 	if sp.weights {
-		res.Weights = s.pinOf(g, tail)
+		res.Weights = s.pinOf(g, sd)
 	}
-	if tail {
-		st.running = true
-		s.readyTail[g>>6] &^= 1 << (g & 63)
-	} else {
-		st.hrunning = true
-		s.readyHead[g>>6] &^= 1 << (g & 63)
-	}
+	ln.running = true
+	s.readySet[sd].clear(g)
 	s.inFlight++
 	return res, nil
-}
-
-// pinOf returns the weight version of interval g's epoch in the tail lane (tail) or the head.
-func (s *Scheduler) pinOf(g int, tail bool) int {
-	st := &s.iv[g]
-	if tail && st.epoch < st.head {
-		return st.pin
-	}
-	return st.hpin
-}
-
-// readsOf lists the epochs of the flow-f rows interval g reads at epoch e, checking the bound.
-func (s *Scheduler) readsOf(f, g, e int) ([]Read, error) {
-	srcs := s.sources(f, g)
-	count := len(srcs)
-	if srcs == nil {
-		count = s.n
-	}
-	reads := make([]Read, count)
-	for i := range reads {
-		src := i
-		if srcs != nil {
-			src = int(srcs[i])
-		}
-		v := int(s.latest[f*s.n+src])
-		if v < 0 || (s.sync && v != e) || e-v > s.stale+1 {
-			// The epoch gate makes this impossible; refuse rather than hand out stale rows.
-			return nil, fmt.Errorf("internal error: rows of %v are from epoch %d at epoch %d", s.ids[src], v, e)
-		}
-		reads[i] = Read{From: s.ids[src], Epoch: v}
-	}
-	return reads, nil
 }
 
 // Done marks the running task t finished.
@@ -525,20 +179,17 @@ func (s *Scheduler) Done(t Task) error {
 	if !s.local[g] {
 		return fmt.Errorf("done %v: %w", t, ErrNotLocal)
 	}
-	tail := s.isTail(si)
+	sd := s.sideOf(si)
+	ln := &s.iv[g].lanes[sd]
 	switch c := s.cmpPos(g, t.Epoch, si); {
 	case c < 0:
 		return fmt.Errorf("done %v: %w", t, ErrAlreadyDone)
-	case c > 0 || !s.laneRunning(g, si):
+	case c > 0 || !ln.running:
 		return fmt.Errorf("done %v: %w", t, ErrNotStarted)
 	}
-	if tail {
-		s.iv[g].running = false
-	} else {
-		s.iv[g].hrunning = false
-	}
+	ln.running = false
 	s.inFlight--
-	s.complete(g, tail)
+	s.complete(g, sd)
 	return nil
 }
 
@@ -555,71 +206,46 @@ func (s *Scheduler) Observe(t Task) error {
 	if s.local[g] {
 		return fmt.Errorf("observe %v: %w", t, ErrLocal)
 	}
-	tail := s.isTail(si)
+	sd := s.sideOf(si)
 	for s.cmpPos(g, t.Epoch, si) >= 0 {
-		switch st := &s.iv[g]; {
-		case tail && !s.tailReached(g):
-			s.complete(g, false) // the head of the tail's epoch first
-		case !tail && st.hstep == s.split:
-			s.complete(g, true) // the head waits for the tail
+		switch {
+		case sd == tail && !s.tailReached(g):
+			s.complete(g, head) // the head of the tail's epoch first
+		case sd == head && s.iv[g].lanes[head].step == s.split:
+			s.complete(g, tail) // the head waits for the tail
 		default:
-			s.complete(g, tail)
+			s.complete(g, sd)
 		}
 	}
 	return nil
 }
 
-// complete finishes interval g's next task in the tail lane (tail) or the head lane.
-func (s *Scheduler) complete(g int, tail bool) {
-	st := &s.iv[g]
-	if !tail {
-		if f := s.steps[st.hstep].produces; f >= 0 {
-			s.produce(f, g, st.head)
-		}
-		st.hstep++
-		if st.hstep == s.split {
+// complete finishes interval g's next task in lane sd.
+func (s *Scheduler) complete(g int, sd side) {
+	ln := &s.iv[g].lanes[sd]
+	e := ln.epoch
+	if f := s.steps[ln.step].produces; f >= 0 {
+		s.produce(f, g, e)
+	}
+	ln.step++
+	switch {
+	case sd == head:
+		if ln.step == s.split {
 			s.unpark(g)
 		}
 		s.refresh(g)
 		return
-	}
-	e := st.epoch
-	if f := s.steps[st.step].produces; f >= 0 {
-		s.produce(f, g, e)
-	}
-	st.step++
-	if st.step < len(s.steps) {
+	case ln.step < len(s.steps):
 		s.refresh(g)
 		return
 	}
 	// WU: the interval's epoch is finished.
-	all := false // whether every local interval's readiness may have changed
-	if !s.external {
-		if !s.sync {
-			s.version++
-		} else if s.count(&s.wu, e) == s.n {
-			s.version++
-			all = true
-		}
-	}
-	st.step = s.split
-	st.epoch++
-	st.pin = -1
+	all := s.versionAfterWU(e) // whether every local interval's readiness may have changed
+	ln.step, ln.pin = s.split, -1
+	ln.epoch++
 	s.unpark(g)
-	if e == s.minUnf {
-		s.atMin--
-		if s.atMin == 0 {
-			s.minUnf, s.atMin = st.epoch, 0
-			for h := range s.iv {
-				switch ep := s.iv[h].epoch; {
-				case ep < s.minUnf:
-					s.minUnf, s.atMin = ep, 1
-				case ep == s.minUnf:
-					s.atMin++
-				}
-			}
-			all = true
-		}
+	if s.epochFinished(e, ln.epoch) {
+		all = true
 	}
 	if all {
 		s.refreshAll()
@@ -628,80 +254,25 @@ func (s *Scheduler) complete(g int, tail bool) {
 	}
 }
 
-// unpark moves interval g's parked head to its next epoch once the tail allows it: once the
-// tail has finished the head's epoch, or with lead 1 has reached it (the tail then keeps the
-// epoch's pin).
-func (s *Scheduler) unpark(g int) {
-	st := &s.iv[g]
-	if st.hstep != s.split || st.epoch < st.head+1-s.lead {
-		return
+// epochFinished records that an interval finished epoch e and is now at epoch next, and reports
+// whether that moved the lowest unfinished epoch (the base of the epoch gate).
+func (s *Scheduler) epochFinished(e, next int) bool {
+	if e != s.minUnf {
+		return false
 	}
-	if st.epoch == st.head {
-		st.pin = st.hpin
+	if s.atMin--; s.atMin > 0 {
+		return false
 	}
-	st.prevPin, st.hpin = st.hpin, -1
-	st.head++
-	st.hstep = 0
-}
-
-// refresh recomputes whether interval g's next tasks are ready, if g is local.
-func (s *Scheduler) refresh(g int) {
-	if !s.local[g] {
-		return
-	}
-	w, b := g>>6, uint64(1)<<(g&63)
-	s.readyHead[w] &^= b
-	s.readyTail[w] &^= b
-	if s.ready(g, false, nil) {
-		s.readyHead[w] |= b
-	}
-	if s.ready(g, true, nil) {
-		s.readyTail[w] |= b
-	}
-}
-
-// refreshAll recomputes every local interval's readiness.
-func (s *Scheduler) refreshAll() {
-	for _, g := range s.localIDs {
-		s.refresh(int(g))
-	}
-}
-
-// count adds one to ring's count for epoch e and returns the new count.
-func (s *Scheduler) count(ring *[2]epochCount, e int) int {
-	c := &ring[e&1]
-	if c.epoch != e {
-		*c = epochCount{epoch: e}
-	}
-	c.count++
-	return c.count
-}
-
-// produce records that interval g produced its flow-f rows of epoch e.
-func (s *Scheduler) produce(f, g, e int) {
-	i := f*s.n + g
-	if int32(e) <= s.latest[i] {
-		return // cannot happen: an interval produces its epochs in order
-	}
-	first := s.latest[i] < 0
-	s.latest[i] = int32(e)
-	if s.sync {
-		if s.count(&s.barrier[f], e) == s.n {
-			s.refreshAll()
-		}
-		return
-	}
-	if first {
-		s.haveAll[f]++
-		if !s.allToAll {
-			for _, c := range s.consumers(f, g) {
-				s.have[f*s.n+int(c)]++
-				s.refresh(int(c))
-			}
-		} else if int(s.haveAll[f]) == s.n {
-			s.refreshAll()
+	s.minUnf, s.atMin = next, 0
+	for h := range s.iv {
+		switch ep := s.iv[h].lanes[tail].epoch; {
+		case ep < s.minUnf:
+			s.minUnf, s.atMin = ep, 1
+		case ep == s.minUnf:
+			s.atMin++
 		}
 	}
+	return true
 }
 
 // StopAfter ends the run after epoch e: no task of a later epoch becomes ready (tasks already
@@ -714,6 +285,10 @@ func (s *Scheduler) StopAfter(e int) error {
 	s.refreshAll()
 	return nil
 }
+
+// The observers below answer questions about the run's state without changing it. Graph
+// servers need none of them (they use AppendReady, WeightVersion and PinnedVersions); the
+// property tests check the scheduler with them after every step, and tools may show them.
 
 // LastEpoch returns the last epoch the run goes to: Epochs-1, or what StopAfter set.
 func (s *Scheduler) LastEpoch() int { return s.last }
@@ -731,7 +306,7 @@ func (s *Scheduler) LocalFinished() bool {
 		return false
 	}
 	for g := range s.iv {
-		if s.local[g] && s.iv[g].epoch <= s.last {
+		if s.local[g] && s.iv[g].lanes[tail].epoch <= s.last {
 			return false
 		}
 	}
@@ -751,7 +326,7 @@ func (s *Scheduler) Progress() [][]int {
 	out := make([][]int, len(s.offset))
 	all := make([]int, s.n)
 	for g := range s.iv {
-		all[g] = s.iv[g].epoch
+		all[g] = s.iv[g].lanes[tail].epoch
 	}
 	for p, off := range s.offset {
 		end := s.n
@@ -775,10 +350,13 @@ func (s *Scheduler) Next(id IntervalID) (Task, bool) {
 	if id.Partition+1 < len(s.offset) {
 		end = s.offset[id.Partition+1]
 	}
-	if id.Interval < 0 || g >= end || s.iv[g].epoch > s.last {
+	if id.Interval < 0 || g >= end || s.iv[g].lanes[tail].epoch > s.last {
 		return Task{}, false
 	}
-	return s.task(g, s.tailReached(g)), true
+	if s.tailReached(g) {
+		return s.task(g, tail), true
+	}
+	return s.task(g, head), true
 }
 
 // Running returns the local tasks started and not yet done, in global interval order (an
@@ -786,55 +364,11 @@ func (s *Scheduler) Next(id IntervalID) (Task, bool) {
 func (s *Scheduler) Running() []Task {
 	out := make([]Task, 0, s.inFlight)
 	for g := range s.iv {
-		if s.iv[g].running {
-			out = append(out, s.task(g, true))
-		}
-		if s.iv[g].hrunning {
-			out = append(out, s.task(g, false))
+		for _, sd := range [...]side{tail, head} {
+			if s.iv[g].lanes[sd].running {
+				out = append(out, s.task(g, sd))
+			}
 		}
 	}
 	return out
-}
-
-// WeightVersion returns the newest weight version: the one the next epoch start pins.
-func (s *Scheduler) WeightVersion() int { return s.version }
-
-// SetWeightVersion records that the parameter server now holds version v (≥ 0). Only with
-// Config.ExternalVersions. Versions never go back: a v older than WeightVersion() is ignored, so
-// reports may arrive out of order.
-func (s *Scheduler) SetWeightVersion(v int) error {
-	if !s.external {
-		return fmt.Errorf("set weight version %d: %w: the scheduler counts versions (Config.ExternalVersions is off)", v, ErrVersion)
-	}
-	if v < 0 {
-		return fmt.Errorf("set weight version %d: %w: want at least 0", v, ErrVersion)
-	}
-	if v > s.version {
-		s.version = v
-		if s.sync {
-			s.refreshAll()
-		}
-	}
-	return nil
-}
-
-// PinnedVersions returns, ascending and without repeats, the weight versions local intervals
-// have pinned for epochs still in progress. The parameter server may drop every other version
-// except WeightVersion(), which the next epoch start pins.
-func (s *Scheduler) PinnedVersions() []int {
-	var out []int
-	for g := range s.iv {
-		st := &s.iv[g]
-		if !s.local[g] {
-			continue
-		}
-		if st.epoch < st.head && st.pin >= 0 && (st.epoch <= s.last || st.running) {
-			out = append(out, st.pin)
-		}
-		if st.hpin >= 0 && (st.head <= s.last || st.hrunning || (st.epoch == st.head && st.running)) {
-			out = append(out, st.hpin)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }

@@ -13,9 +13,36 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
-// MaxMessage is the largest message a server or client accepts: an interval's rows can be
-// large, and they travel as one batch.
+// MaxMessage is the largest message a server or client accepts by default: an interval's rows
+// can be large, and they travel as one batch. A larger message is refused with
+// codes.ResourceExhausted before it is read into memory.
 const MaxMessage = 1 << 30
+
+// Option changes a setting of NewServer or Dial.
+type Option func(*settings)
+
+// settings are what Options change.
+type settings struct {
+	maxMessage int
+}
+
+// WithMaxMessage makes n bytes (at least 1) the largest message the server receives and sends,
+// or the client sends and receives, instead of MaxMessage.
+func WithMaxMessage(n int) Option {
+	return func(s *settings) {
+		if n > 0 {
+			s.maxMessage = n
+		}
+	}
+}
+
+func apply(opts []Option) settings {
+	s := settings{maxMessage: MaxMessage}
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
 
 // Health-check timing: a peer that has answered once and then fails every check for
 // DefaultDeadAfter (or the time given to Monitor) is reported dead.
@@ -26,10 +53,13 @@ const (
 )
 
 // NewServer returns a gRPC server with the data plane's limits and keepalive policy, serving
-// health with status NOT_SERVING until the caller sets SERVING.
-func NewServer() (*grpc.Server, *health.Server) {
+// health with status NOT_SERVING until the caller sets SERVING. It refuses requests larger
+// than MaxMessage (or WithMaxMessage's size) with codes.ResourceExhausted and fails replies
+// larger than that.
+func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
+	set := apply(opts)
 	s := grpc.NewServer(
-		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
+		grpc.MaxRecvMsgSize(set.maxMessage), grpc.MaxSendMsgSize(set.maxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
 	)
@@ -41,10 +71,13 @@ func NewServer() (*grpc.Server, *health.Server) {
 
 // Dial returns a client connection to addr (plain TCP: the data plane runs inside one
 // cluster network) with the data plane's limits and keepalive. It does not wait for the peer.
-func Dial(addr string) (*grpc.ClientConn, error) {
+// Calls fail with codes.ResourceExhausted, without sending or reading the message, when a
+// request or reply is larger than MaxMessage (or WithMaxMessage's size).
+func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
+	set := apply(opts)
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.maxMessage), grpc.MaxCallSendMsgSize(set.maxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 	)
 	if err != nil {

@@ -77,10 +77,22 @@ func (t *Tensor) Shape(rows, cols int) error {
 	if t == nil {
 		return fmt.Errorf("%w: missing tensor, want %d×%d", ErrPayload, rows, cols)
 	}
-	if int(t.Rows) != rows || int(t.Cols) != cols || len(t.Data) != 4*rows*cols {
+	// rows·cols by division: the product of two untrusted widths may overflow.
+	if int(t.Rows) != rows || int(t.Cols) != cols || len(t.Data)%4 != 0 || !fits(len(t.Data)/4, rows, cols) {
 		return fmt.Errorf("%w: %d×%d tensor with %d bytes, want %d×%d", ErrPayload, t.Rows, t.Cols, len(t.Data), rows, cols)
 	}
 	return nil
+}
+
+// fits reports whether n values are exactly a rows × cols block, without computing rows·cols.
+func fits(n, rows, cols int) bool {
+	switch {
+	case rows < 0 || cols < 0:
+		return false
+	case rows == 0 || cols == 0:
+		return n == 0
+	}
+	return n%cols == 0 && n/cols == rows
 }
 
 // DecodeInto copies t into dst, which must have t's shape.

@@ -9,7 +9,7 @@
 // plain-text dataset directory). With Options.Partitions set, a graph server fetches only its own
 // partition file prefix/part-PPPPP-of-NNNNN.dorylus when it exists, else the whole dataset.
 // An http(s) URL names a prepared file or a tar.gz archive of a dataset directory (checked
-// against Options.SHA256 when given, then unpacked); a URL ending in "/" is a partitioned
+// against the dataset's SHA256 when given, then unpacked); a URL ending in "/" is a partitioned
 // directory, of which the partition file is fetched.
 //
 // # Guarantees

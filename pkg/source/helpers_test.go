@@ -14,6 +14,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -115,4 +116,14 @@ func startMinio(t *testing.T) (*minio.Server, string) {
 	srv := minio.Start(t)
 	srv.Env(t)
 	return srv, srv.Bucket(t, "datasets")
+}
+
+// dataset parses a command-line dataset spec, as dorylus train does.
+func dataset(t *testing.T, spec string) jobconfig.Dataset {
+	t.Helper()
+	d, err := source.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -33,7 +33,7 @@ func (f *fetcher) fetchHTTP(ctx context.Context, spec string) (string, error) {
 		name = "download"
 	}
 	dst := filepath.Join(f.dir, name)
-	if err := f.download(ctx, spec, f.httpOpener(spec), dst, f.opts.SHA256); err != nil {
+	if err := f.download(ctx, spec, f.httpOpener(spec), dst, f.sha256); err != nil {
 		return "", err
 	}
 	if graph.IsPreparedFile(dst) {

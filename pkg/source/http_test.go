@@ -103,7 +103,7 @@ func TestHTTP(t *testing.T) {
 	t.Run("prepared file over https, resumed", func(t *testing.T) {
 		fs.cuts, fs.cutAfter = 2, 20000
 		fs.ranges = nil
-		p, err := source.Fetch(ctx, tls.URL+"/rmat.dorylus", opts(t))
+		p, err := source.Fetch(ctx, dataset(t, tls.URL+"/rmat.dorylus"), opts(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +118,9 @@ func TestHTTP(t *testing.T) {
 	})
 	t.Run("archive with its SHA-256", func(t *testing.T) {
 		o := opts(t)
-		o.SHA256 = hex.EncodeToString(sum[:])
-		p, err := source.Fetch(ctx, plain.URL+"/cora.tar.gz", o)
+		ds := dataset(t, plain.URL+"/cora.tar.gz")
+		ds.SHA256 = hex.EncodeToString(sum[:])
+		p, err := source.Fetch(ctx, ds, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +132,9 @@ func TestHTTP(t *testing.T) {
 	})
 	t.Run("archive with a wrong SHA-256", func(t *testing.T) {
 		o := opts(t)
-		o.SHA256 = strings.Repeat("0", 64)
-		_, err := source.Fetch(ctx, plain.URL+"/cora.tar.gz", o)
+		ds := dataset(t, plain.URL+"/cora.tar.gz")
+		ds.SHA256 = strings.Repeat("0", 64)
+		_, err := source.Fetch(ctx, ds, o)
 		if !errors.Is(err, source.ErrChecksum) || !strings.Contains(err.Error(), plain.URL+"/cora.tar.gz") {
 			t.Fatalf("got %v, want a checksum mismatch naming the URL", err)
 		}
@@ -141,7 +143,7 @@ func TestHTTP(t *testing.T) {
 		}
 	})
 	t.Run("archive escaping its folder", func(t *testing.T) {
-		_, err := source.Fetch(ctx, plain.URL+"/evil.tar.gz", opts(t))
+		_, err := source.Fetch(ctx, dataset(t, plain.URL+"/evil.tar.gz"), opts(t))
 		if err == nil || !strings.Contains(err.Error(), "leaves the archive's folder") {
 			t.Fatalf("got %v, want the escaping entry refused", err)
 		}
@@ -149,7 +151,7 @@ func TestHTTP(t *testing.T) {
 	t.Run("partition of a folder URL", func(t *testing.T) {
 		o := opts(t)
 		o.Partition, o.Partitions = 2, 3
-		dir, err := source.Fetch(ctx, plain.URL+"/parts/", o)
+		dir, err := source.Fetch(ctx, dataset(t, plain.URL+"/parts/"), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +160,7 @@ func TestHTTP(t *testing.T) {
 		}
 	})
 	t.Run("missing", func(t *testing.T) {
-		_, err := source.Fetch(ctx, plain.URL+"/nope.dorylus", opts(t))
+		_, err := source.Fetch(ctx, dataset(t, plain.URL+"/nope.dorylus"), opts(t))
 		if !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), plain.URL+"/nope.dorylus") || !strings.Contains(err.Error(), "404") {
 			t.Fatalf("got %v, want not found naming the URL", err)
 		}
@@ -181,7 +183,7 @@ func TestLocalSpecUnchanged(t *testing.T) {
 		if source.IsRemote(spec) {
 			t.Errorf("%q counted as remote", spec)
 		}
-		p, err := source.Fetch(context.Background(), spec, source.Options{})
+		p, err := source.Fetch(context.Background(), dataset(t, spec), source.Options{})
 		if err != nil || p != spec {
 			t.Errorf("Fetch(%q) = %q, %v; want it unchanged", spec, p, err)
 		}

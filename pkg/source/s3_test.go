@@ -34,7 +34,7 @@ func TestS3Layouts(t *testing.T) {
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
-	p, err := source.Fetch(ctx, "s3://"+bucket+"/single/rmat.dorylus", options(t, cfg))
+	p, err := source.Fetch(ctx, dataset(t, "s3://"+bucket+"/single/rmat.dorylus"), options(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestS3Layouts(t *testing.T) {
 
 	// A prepared folder and a plain-text folder, credentials from the default chain.
 	srv.Env(t)
-	p, err = source.Fetch(ctx, "s3://"+bucket+"/folder/", options(t, srv.Config()))
+	p, err = source.Fetch(ctx, dataset(t, "s3://"+bucket+"/folder/"), options(t, srv.Config()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestS3Layouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameDataset(t, fx.d, d)
-	p, err = source.Fetch(ctx, "s3://"+bucket+"/text/cora", options(t, srv.Config()))
+	p, err = source.Fetch(ctx, dataset(t, "s3://"+bucket+"/text/cora"), options(t, srv.Config()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestS3OwnPartitionOnly(t *testing.T) {
 	uploadDir(t, srv.Client(), bucket, "parts", fx.parts)
 	opts := options(t, srv.Config())
 	opts.Partition, opts.Partitions = 1, 3
-	dir, err := source.Fetch(context.Background(), "s3://"+bucket+"/parts", opts)
+	dir, err := source.Fetch(context.Background(), dataset(t, "s3://"+bucket+"/parts"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestS3OwnPartitionOnly(t *testing.T) {
 	}
 	// A second fetch at the same ETag keeps the file.
 	st, _ := os.Stat(filepath.Join(dir, name))
-	if _, err := source.Fetch(context.Background(), "s3://"+bucket+"/parts", opts); err != nil {
+	if _, err := source.Fetch(context.Background(), dataset(t, "s3://"+bucket+"/parts"), opts); err != nil {
 		t.Fatal(err)
 	}
 	if st2, _ := os.Stat(filepath.Join(dir, name)); !st2.ModTime().Equal(st.ModTime()) {
@@ -143,7 +143,7 @@ func TestS3Errors(t *testing.T) {
 			}
 			opts := options(t, cfg)
 			start := time.Now()
-			_, err := source.Fetch(ctx, tc.spec, opts)
+			_, err := source.Fetch(ctx, dataset(t, tc.spec), opts)
 			for _, w := range tc.want {
 				if !errors.Is(err, w) {
 					t.Errorf("error %v does not wrap %v", err, w)
@@ -180,7 +180,7 @@ func TestS3Faults(t *testing.T) {
 		cfg.Endpoint = p.URL
 		opts := options(t, cfg)
 		opts.StallTimeout = 300 * time.Millisecond
-		return source.Fetch(ctx, spec, opts)
+		return source.Fetch(ctx, dataset(t, spec), opts)
 	}
 	check := func(t *testing.T, p string) {
 		d, err := graph.Load(p, graph.LoadOptions{})

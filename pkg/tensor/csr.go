@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // CSR is a sparse Rows×Cols matrix in compressed sparse row form. The entries of row i are at
 // positions RowPtr[i]..RowPtr[i+1] of ColIdx and Val, with column indices increasing within a row.
@@ -10,6 +13,13 @@ type CSR struct {
 	RowPtr     []int64 // len Rows+1, RowPtr[0] == 0
 	ColIdx     []int32 // len NNZ
 	Val        []float32
+}
+
+// Equal reports whether m and o have the same shape and the same stored entries: equal RowPtr
+// and ColIdx, and either both Val nil (unweighted) or equal values.
+func (m *CSR) Equal(o *CSR) bool {
+	return m.Rows == o.Rows && m.Cols == o.Cols && slices.Equal(m.RowPtr, o.RowPtr) && slices.Equal(m.ColIdx, o.ColIdx) &&
+		(m.Val == nil) == (o.Val == nil) && slices.Equal(m.Val, o.Val)
 }
 
 // NNZ returns the number of stored entries.

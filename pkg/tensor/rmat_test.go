@@ -199,7 +199,7 @@ func TestRMATGenerator(t *testing.T) {
 		t.Fatalf("nnz %d", a.NNZ())
 	}
 	// symmetric, normalised: Â = Âᵀ
-	if at := Transpose(a); !csrEqual(at, a) {
+	if at := Transpose(a); !at.Equal(a) {
 		t.Fatal("normalised adjacency is not symmetric")
 	}
 	// skewed: the top 1% of vertices hold far more than 1% of the entries

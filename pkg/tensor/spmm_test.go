@@ -100,7 +100,7 @@ func TestTransposeTwice(t *testing.T) {
 			}
 			// (Aᵀ)ᵀ == A exactly
 			att := Transpose(at)
-			if !csrEqual(att, a) {
+			if !att.Equal(a) {
 				t.Errorf("%v: transpose twice differs", s)
 			}
 			// Aᵀ·B against the dense transpose
@@ -115,23 +115,6 @@ func TestTransposeTwice(t *testing.T) {
 			}
 		}
 	}
-}
-
-func csrEqual(x, y *CSR) bool {
-	if x.Rows != y.Rows || x.Cols != y.Cols || (x.Val == nil) != (y.Val == nil) {
-		return false
-	}
-	for i := range x.RowPtr {
-		if x.RowPtr[i] != y.RowPtr[i] {
-			return false
-		}
-	}
-	for k := int64(0); k < x.NNZ(); k++ {
-		if x.ColIdx[k] != y.ColIdx[k] || (x.Val != nil && x.Val[k] != y.Val[k]) {
-			return false
-		}
-	}
-	return true
 }
 
 func denseOf(a *CSR) *Dense {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,11 +20,15 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
-// backendOptions select and configure a graph server's tensor backend (DESIGN.md section 6).
-// `dorylus graph-server` and `dorylus train --graph-servers` take the same flags; train passes
-// them on to its graph servers (args).
+// backendOptions select and configure a graph server's tensor backend (DESIGN.md section 6):
+// the flags of `dorylus train --graph-servers`, which it writes into the run config of its
+// graph servers (toConfig), and what a graph server reads from its run config (fromConfig).
 type backendOptions struct {
 	kind string // jobconfig.BackendCPU, BackendLambda or BackendKnative
+
+	workers int           // cpu: concurrent tasks (0: one per interval and epoch in flight)
+	latency time.Duration // cpu: added to every task
+	wire    bool          // cpu: tasks through the remote backends' wire encoding
 
 	lambdaFunction, lambdaRegion, lambdaQualifier string
 	lambdaEndpoints                               string // comma-separated endpoint overrides
@@ -130,39 +133,64 @@ func (b backendOptions) forGraphServer(q, n int) (backendOptions, error) {
 	return b, nil
 }
 
-// args returns the flags that give a graph server these options.
-func (b *backendOptions) args() []string {
-	if !b.remote() {
-		return []string{"--backend", jobconfig.BackendCPU}
+// toConfig returns the run config's backend of these options for graph servers with the given
+// intervals (a remote backend's default concurrency) and, for the cost model, a Lambda
+// function of memoryMB.
+func (b *backendOptions) toConfig(intervals, memoryMB int) jobconfig.Backend {
+	var calls *jobconfig.Calls
+	if b.perEndpoint != 0 || b.callTimeout != 0 || b.stragglerFactor != 0 || b.stragglerFloor != 0 {
+		calls = &jobconfig.Calls{EndpointConcurrency: b.perEndpoint, Timeout: jobconfig.Duration(b.callTimeout),
+			StragglerFactor: b.stragglerFactor, StragglerFloor: jobconfig.Duration(b.stragglerFloor)}
 	}
-	a := []string{"--backend", b.kind}
-	if b.kind == jobconfig.BackendLambda {
-		a = append(a, "--lambda-function", b.lambdaFunction, "--lambda-region", b.lambdaRegion, "--lambda-qualifier", b.lambdaQualifier,
-			"--lambda-endpoints", b.lambdaEndpoints, "--lambda-credentials-dir", b.lambdaCredentials)
-	} else {
-		a = append(a, "--knative-urls", b.knativeURLs)
+	mc := b.maxConcurrency
+	if mc == 0 {
+		mc = intervals
 	}
-	return append(a, "--max-concurrency", strconv.Itoa(b.maxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.perEndpoint),
-		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64),
-		"--straggler-floor", b.stragglerFloor.String(), "--data-path", b.dataPath)
+	switch b.kind {
+	case jobconfig.BackendLambda:
+		dp := b.dataPath
+		if dp == "" {
+			dp = jobconfig.DataPathInline
+		}
+		return jobconfig.Backend{Kind: b.kind, Lambda: &jobconfig.Lambda{FunctionName: b.lambdaFunction, Region: b.lambdaRegion,
+			MemoryMB: memoryMB, MaxConcurrency: mc, DataPath: dp, Endpoint: b.lambdaEndpoints,
+			CredentialsDir: b.lambdaCredentials, Qualifier: b.lambdaQualifier, Calls: calls}}
+	case jobconfig.BackendKnative:
+		return jobconfig.Backend{Kind: b.kind, Knative: &jobconfig.Knative{URL: b.knativeURLs, MaxConcurrency: mc,
+			DataPath: b.dataPath, Calls: calls}}
+	}
+	return jobconfig.Backend{Kind: jobconfig.BackendCPU, CPU: &jobconfig.CPU{Workers: b.workers,
+		InjectLatency: jobconfig.Duration(b.latency), Wire: b.wire}}
 }
 
 // fromConfig sets the options from a run config's backend (validated by jobconfig.Load).
 func (b *backendOptions) fromConfig(c jobconfig.Backend) {
-	b.kind = c.Kind
+	*b = backendOptions{kind: c.Kind}
+	var calls *jobconfig.Calls
 	switch c.Kind {
+	case jobconfig.BackendCPU:
+		if c.CPU == nil {
+			break
+		}
+		b.workers, b.latency, b.wire = c.CPU.Workers, time.Duration(c.CPU.InjectLatency), c.CPU.Wire
 	case jobconfig.BackendLambda:
 		l := c.Lambda
 		b.lambdaFunction, b.lambdaRegion, b.lambdaEndpoints = l.FunctionName, l.Region, l.Endpoint
-		b.lambdaCredentials, b.maxConcurrency = l.CredentialsDir, l.MaxConcurrency
-		b.dataPath = l.DataPath
+		b.lambdaCredentials, b.maxConcurrency, b.lambdaQualifier = l.CredentialsDir, l.MaxConcurrency, l.Qualifier
+		b.dataPath, calls = l.DataPath, l.Calls
 		if l.Endpoint != "" {
 			// an override is one endpoint (an emulator serves one call at a time): never more
 			// than MaxConcurrency calls on it, relaunches included
 			b.perEndpoint = l.MaxConcurrency
 		}
 	case jobconfig.BackendKnative:
-		b.knativeURLs, b.maxConcurrency = c.Knative.URL, c.Knative.MaxConcurrency
+		b.knativeURLs, b.maxConcurrency, b.dataPath, calls = c.Knative.URL, c.Knative.MaxConcurrency, c.Knative.DataPath, c.Knative.Calls
+	}
+	if calls != nil {
+		if calls.EndpointConcurrency > 0 {
+			b.perEndpoint = calls.EndpointConcurrency
+		}
+		b.callTimeout, b.stragglerFactor, b.stragglerFloor = time.Duration(calls.Timeout), calls.StragglerFactor, time.Duration(calls.StragglerFloor)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func writeRunConfig(t *testing.T, b jobconfig.Backend) string {
 		Job:          jobconfig.JobRef{Name: "cora", Namespace: "ml", UID: "u-1"},
 		Dataset:      jobconfig.Dataset{Source: jobconfig.SourceBuiltin, Name: "cora"},
 		Model:        jobconfig.Model{Architecture: jobconfig.ArchitectureGCN, Layers: 2, Hidden: 16, Dropout: 0.5},
-		Training:     jobconfig.Training{Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Staleness: 1, Seed: 1},
+		Training:     jobconfig.Training{Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Staleness: jobconfig.Staleness{Bound: 1}, Seed: 1},
 		GraphServers: jobconfig.GraphServers{Replicas: 1, Port: jobconfig.GraphServerPort, Peers: []string{"cora-gs-0.cora-gs.ml.svc:5000"}},
 		ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: jobconfig.ParamServerPort,
 			Service: "cora-ps.ml.svc:5100", Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
@@ -100,27 +101,38 @@ func TestBackendFromConfig(t *testing.T) {
 	}
 }
 
-// TestBackendArgs passes every backend's options through args and the flags, as dorylus
-// train does for its graph servers, and expects them unchanged.
+// TestBackendArgs passes every backend's options through the run config, as dorylus train
+// does for its graph servers, and expects them unchanged.
 func TestBackendArgs(t *testing.T) {
 	for _, b := range []backendOptions{
-		{kind: "cpu", dataPath: "inline"},
+		{kind: "cpu", workers: 3, latency: 20 * time.Millisecond},
 		{kind: "lambda", dataPath: "pull", lambdaFunction: "arn:aws:lambda:us-east-1:123456789012:function:f", lambdaRegion: "us-east-1", lambdaQualifier: "live",
 			lambdaEndpoints: "http://127.0.0.1:1,http://127.0.0.1:2", lambdaCredentials: "/creds", maxConcurrency: 7, perEndpoint: 1,
 			callTimeout: 3 * time.Second, stragglerFactor: -1, stragglerFloor: 20 * time.Millisecond},
 		{kind: "knative", knativeURLs: "http://fn", maxConcurrency: 2, stragglerFactor: 2.5, dataPath: "inline"},
 	} {
-		var got backendOptions
-		fs := pflag.NewFlagSet("gs", pflag.ContinueOnError)
-		got.addFlags(fs)
+		var flags backendOptions
+		fs := pflag.NewFlagSet("train", pflag.ContinueOnError)
+		flags.addFlags(fs)
+		fs.IntVar(&flags.workers, "workers", 0, "")
+		fs.DurationVar(&flags.latency, "inject-latency", 0, "")
 		if err := fs.Parse(b.args()); err != nil {
 			t.Fatalf("%s: %v", b.kind, err)
 		}
 		if b.kind == "cpu" {
-			got.lambdaRegion = "" // the flag's default is $AWS_REGION, not passed for cpu
+			flags.lambdaRegion, flags.dataPath = "", "" // the flags' defaults ($AWS_REGION, inline), not passed for cpu
 		}
-		if got != b {
-			t.Errorf("%s: args %q parse to %+v", b.kind, b.args(), got)
+		if flags != b {
+			t.Errorf("%s: args %q parse to %+v", b.kind, b.args(), flags)
+		}
+		c := writeRunConfig(t, b.toConfig(4, 3008))
+		var got graphServerOptions
+		if err := got.fromConfig(c); err != nil {
+			t.Fatalf("%s: %v", b.kind, err)
+		}
+		if got.backend != b {
+			data, _ := os.ReadFile(c)
+			t.Errorf("%s: run config\n%s\nreads as %+v, want %+v", b.kind, data, got.backend, b)
 		}
 	}
 }
@@ -166,4 +178,21 @@ func TestBackendFlagErrors(t *testing.T) {
 			t.Errorf("dorylus %s: %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
+}
+
+// args returns the flags of dorylus train that give these options.
+func (b *backendOptions) args() []string {
+	if !b.remote() {
+		return []string{"--backend", jobconfig.BackendCPU, "--workers", strconv.Itoa(b.workers), "--inject-latency", b.latency.String()}
+	}
+	a := []string{"--backend", b.kind}
+	if b.kind == jobconfig.BackendLambda {
+		a = append(a, "--lambda-function", b.lambdaFunction, "--lambda-region", b.lambdaRegion, "--lambda-qualifier", b.lambdaQualifier,
+			"--lambda-endpoints", b.lambdaEndpoints, "--lambda-credentials-dir", b.lambdaCredentials)
+	} else {
+		a = append(a, "--knative-urls", b.knativeURLs)
+	}
+	return append(a, "--max-concurrency", strconv.Itoa(b.maxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.perEndpoint),
+		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64),
+		"--straggler-floor", b.stragglerFloor.String(), "--data-path", b.dataPath)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -48,14 +49,15 @@ func newPodCluster(t *testing.T, data, ckpt string, epochs int) *podCluster {
 		c.lis[i], addrs[i] = l, l.Addr().String()
 	}
 	t.Cleanup(func() { stopAll(c.children); closeAll(c.lis) })
+	run := serverConfig(t, data, addrs, 2, func(rc *jobconfig.RunConfig) {
+		rc.Job.Name, rc.Training.Intervals, rc.Training.Epochs, rc.Training.EvalEvery = "faults", 3, epochs, epochs
+		rc.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, Path: ckpt} // resumed from, as a pod does
+	})
 	for q := range 2 {
-		c.args = append(c.args, []string{"graph-server", "--partitions", "2", "--partition", fmt.Sprint(q), "--dataset", data,
-			"--peers", addrs[0] + "," + addrs[1], "--param-servers", addrs[2] + "," + addrs[3], "--run", "faults",
-			"--intervals", "3", "--epochs", fmt.Sprint(epochs), "--eval-every", fmt.Sprint(epochs), "--staleness", "sync"})
+		c.args = append(c.args, []string{"graph-server", "--config", run, "--partition", fmt.Sprint(q)})
 	}
 	for s := range 2 {
-		c.args = append(c.args, []string{"param-server", "--shard", fmt.Sprint(s), "--shards", "2",
-			"--checkpoint-dir", ckpt, "--checkpoint-every", "10", "--resume"})
+		c.args = append(c.args, []string{"param-server", "--config", run, "--shard", fmt.Sprint(s)})
 	}
 	for i := 3; i >= 0; i-- {
 		c.start(i)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -29,22 +32,22 @@ import (
 // distOptions are the flags of `dorylus train` that run it on separate server processes.
 type distOptions struct {
 	graphServers, paramServers int
-	staleness                  string
-	intervals, workers         int
-	latency, deadAfter         time.Duration
+	staleness                  jobconfig.Staleness
+	intervals                  int
+	deadAfter                  time.Duration
 	target                     float64
 	backend                    backendOptions
 }
 
 // addDistributedFlags registers the distributed flags of `dorylus train`.
 func addDistributedFlags(f *pflag.FlagSet) *distOptions {
-	d := &distOptions{}
+	d := &distOptions{staleness: jobconfig.MustParseStaleness(jobconfig.DefaultStaleness)}
 	f.IntVar(&d.graphServers, "graph-servers", 0, "run on this many graph-server processes (0: everything in this process)")
 	f.IntVar(&d.paramServers, "param-servers", 1, "with --graph-servers: parameter-server processes (weights sharded by layer)")
-	f.StringVar(&d.staleness, "staleness", "sync", "with --graph-servers: sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
+	f.Var(&d.staleness, "staleness", "with --graph-servers: sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
 	f.IntVar(&d.intervals, "intervals", 4, "with --graph-servers: intervals per graph server")
-	f.IntVar(&d.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
-	f.DurationVar(&d.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
+	f.IntVar(&d.backend.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
+	f.DurationVar(&d.backend.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
 	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, "with --graph-servers: how long a server may fail its health checks before the run fails naming it")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
 	d.backend.addFlags(f)
@@ -72,10 +75,7 @@ type serverStats struct {
 // runDistributed runs `dorylus train` on real graph-server and parameter-server processes on
 // loopback and prints the same report as the single-process path.
 func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, stderr io.Writer) error {
-	if _, _, err := parseStaleness(d.staleness); err != nil {
-		return err
-	}
-	if o.checkpoint.location != "" && d.staleness != "sync" {
+	if o.checkpoint.location != "" && !d.staleness.Sync {
 		return fmt.Errorf("--checkpoint-dir with --staleness %s: checkpoints are taken in synchronous mode only", d.staleness)
 	}
 	switch {
@@ -95,7 +95,11 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return fmt.Errorf("find the dorylus binary: %w", err)
 	}
 	start := time.Now()
-	ds, err := graph.Load(o.dataset, graph.LoadOptions{})
+	local, err := source.Fetch(ctx, o.source, source.Options{}) // S3 settings from the SDK's environment
+	if err != nil {
+		return err
+	}
+	ds, err := graph.Load(local, graph.LoadOptions{})
 	if err != nil {
 		return err
 	}
@@ -104,7 +108,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	_, q, err := partitionDataset(ds, d.graphServers, false, dir)
+	_, q, err := partitionDataset(ds, d.graphServers, defaultPartitionMethod, dir)
 	if err != nil {
 		return err
 	}
@@ -202,12 +206,16 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 		stopAll(children)
 	}()
 	exited := make(chan *child, n+m)
-	psArgs := []string{"param-server", "--shards", strconv.Itoa(m)}
-	if c := o.checkpoint; c.location != "" {
-		psArgs = append(psArgs, "--checkpoint-dir", c.location, "--checkpoint-every", strconv.Itoa(c.every), "--keep", strconv.Itoa(c.keep), "--resume="+strconv.FormatBool(c.resume))
+	cfg, err := o.runConfig(&d, dir, seed, addrs[:n], addrs[n:])
+	if err != nil {
+		return res, err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("run-%d.json", seed))
+	if err := writeConfig(path, cfg); err != nil {
+		return res, err
 	}
 	for s := range m {
-		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited, append(psArgs, "--shard", strconv.Itoa(s))...)
+		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited, "param-server", "--config", path, "--shard", strconv.Itoa(s))
 		if err != nil {
 			return res, err
 		}
@@ -215,30 +223,13 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 	}
 	events, eventsW := io.Pipe()
 	defer events.Close()
-	evalEvery := o.evalEvery
-	if o.patience > 0 { // selection by validation evaluates every epoch, as the single-process path does
-		evalEvery = 1
-	}
-	args := []string{"graph-server", "--partitions", strconv.Itoa(n), "--dataset", dir,
-		"--peers", strings.Join(addrs[:n], ","), "--param-servers", strings.Join(addrs[n:], ","),
-		"--run", fmt.Sprintf("train-%d-%d", os.Getpid(), seed), "--intervals", strconv.Itoa(d.intervals), "--workers", strconv.Itoa(d.workers),
-		"--model", o.model, "--heads", strconv.Itoa(o.heads),
-		"--layers", strconv.Itoa(o.layers), "--hidden", strconv.Itoa(o.hidden), "--dropout", fmt.Sprint(o.dropout),
-		"--lr", fmt.Sprint(o.lr), "--weight-decay", fmt.Sprint(o.weightDecay), "--epochs", strconv.Itoa(o.epochs),
-		"--seed", strconv.FormatUint(seed, 10), "--staleness", d.staleness, "--eval-every", strconv.Itoa(evalEvery), "--patience", strconv.Itoa(o.patience),
-		"--inject-latency", d.latency.String(), "--dead-after", d.deadAfter.String(), "--target-accuracy", fmt.Sprint(d.target)}
 	for q := range n {
 		var out io.Writer
 		if q == 0 {
 			out = eventsW
 		}
-		b, err := d.backend.forGraphServer(q, n)
-		if err != nil {
-			return res, err
-		}
-		own := append(slices.Clone(args), b.args()...)
-		own = append(own, "--partition", strconv.Itoa(q), "--usage-file", usagePath(dir, seed, q))
-		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited, own...)
+		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited,
+			"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(dir, seed, q))
 		if err != nil {
 			return res, err
 		}
@@ -296,6 +287,15 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 			return res, fmt.Errorf("training stopped (seed %d): %w", seed, ctx.Err())
 		}
 	}
+}
+
+// writeConfig writes a run config to path, as the operator's ConfigMap holds it.
+func writeConfig(path string, c *jobconfig.RunConfig) error {
+	data, err := jobconfig.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
 }
 
 // startChild starts `exe args...` serving on lis (inherited as fd 3), with its standard

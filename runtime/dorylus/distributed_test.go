@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -40,6 +43,25 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// serverConfig writes the run config of a Cora GCN on the partitions in data, with graph
+// servers at the first gs of addrs and parameter-server shards at the others, changed by
+// mutate, and returns its path: what the servers read, as in a pod.
+func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func(*jobconfig.RunConfig)) string {
+	t.Helper()
+	d := distOptions{staleness: jobconfig.Sync, intervals: 2, deadAfter: rpc.DefaultDeadAfter, backend: backendOptions{kind: jobconfig.BackendCPU}}
+	o := coraOptions(1)
+	c, err := o.runConfig(&d, data, 1, addrs[:gs], addrs[gs:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(c)
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := writeConfig(path, c); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func coraOptions(epochs int) trainOptions {
@@ -93,7 +115,9 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 	syncMatchesSingleProcess(t, o, 3)
 }
 
-// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it.
+// coraPartitions writes Cora cut into 2 partitions into a temporary folder and returns it. The
+// cut is contiguous: it keeps the vertex ids, and so the dropout masks, of the single-process
+// trainer the tests compare with.
 func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -101,7 +125,7 @@ func coraPartitions(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := partitionDataset(d, 2, false, dir); err != nil {
+	if _, _, err := partitionDataset(d, 2, partition.MethodContiguous, dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -113,7 +137,7 @@ func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
 	t.Helper()
 	dir := coraPartitions(t)
 	stats := serverStats{rss: map[string]int64{}}
-	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: "sync", intervals: 3},
+	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: jobconfig.Sync, intervals: 3},
 		1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
 	if err != nil {
 		t.Fatal(err)
@@ -209,11 +233,13 @@ func TestKilledServerIsNamed(t *testing.T) {
 				children = append(children, c)
 				return c
 			}
-			ps := start("param-server 0", lis[2], nil, "param-server")
+			run := serverConfig(t, dir, addrs, 2, func(c *jobconfig.RunConfig) {
+				c.Training.Epochs, c.Training.EvalEvery = 100000, 100000
+			})
+			ps := start("param-server 0", lis[2], nil, "param-server", "--config", run)
 			events, eventsW := io.Pipe()
 			defer events.Close()
-			gs := []string{"graph-server", "--partitions", "2", "--dataset", dir, "--peers", addrs[0] + "," + addrs[1],
-				"--param-servers", addrs[2], "--epochs", "100000", "--eval-every", "100000", "--intervals", "2"}
+			gs := []string{"graph-server", "--config", run}
 			gs0 := start("graph-server 0", lis[0], eventsW, append(gs, "--partition", "0")...)
 			gs1 := start("graph-server 1", lis[1], nil, append(gs, "--partition", "1")...)
 			sc := bufio.NewScanner(events)

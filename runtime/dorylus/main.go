@@ -30,6 +30,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCommand(), newPrepareCommand(), newGraphServerCommand(), newParamServerCommand(), newFunctionCommand())
+	root.AddCommand(newTrainCommand(), newPrepareCommand(), newGraphServerCommand(), newParamServerCommand(), newFunctionCommand(), newPredictCommand())
 	return root
 }

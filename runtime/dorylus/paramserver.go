@@ -16,10 +16,12 @@ import (
 	"github.com/dorylus-gnn/dorylus/runtime/paramserver"
 )
 
-// paramServerOptions are the flags of `dorylus param-server`.
+// paramServerOptions are the flags of `dorylus param-server` and what it takes from the run
+// config (fromConfig).
 type paramServerOptions struct {
 	serverFlags
 	shard, shards int
+	port          int
 	checkpoint    checkpointOptions
 	s3            objstore.Config // how to reach an s3:// checkpoint location
 }
@@ -30,42 +32,43 @@ func newParamServerCommand() *cobra.Command {
 		Use:   "param-server",
 		Short: "Serve one shard of the model's weights as a parameter server",
 		Long: `Param-server holds the layers l with l mod SHARDS = SHARD of the model, applies Adam to the
-gradients the graph servers push, and keeps the weight versions they still read. The model is
-described by the graph servers when they connect.`,
-		Example: `  dorylus param-server --config /etc/dorylus/run.json --shard 0
-  dorylus param-server --shard 1 --shards 2 --listen :5101`,
-		Args: cobra.NoArgs,
+gradients the graph servers push, and keeps the weight versions they still read. The shards
+and the checkpoints come from the run config (pkg/jobconfig); the model is described by the
+graph servers when they connect. With checkpoints it saves this shard's weights and Adam state
+in subfolder shard-N of the destination every intervalEpochs epochs and when stopped, and
+resumes from the newest epoch every shard has (unless the config says fresh).`,
+		Example: `  dorylus param-server --config /etc/dorylus/run.json --shard 0`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.config != "" {
-				err := overrideConfig(cmd.Flags(), func() error {
-					c, err := jobconfig.Load(o.config)
-					if err != nil {
-						return err
-					}
-					o.shards, o.listen = c.ParameterServers.Replicas, fmt.Sprintf(":%d", c.ParameterServers.Port)
-					if cp := c.Checkpoint; cp != nil {
-						// A restarted pod continues from the latest checkpoint.
-						o.checkpoint.every, o.checkpoint.resume, o.checkpoint.location = cp.IntervalEpochs, true, cp.Path
-						if cp.S3 != nil {
-							o.checkpoint.location = "s3://" + cp.S3.Bucket + "/" + cp.S3.Prefix
-							o.s3 = objstore.Config{Region: cp.S3.Region, Endpoint: cp.S3.Endpoint, CredentialsDir: cp.S3.CredentialsDir}
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
+			if err := o.fromConfig(o.config); err != nil {
+				return err
 			}
 			return runParamServer(cmd.Context(), o)
 		},
 	}
-	o.add(cmd.Flags(), jobconfig.ParamServerPort)
-	cmd.Flags().IntVar(&o.shard, "shard", 0, "this shard's index")
-	cmd.Flags().IntVar(&o.shards, "shards", 1, "number of shards")
-	o.checkpoint.addFlags(cmd.Flags())
-	cmd.Flags().Lookup("checkpoint-dir").Usage = "save checkpoints (weights and Adam state of this shard, in its subfolder shard-N) to this folder or s3://bucket/prefix: every --checkpoint-every epochs and when stopped; synchronous runs only"
+	o.add(cmd.Flags())
+	cmd.Flags().IntVar(&o.shard, "shard", 0, "this shard's index, its ordinal")
 	return cmd
+}
+
+// fromConfig loads the run config at path into the options.
+func (o *paramServerOptions) fromConfig(path string) error {
+	c, err := jobconfig.Load(path)
+	if err != nil {
+		return err
+	}
+	o.shards, o.port = c.ParameterServers.Replicas, c.ParameterServers.Port
+	if o.shard < 0 || o.shard >= o.shards {
+		return fmt.Errorf("--shard %d: the run config has shards 0..%d", o.shard, o.shards-1)
+	}
+	if cp := c.Checkpoint; cp != nil {
+		o.checkpoint = checkpointOptions{location: cp.Path, every: cp.IntervalEpochs, keep: cp.Keep, resume: !cp.Fresh}
+		if cp.S3 != nil {
+			o.checkpoint.location = "s3://" + cp.S3.Bucket + "/" + cp.S3.Prefix
+			o.s3 = objstore.Config{Region: cp.S3.Region, Endpoint: cp.S3.Endpoint, CredentialsDir: cp.S3.CredentialsDir}
+		}
+	}
+	return nil
 }
 
 func runParamServer(ctx context.Context, o paramServerOptions) error {
@@ -74,9 +77,6 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 		return err
 	}
 	if o.checkpoint.location != "" {
-		if err := o.checkpoint.validate(trainOptions{runs: 1}); err != nil {
-			return err
-		}
 		c := paramserver.Checkpointing{Every: o.checkpoint.every, Resume: o.checkpoint.resume, Log: os.Stderr}
 		for i := range o.shards {
 			st, err := checkpoint.Open(ctx, strings.TrimSuffix(o.checkpoint.location, "/")+fmt.Sprintf("/shard-%d", i), o.s3)
@@ -89,14 +89,11 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 				c.Peers = append(c.Peers, checkpoint.Checkpoints{Store: st})
 			}
 		}
-		err = sh.EnableCheckpoints(c)
-		if err != nil {
+		if err := sh.EnableCheckpoints(c); err != nil {
 			return err
 		}
-	} else if o.checkpoint.resume {
-		return errors.New("--resume needs --checkpoint-dir")
 	}
-	lis, err := o.listener()
+	lis, err := o.listener(o.port)
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 )
 
 func newPrepareCommand() *cobra.Command {
 	var parts int
+	var method string
 	var refine bool
 	cmd := &cobra.Command{
 		Use:   "prepare SRC DST",
@@ -18,11 +20,24 @@ func newPrepareCommand() *cobra.Command {
 rmat:... generator spec) and writes DST in the prepared binary format: CSR adjacency, float32
 features, labels and splits, with checksums. Training loads a prepared file many times faster.
 With --partitions P it writes directory DST with one file per partition instead, so that each
-graph server reads only its own; from a prepared SRC the contiguous cut streams through it.`,
+graph server reads only its own. The partitions are cut by --method: multilevel (the default, a
+METIS-style multilevel k-way cut balanced by edges + vertices within 5%; it renumbers the
+vertices), contiguous (ranges of vertex ids), or label-propagation (contiguous, refined). From a
+prepared SRC the cut streams: contiguous holds one part at a time, the others the adjacency.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := partition.ParseMethod(method)
+			if err != nil {
+				return fmt.Errorf("--method: %w", err)
+			}
+			if refine {
+				m = partition.MethodLabelPropagation
+			}
 			if parts > 0 {
-				return preparePartitions(args[0], args[1], parts, refine, cmd.OutOrStdout())
+				return preparePartitions(args[0], args[1], parts, m, cmd.OutOrStdout())
+			}
+			if cmd.Flags().Changed("method") || refine {
+				return fmt.Errorf("--method and --refine apply to --partitions only")
 			}
 			if err := graph.Prepare(args[0], args[1]); err != nil {
 				return err
@@ -31,7 +46,9 @@ graph server reads only its own; from a prepared SRC the contiguous cut streams 
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&parts, "partitions", 0, "write DST as a directory of this many partition files (edge-cut balanced by edges)")
-	cmd.Flags().BoolVar(&refine, "refine", false, "with --partitions: lower the edge cut by label propagation (loads the whole graph; renumbers vertices)")
+	cmd.Flags().IntVar(&parts, "partitions", 0, "write DST as a directory of this many partition files")
+	cmd.Flags().StringVar(&method, "method", string(partition.DefaultMethod), "with --partitions: multilevel, contiguous or label-propagation")
+	cmd.Flags().BoolVar(&refine, "refine", false, "with --partitions: the same as --method label-propagation")
+	cmd.Flags().MarkDeprecated("refine", "use --method label-propagation")
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 )
 
 // upload puts the file src into bucket under key.
@@ -97,13 +98,10 @@ func TestLoadPartitionFromS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, fetch, err := configDataset(jobconfig.Dataset{Source: jobconfig.SourceS3, S3: &jobconfig.S3{
-		Bucket: bucket, Prefix: "rmat", Region: minio.Region, Endpoint: m.Endpoint, CredentialsDir: creds}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fetch.Dir = t.TempDir()
-	got, err := loadPartition(context.Background(), spec, fetch, 1, 3)
+	ds := jobconfig.Dataset{Source: jobconfig.SourceS3, S3: &jobconfig.S3{
+		Bucket: bucket, Prefix: "rmat", Region: minio.Region, Endpoint: m.Endpoint, CredentialsDir: creds}}
+	fetch := source.Options{Dir: t.TempDir()}
+	got, err := loadPartition(context.Background(), ds, fetch, 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -24,7 +25,8 @@ import (
 
 // trainOptions are the flags of `dorylus train`.
 type trainOptions struct {
-	dataset     string
+	dataset     string            // the --dataset spec, parsed once into source
+	source      jobconfig.Dataset // where the dataset lives, typed
 	model       string
 	layers      int
 	hidden      int
@@ -42,6 +44,7 @@ type trainOptions struct {
 	plot        string
 	checkpoint  checkpointOptions
 	cost        costOptions
+	outputs     outputOptions
 }
 
 func newTrainCommand() *cobra.Command {
@@ -59,7 +62,14 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.applyModelDefaults(cmd)
+			var err error
+			if o.source, err = source.Parse(o.dataset); err != nil {
+				return fmt.Errorf("--dataset: %w", err)
+			}
 			if dist.enabled() {
+				if o.outputs.location != "" {
+					return errors.New("--output-dir needs the single-process trainer: it does not export from --graph-servers yet")
+				}
 				if err := o.validate(); err != nil {
 					return err
 				}
@@ -91,6 +101,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	f.StringVar(&o.plot, "plot", "", "write loss and accuracy curves of the first run to this PNG file")
 	o.checkpoint.addFlags(f)
 	o.cost.addFlags(f)
+	o.outputs.addFlags(f)
 	return cmd
 }
 
@@ -200,18 +211,14 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if err := o.outputs.validate(ctx); err != nil {
+		return err
+	}
 	tensor.SetThreads(o.threads)
 	start := time.Now()
-	spec, err := source.Fetch(ctx, o.dataset, source.Options{}) // s3:// and http(s):// datasets; S3 settings from the SDK's environment
+	d, err := fetchDataset(ctx, o.source)
 	if err != nil {
 		return err
-	}
-	d, err := graph.Load(spec, graph.LoadOptions{})
-	if err != nil {
-		return err
-	}
-	if d.Features.Sparse != nil {
-		graph.RowNormalize(d.Features.Sparse)
 	}
 	loadSeconds := time.Since(start).Seconds()
 	rep := trainReport{
@@ -252,6 +259,9 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		if err := plotCurves(o.plot, rep.PerRun[0].Curve, d.Name); err != nil {
 			return err
 		}
+	}
+	if err := writeOutputs(ctx, o, d, rep, stderr); err != nil {
+		return err
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
@@ -350,6 +360,9 @@ func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint6
 			}
 			valAcc = m.ValAcc
 			stop = sel != nil && sel.Observe(e+1, m)
+		}
+		if err := keepOutputs(o, tr, sel, seed, e+1); err != nil {
+			return res, nil, err
 		}
 		res.Curve = append(res.Curve, epochRecord{Epoch: e + 1, Loss: loss, ValAcc: valAcc, Seconds: sec})
 		res.FinalLoss, res.EpochsRun = loss, e+1

@@ -24,6 +24,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
 // Fault modes.
@@ -86,6 +87,18 @@ func NewHandler(faults Faults, maxRequest int) (*Handler, error) {
 		return nil, fmt.Errorf("max request bytes %d: want 0 (no limit) or more", maxRequest)
 	}
 	return &Handler{faults: faults, maxRequest: maxRequest}, nil
+}
+
+// MaxHTTPRequest is the largest body the HTTP service reads when the handler has no limit of its
+// own: the largest message of the data plane.
+const MaxHTTPRequest = rpc.MaxMessage
+
+// bodyLimit returns the largest request body the HTTP service reads.
+func (h *Handler) bodyLimit() int {
+	if h.maxRequest > 0 {
+		return h.maxRequest
+	}
+	return MaxHTTPRequest
 }
 
 // Calls returns the number of calls handled so far.

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
@@ -53,6 +55,9 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 		return want, failed("%v", err)
 	}
 	in, err := rpc.NewTaskSourceClient(gs).Inputs(ctx, &rpc.TaskInputsRequest{Task: d.Task, Lo: uint32(d.Lo), Hi: uint32(d.Hi)})
+	if refused(err) {
+		return want, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d task %d: graph server %s refused it: %v", dispatch.ErrRequest, want.Op, want.Layer, d.Task, d.Source, err)}
+	}
 	if err != nil {
 		return want, failed("fetch inputs from graph server %s: %v", d.Source, err)
 	}
@@ -66,7 +71,7 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 	if d.WeightSource == "" {
 		return req, nil
 	}
-	if req.Op.IsGAT() || req.Model.Validate() != nil || req.Layer < 0 || req.Layer >= req.Model.Layers {
+	if req.Op.IsGAT() || req.Model.Validate() != nil || req.Model.Layers > dispatch.MaxLayers || req.Layer < 0 || req.Layer >= req.Model.Layers {
 		return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: a weight by version is for the layers of a valid GCN", dispatch.ErrRequest, req.Op, req.Layer)}
 	}
 	ps, err := f.conn(d.WeightSource)
@@ -75,13 +80,21 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 	}
 	// No Keep report: the graph server pinned the version for the task's lifetime.
 	w, err := rpc.NewParamServerClient(ps).Pull(ctx, &rpc.PullRequest{Version: d.WeightVersion})
+	if refused(err) {
+		return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: parameter server %s refused weight version %d: %v", dispatch.ErrRequest, req.Op, req.Layer, d.WeightSource, d.WeightVersion, err)}
+	}
 	if err != nil {
 		return req, failed("pull weight version %d from parameter server %s: %v", d.WeightVersion, d.WeightSource, err)
 	}
 	dims := req.Model.Dims()
 	for _, lt := range w.Layers {
 		if int(lt.Layer) == req.Layer {
-			req.W = tensor.NewDense(dims[req.Layer], dims[req.Layer+1])
+			// The shape is checked before the buffer is made: the widths are the request's.
+			rows, cols := dims[req.Layer], dims[req.Layer+1]
+			if err := lt.Tensor.Shape(rows, cols); err != nil {
+				return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: parameter server %s: %v", dispatch.ErrRequest, req.Op, req.Layer, d.WeightSource, err)}
+			}
+			req.W = tensor.NewDense(rows, cols)
 			if err := lt.Tensor.DecodeInto(req.W); err != nil {
 				return req, failed("parameter server %s: layer %d: %v", d.WeightSource, req.Layer, err)
 			}
@@ -89,4 +102,14 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 		}
 	}
 	return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: parameter server %s does not hold that layer", dispatch.ErrRequest, req.Op, req.Layer, d.WeightSource)}
+}
+
+// refused reports whether a graph or parameter server refused a fetch as asked (an unknown task
+// or dropped version, a bad row range): another try cannot help.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.OutOfRange:
+		return true
+	}
+	return false
 }

@@ -52,7 +52,9 @@ func errorType(err error) string {
 	return remote.ErrorTypeFailed
 }
 
-// HTTPHandler returns the HTTP service of h; ready says whether /readyz answers 200.
+// HTTPHandler returns the HTTP service of h; ready says whether /readyz answers 200. It reads a
+// request body only up to the handler's limit (MaxHTTPRequest when it has none) and answers a
+// larger one 400 without reading it.
 func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -64,7 +66,13 @@ func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		limit := int64(h.bodyLimit())
+		if r.ContentLength > limit {
+			w.Header().Set(remote.ErrorTypeHeader, remote.ErrorTypeBadRequest)
+			http.Error(w, fmt.Sprintf("request of %d bytes, over the limit of %d", r.ContentLength, limit), http.StatusBadRequest)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 		if err != nil {
 			w.Header().Set(remote.ErrorTypeHeader, remote.ErrorTypeBadRequest)
 			http.Error(w, "read request: "+err.Error(), http.StatusBadRequest)

@@ -1,7 +1,6 @@
 package graphserver
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -35,9 +34,13 @@ type Event struct {
 	ValLoss   float64 `json:"val_loss,omitempty"`
 }
 
-// coordinator is graph server 0's bookkeeping of the whole run; driver goroutine only.
+// coordinator is graph server 0's bookkeeping of the whole run; loop goroutine only. It does
+// no I/O but the progress it writes: its methods return the commands to send every graph
+// server, and an error that ends the run.
 type coordinator struct {
-	s       *server
+	cfg     *Config
+	totals  [3]int // train, val, test sizes of the whole graph
+	pins    *keeper
 	enc     *json.Encoder
 	start   time.Time
 	reports map[int]*epochAgg
@@ -72,22 +75,28 @@ type evalAgg struct {
 	loss    [2]float64
 }
 
-func newCoordinator(s *server) *coordinator {
-	c := &coordinator{s: s, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}, last: s.cfg.Epochs - 1}
-	if s.cfg.Events != nil {
-		c.enc = json.NewEncoder(s.cfg.Events)
+func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
+	c := &coordinator{cfg: cfg, totals: totals, pins: pins, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}, last: cfg.Epochs - 1}
+	if cfg.Events != nil {
+		c.enc = json.NewEncoder(cfg.Events)
 	}
-	if s.cfg.Status != nil {
-		c.status = newStatusReporter(s.cfg.Status, s.cfg.StatusInterval, s.cfg.Log)
+	if cfg.Status != nil {
+		c.status = newStatusReporter(cfg.Status, cfg.StatusInterval, cfg.Log)
 	}
-	if s.cfg.Patience > 0 {
-		c.sel = model.NewBestValidation(s.cfg.Patience)
+	if cfg.Patience > 0 {
+		c.sel = model.NewBestValidation(cfg.Patience)
 	}
 	return c
 }
 
+// begin starts the clock of the run's first epoch, first.
+func (c *coordinator) begin(first int) {
+	c.next, c.progress.Epoch, c.start = first, first, time.Now()
+}
+
 // epochDone adds a partition's epoch report; every epoch all partitions reported completes.
-func (c *coordinator) epochDone(r *rpc.EpochReport) {
+// version is the weight version every shard has reached.
+func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.CommandRequest, error) {
 	a := c.reports[int(r.Epoch)]
 	if a == nil {
 		a = &epochAgg{}
@@ -96,61 +105,61 @@ func (c *coordinator) epochDone(r *rpc.EpochReport) {
 	a.n++
 	a.loss += r.Loss
 	a.bytes += r.BytesSent
+	var cmds []*rpc.CommandRequest
 	for {
 		a := c.reports[c.next]
-		if a == nil || a.n < c.s.cfg.Partitions || c.next > c.last {
-			return
+		if a == nil || a.n < c.cfg.Partitions || c.next > c.last {
+			return cmds, nil
 		}
 		delete(c.reports, c.next)
 		now := time.Now()
 		e := c.next
 		c.next++
 		if math.IsNaN(a.loss) || math.IsInf(a.loss, 0) {
-			err := fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.s.model.Layers)
+			err := fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.cfg.Layers)
 			if c.status != nil {
 				p := c.progress
 				p.Epoch, p.Loss, p.FailureMessage = e+1, a.loss, err.Error() // jobstatus drops the non-finite loss
 				c.status.update(p, true)
 			}
-			c.s.fail(err)
-			return
+			return cmds, err
 		}
 		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
 		c.start = now
-		if (e+1)%c.s.cfg.EvalEvery == 0 || e == c.last {
+		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
 			row.pending = true
-			version := uint64(c.s.sched.WeightVersion())
-			if c.s.cfg.Sync {
-				version = uint64(e + 1) // the weights after epoch e's update
+			v := uint64(version)
+			if c.cfg.Sync {
+				v = uint64(e + 1) // the weights after epoch e's update
 			}
-			c.s.evalPins[version]++
-			c.s.updateKeep()
-			c.evals[uint32(e)] = &evalAgg{version: version}
-			c.queue = append(c.queue, &rpc.Evaluate{Id: uint32(e), Version: version})
-			c.startNext()
+			c.pins.pin(v)
+			c.evals[uint32(e)] = &evalAgg{version: v}
+			c.queue = append(c.queue, &rpc.Evaluate{Id: uint32(e), Version: v})
+			cmds = c.startNext(cmds)
 		}
 		c.lines = append(c.lines, row)
-		c.flush()
+		if err := c.flush(); err != nil {
+			return cmds, err
+		}
 	}
 }
 
-// startNext starts the next queued evaluation unless one is running.
-func (c *coordinator) startNext() {
+// startNext appends to cmds the next queued evaluation unless one is running.
+func (c *coordinator) startNext(cmds []*rpc.CommandRequest) []*rpc.CommandRequest {
 	if c.running || len(c.queue) == 0 {
-		return
+		return cmds
 	}
 	ev := c.queue[0]
 	c.queue = c.queue[1:]
 	c.running = true
-	c.s.command(&rpc.CommandRequest{Evaluate: ev})
+	return append(cmds, &rpc.CommandRequest{Evaluate: ev})
 }
 
 // evalDone adds a partition's evaluation report.
-func (c *coordinator) evalDone(r *rpc.EvalReport) {
+func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error) {
 	a := c.evals[r.Id]
 	if a == nil || len(r.Correct) != 3 || len(r.Loss) != 2 {
-		c.s.fail(fmt.Errorf("unexpected evaluation report %d from graph server %d", r.Id, r.From))
-		return
+		return nil, fmt.Errorf("unexpected evaluation report %d from graph server %d", r.Id, r.From)
 	}
 	a.n++
 	for i := range a.correct {
@@ -158,17 +167,14 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) {
 	}
 	a.loss[0] += r.Loss[0]
 	a.loss[1] += r.Loss[1]
-	if a.n < c.s.cfg.Partitions {
-		return
+	if a.n < c.cfg.Partitions {
+		return nil, nil
 	}
 	delete(c.evals, r.Id)
 	c.running = false
-	if c.s.evalPins[a.version]--; c.s.evalPins[a.version] <= 0 {
-		delete(c.s.evalPins, a.version)
-	}
-	c.s.updateKeep()
+	c.pins.unpin(a.version)
 	acc := func(i int) float64 {
-		if t := c.s.part.Totals[i]; t > 0 {
+		if t := c.totals[i]; t > 0 {
 			return float64(a.correct[i]) / float64(t)
 		}
 		return 0
@@ -180,33 +186,36 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) {
 			c.lines[i].ev.ValAcc, c.lines[i].pending = &val, false
 		}
 	}
+	var cmds []*rpc.CommandRequest
 	m := model.Metrics{TrainLoss: a.loss[0], ValLoss: a.loss[1], TrainAcc: acc(0), ValAcc: val, TestAcc: acc(2)}
 	stop := c.sel != nil && c.sel.Observe(e+1, m)
-	if t := c.s.cfg.TargetAccuracy; (stop || (t > 0 && val >= t)) && !c.stopped && e < c.last {
-		c.stop(e)
+	if t := c.cfg.TargetAccuracy; (stop || (t > 0 && val >= t)) && !c.stopped && e < c.last {
+		cmds = append(cmds, c.stop(e))
 	}
-	c.flush()
+	if err := c.flush(); err != nil {
+		return cmds, err
+	}
 	if e == c.last {
 		res := Event{Event: "result", Epoch: e + 1}
 		if c.sel != nil {
 			res.Selected, m = c.sel.Best()
 		}
 		res.ValAcc, res.TrainAcc, res.TestAcc, res.TrainLoss, res.ValLoss = &m.ValAcc, m.TrainAcc, m.TestAcc, m.TrainLoss, m.ValLoss
-		c.emit(res)
-		return
+		return cmds, c.emit(res)
 	}
-	c.startNext()
+	return c.startNext(cmds), nil
 }
 
-// stop ends the run after epoch e.
-func (c *coordinator) stop(e int) {
+// stop ends the run after epoch e: it drops the evaluations and lines of later epochs and
+// returns the command that stops every graph server.
+func (c *coordinator) stop(e int) *rpc.CommandRequest {
 	c.stopped, c.last = true, e
 	kept := c.queue[:0]
 	for _, ev := range c.queue {
 		if int(ev.Id) <= e {
 			kept = append(kept, ev)
-		} else if c.s.evalPins[ev.Version]--; c.s.evalPins[ev.Version] <= 0 {
-			delete(c.s.evalPins, ev.Version)
+		} else {
+			c.pins.unpin(ev.Version)
 		}
 	}
 	c.queue = kept
@@ -217,25 +226,29 @@ func (c *coordinator) stop(e int) {
 		}
 	}
 	c.lines = rows
-	c.s.command(&rpc.CommandRequest{Stop: true, StopAfter: uint32(e)})
+	return &rpc.CommandRequest{Stop: true, StopAfter: uint32(e)}
 }
 
 // flush writes the completed epochs in order, each once its evaluation (if any) is in.
-func (c *coordinator) flush() {
+func (c *coordinator) flush() error {
 	for len(c.lines) > 0 && !c.lines[0].pending {
-		c.emit(c.lines[0].ev)
+		if err := c.emit(c.lines[0].ev); err != nil {
+			return err
+		}
 		c.lines = c.lines[1:]
 	}
+	return nil
 }
 
-func (c *coordinator) emit(ev Event) {
+func (c *coordinator) emit(ev Event) error {
 	c.report(ev)
 	if c.enc == nil {
-		return
+		return nil
 	}
 	if err := c.enc.Encode(ev); err != nil {
-		c.s.fail(fmt.Errorf("write progress: %w", err))
+		return fmt.Errorf("write progress: %w", err)
 	}
+	return nil
 }
 
 // report hands the progress after ev to the status reporter; the result is the final report.
@@ -257,19 +270,6 @@ func (c *coordinator) report(ev Event) {
 	c.status.update(*p, final)
 }
 
-// fatal reports err, which stopped the run, as its failure when no restart can help: a
-// parameter server lost its checkpoints (codes.DataLoss) or refuses the run as it stands
-// (codes.FailedPrecondition: a graph server restarted in an asynchronous run, a rewind it
-// cannot make). The driver has stopped; c.status is set.
-func (c *coordinator) fatal(err error) {
-	if code := status.Code(err); code != codes.DataLoss && code != codes.FailedPrecondition {
-		return
-	}
-	p := c.progress
-	p.FailureMessage = err.Error()
-	c.status.update(p, true)
-}
-
 // checkpointed reports that every parameter server has a checkpoint of epoch e (0: none yet).
 func (c *coordinator) checkpointed(e int) {
 	if c.status == nil || e == 0 || (c.progress.LastCheckpointEpoch != nil && *c.progress.LastCheckpointEpoch == e) {
@@ -279,27 +279,21 @@ func (c *coordinator) checkpointed(e int) {
 	c.status.update(c.progress, false)
 }
 
-// startEval runs an evaluation pass at version v beside training and reports it.
-func (s *server) startEval(id uint32, v uint64) {
-	s.evalPins[v]++
-	s.updateKeep()
-	go func() {
-		rep, err := s.eval.run(s.ctx, id, v)
-		if err != nil {
-			if s.ctx.Err() == nil {
-				s.fail(fmt.Errorf("evaluation after epoch %d: %w", id+1, err))
-			}
-			return
-		}
-		s.do(func() {
-			if s.evalPins[v]--; s.evalPins[v] <= 0 {
-				delete(s.evalPins, v)
-			}
-			s.updateKeep()
-		})
-		s.toCoordinator(func() { s.coord.evalDone(rep) }, func(ctx context.Context, c rpc.GraphServerClient) error {
-			_, err := c.EvalDone(ctx, rep)
-			return err
-		})
-	}()
+// finish reports err, which stopped the run, as its failure when no restart can help — a
+// parameter server lost its checkpoints (codes.DataLoss) or refuses the run as it stands
+// (codes.FailedPrecondition: a graph server restarted in an asynchronous run, a rewind it
+// cannot make) — and waits at most flush for the last status report. The loop has ended.
+func (c *coordinator) finish(err error, flush time.Duration) {
+	if c.status == nil {
+		return
+	}
+	if code := status.Code(err); code == codes.DataLoss || code == codes.FailedPrecondition {
+		p := c.progress
+		p.FailureMessage = err.Error()
+		c.status.update(p, true)
+	}
+	if flush <= 0 {
+		flush = DefaultStatusFlush
+	}
+	c.status.close(flush)
 }

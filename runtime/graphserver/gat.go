@@ -7,6 +7,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -30,20 +31,21 @@ import (
 // since ∇AV of one interval reads those of the others at the epoch the scheduler names; GA_l's
 // reads are remembered so that ∇GA_l recomposes the P_l and s_src it saw.
 
-// gatModel is a graph server's GAT state.
-type gatModel struct {
-	cfg    model.GATConfig
-	shapes []*tensor.Dense // the shape of every parameter tensor (GATParams.Tensors order)
-	adj    *tensor.CSR     // A + I on the owned rows, local columns (part.Adj's structure)
-	ids    []int32         // global id of every local column
-	ssrc   [][]*tensor.Dense
-	sdst   []*tensor.Dense   // [layer]: s_dst of the owned rows
-	alpha  [][]*tensor.Dense // [layer][slot]: α̃ of every entry of adj
-	du     [][]*tensor.Dense // [layer][slot]: dLoss/dα̃ of every entry, then dLoss/du
-	compS  []*bufPool        // [layer]: composite s_src buffers of mixed-epoch reads
-	compE  []*bufPool        // [layer]: composite edge buffers of mixed-epoch reads
-	ivs    []gatInterval
-	eval   gatEval
+// gat is a graph server's GAT.
+type gat struct {
+	cfg   model.GATConfig
+	lay   *layout
+	env   taskEnv
+	adj   *tensor.CSR       // A + I on the owned rows, local columns (part.Adj's structure)
+	ids   []int32           // global id of every local column
+	ssrc  [][]*tensor.Dense // [layer][slot]: s_src, owned then ghost rows (layout.scores)
+	sdst  []*tensor.Dense   // [layer]: s_dst of the owned rows
+	alpha [][]*tensor.Dense // [layer][slot]: α̃ of every entry of adj
+	du    [][]*tensor.Dense // [layer][slot]: dLoss/dα̃ of every entry, then dLoss/du
+	compS []*bufPool        // [layer]: composite s_src buffers of mixed-epoch reads
+	compE []*bufPool        // [layer]: composite edge buffers of mixed-epoch reads
+	ivs   []gatInterval
+	eval  gatEval
 }
 
 // gatInterval is one interval's GAT state.
@@ -69,15 +71,42 @@ type gatInterval struct {
 
 // gatEval holds the evaluation pass's GAT buffers.
 type gatEval struct {
-	ssrc, sdst, alpha []*tensor.Dense // [layer]
-	logits            *tensor.Dense
-	act               [][]model.GATActivation // [interval][layer]
+	sdst, alpha []*tensor.Dense // [layer]
+	logits      *tensor.Dense
+	act         [][]model.GATActivation // [interval][layer]
 }
 
-// allocate sets up the edge structures and the GAT buffers of s.
-func (g *gatModel) allocate(s *server) {
-	g.shapes = g.cfg.NewParams().Tensors()
-	n, p := s.part.Owned, s.part
+func newGAT(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
+	d := cfg.Data
+	c := model.GATConfig{InDim: d.Features.Cols(), Hidden: cfg.Hidden, Heads: cfg.Heads, OutHeads: cfg.OutHeads, Classes: d.NumClasses,
+		Layers: cfg.Layers, Dropout: float32(cfg.Dropout), AttentionDropout: float32(cfg.AttentionDropout)}
+	if err := c.Validate(); err != nil {
+		return nil, nil, modelShape{}, err
+	}
+	sh := modelShape{dims: []int{c.InDim}, heads: uint32(c.Heads), outHeads: uint32(c.OutHeads)}
+	for l := range c.Layers {
+		s := c.Shape(l)
+		sh.dims = append(sh.dims, s.Width())
+		sh.widths = append(sh.widths, s.Width()+s.Heads) // P_l, then s_src
+	}
+	for _, t := range c.NewParams().Tensors() {
+		sh.params = append(sh.params, [2]int{t.Rows, t.Cols})
+	}
+	for _, w := range sh.dims {
+		sh.initDims = append(sh.initDims, uint32(w))
+	}
+	sh.initDims[len(sh.initDims)-1] = uint32(c.Classes) // the parameter servers' width of the output layer
+	lay := newLayout(cfg, part, cuts, sh)
+	g := &gat{cfg: c, lay: lay, env: env}
+	g.allocate()
+	lay.scores = g.ssrc
+	return g, lay, sh, nil
+}
+
+// allocate sets up the edge structures and the GAT buffers.
+func (g *gat) allocate() {
+	b := g.lay
+	n, p := b.part.Owned, b.part
 	g.adj = &tensor.CSR{Rows: n, Cols: p.Adj.Cols, RowPtr: p.Adj.RowPtr, ColIdx: p.Adj.ColIdx}
 	g.ids = make([]int32, g.adj.Cols)
 	for c := range n {
@@ -90,7 +119,7 @@ func (g *gatModel) allocate(s *server) {
 		}
 		return -1
 	})
-	L, R, nnz := g.cfg.Layers, s.slots, int(g.adj.NNZ())
+	L, R, nnz := g.cfg.Layers, b.slots, int(g.adj.NNZ())
 	rows := n + len(p.Ghosts)
 	g.ssrc, g.alpha, g.du = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, L)
 	for l := range L {
@@ -103,13 +132,12 @@ func (g *gatModel) allocate(s *server) {
 		}
 		g.compS = append(g.compS, &bufPool{rows: rows, cols: h})
 		g.compE = append(g.compE, &bufPool{rows: nnz, cols: h})
-		g.eval.ssrc = append(g.eval.ssrc, tensor.NewDense(rows, h))
 		g.eval.sdst = append(g.eval.sdst, tensor.NewDense(n, h))
 		g.eval.alpha = append(g.eval.alpha, tensor.NewDense(nnz, h))
 	}
 	g.eval.logits = tensor.NewDense(n, g.cfg.Classes)
-	for i := range s.ivs {
-		iv := s.ivs[i].Interval
+	for i := range b.ivs {
+		iv := b.ivs[i].Interval
 		gi := gatInterval{e0: g.adj.RowPtr[iv.Lo], e1: g.adj.RowPtr[iv.Hi], act: make([]model.GATActivation, L), reads: make([][]pipeline.Read, L)}
 		gi.block = rowBlock(g.adj, iv.Lo, iv.Hi)
 		gi.localT = rowBlock(localT, iv.Lo, iv.Hi)
@@ -186,11 +214,11 @@ func prevBias(w []*tensor.Dense, l int) *tensor.Dense {
 	return w[4*(l-1)+3]
 }
 
-// avGATRequest returns the request of a GAT AV_l or ∇AV_l of interval i in epoch e.
-func (s *server) avGATRequest(i, l, e int, w []*tensor.Dense, train bool) dispatch.TaskRequest {
-	iv := &s.ivs[i]
+// avRequest returns the request of AV_l or ∇AV_l of interval i in epoch e.
+func (g *gat) avRequest(i, l, e int, w []*tensor.Dense, train bool) dispatch.TaskRequest {
+	iv := &g.lay.ivs[i]
 	p := layerParams(w, l)
-	req := dispatch.TaskRequest{GAT: s.gat.cfg, Layer: l, RowOffset: s.part.Lo + iv.Lo, Key: model.DropoutKey(s.cfg.Seed, e, l),
+	req := dispatch.TaskRequest{GAT: g.cfg, Layer: l, RowOffset: g.lay.part.Lo + iv.Lo, Key: model.DropoutKey(g.env.seed, e, l),
 		Train: train, W: p.W, ADst: p.ADst, ASrc: p.ASrc, PrevBias: prevBias(w, l)}
 	if l == 0 {
 		req.Features = iv.feats
@@ -200,61 +228,57 @@ func (s *server) avGATRequest(i, l, e int, w []*tensor.Dense, train bool) dispat
 
 // aeRequest returns the request of AE_l or ∇AE_l of interval i in epoch e, given the sources'
 // s_src (owned then ghost rows) and the interval's s_dst.
-func (s *server) aeRequest(i, l, e int, dst, src *tensor.Dense, train bool) dispatch.TaskRequest {
-	g := s.gat
-	return dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: g.cfg, Layer: l, RowOffset: s.part.Lo + s.ivs[i].Lo,
-		Key: model.AttentionKey(s.cfg.Seed, e, l), Train: train, Adj: g.ivs[i].block, DstScore: dst, SrcScore: src, SrcIDs: g.ids}
+func (g *gat) aeRequest(i, l, e int, dst, src *tensor.Dense, train bool) dispatch.TaskRequest {
+	return dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: g.cfg, Layer: l, RowOffset: g.lay.part.Lo + g.lay.ivs[i].Lo,
+		Key: model.AttentionKey(g.env.seed, e, l), Train: train, Adj: g.ivs[i].block, DstScore: dst, SrcScore: src, SrcIDs: g.ids}
 }
 
-// runGATTask runs one GAT task of a local interval other than SC, ∇SC and WU; it returns the
-// loss of the output layer's AV.
-func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, error) {
-	t := st.Task
-	g, iv := s.gat, &s.ivs[t.Interval]
-	gi := &g.ivs[t.Interval]
-	slot, l, L := t.Epoch%s.slots, t.Layer, s.model.Layers
+func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
+	t, b := st.Task, g.lay
+	iv, gi := &b.ivs[t.Interval], &g.ivs[t.Interval]
+	slot, l, L := t.Epoch%b.slots, t.Layer, g.cfg.Layers
 	switch t.Kind {
 	case pipeline.KindAV:
 		if l == L {
-			return s.gatLoss(ctx, t, iv, gi)
+			return g.loss(ctx, t, iv, gi)
 		}
 		gi.version = st.Weights
-		w, err := s.weightsAt(ctx, st.Weights)
+		w, err := g.env.weights.at(ctx, st.Weights)
 		if err != nil {
 			return 0, err
 		}
-		req := s.avGATRequest(t.Interval, l, t.Epoch, w, true)
+		req := g.avRequest(t.Interval, l, t.Epoch, w, true)
 		if l > 0 {
 			req.Z = iv.zOf(t.Epoch)[l-1]
 		}
 		req.Op, req.Out, req.GATAct = dispatch.OpGATForward, iv.pView[l][slot], &gi.act[l]
 		req.OutDst, req.OutSrc = g.sdst[l].RowSlice(iv.Lo, iv.Hi), g.ssrc[l][slot].RowSlice(iv.Lo, iv.Hi)
-		_, err = s.cfg.Backend.Run(ctx, req)
+		_, err = g.env.backend.Run(ctx, req)
 		return 0, err
 	case pipeline.KindGA:
 		gi.reads[l] = append(gi.reads[l][:0], st.Reads...)
-		p, doneP := s.compose(s.p[l], s.compP[l], st.Reads, true)
+		p, doneP := b.compose(b.p[l], b.compP[l], st.Reads, true)
 		defer doneP()
-		src, doneS := s.compose(g.ssrc[l], g.compS[l], st.Reads, true)
+		src, doneS := b.compose(g.ssrc[l], g.compS[l], st.Reads, true)
 		defer doneS()
 		alpha := g.alpha[l][slot].RowSlice(int(gi.e0), int(gi.e1))
-		req := s.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
+		req := g.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
 		req.Out = alpha
-		if _, err := s.cfg.Backend.Run(ctx, req); err != nil {
+		if _, err := g.env.backend.Run(ctx, req); err != nil {
 			return 0, err
 		}
 		tensor.EdgeAggregate(iv.zOf(t.Epoch)[l], gi.block, alpha, nil, p)
 	case pipeline.KindBackGA:
-		p, doneP := s.compose(s.p[l], s.compP[l], gi.reads[l], true)
+		p, doneP := b.compose(b.p[l], b.compP[l], gi.reads[l], true)
 		defer doneP()
-		src, doneS := s.compose(g.ssrc[l], g.compS[l], gi.reads[l], true)
+		src, doneS := b.compose(g.ssrc[l], g.compS[l], gi.reads[l], true)
 		defer doneS()
-		dz := s.dz[l][slot]
+		dz := b.dz[l][slot]
 		du := g.du[l][slot].RowSlice(int(gi.e0), int(gi.e1))
 		tensor.EdgeDot(du, gi.block, dz.RowSlice(iv.Lo, iv.Hi), p) // dα̃
-		req := s.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
+		req := g.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
 		req.Op, req.DAlpha, req.Out, req.OutDst = dispatch.OpEdgeBackward, du, du, gi.dDst[l]
-		if _, err := s.cfg.Backend.Run(ctx, req); err != nil {
+		if _, err := g.env.backend.Run(ctx, req); err != nil {
 			return 0, err
 		}
 		if gi.ghostT.Rows > 0 {
@@ -263,19 +287,19 @@ func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, 
 			interleave(iv.ghostC[l], gi.ghostP[l], gi.ghostS[l])
 		}
 	case pipeline.KindBackAV:
-		s.gatherGATGradients(iv, gi, l, st.Reads)
-		w, err := s.weightsAt(ctx, st.Weights)
+		g.gatherGradients(iv, gi, l, st.Reads)
+		w, err := g.env.weights.at(ctx, st.Weights)
 		if err != nil {
 			return 0, err
 		}
-		req := s.avGATRequest(t.Interval, l, t.Epoch, w, true)
+		req := g.avRequest(t.Interval, l, t.Epoch, w, true)
 		if l > 0 {
 			req.Z = iv.zOf(t.Epoch)[l-1]
 			req.Out, req.DBias = iv.dzView[l-1][slot], gi.grads[l-1].Bias
 		}
 		req.Op, req.GATAct, req.P, req.DP, req.DDst, req.DSrc = dispatch.OpGATBackward, &gi.act[l], iv.pView[l][slot], iv.dp[l], gi.dDst[l], gi.dSrc[l]
 		req.DW, req.DADst, req.DASrc = gi.grads[l].W, gi.grads[l].ADst, gi.grads[l].ASrc
-		_, err = s.cfg.Backend.Run(ctx, req)
+		_, err = g.env.backend.Run(ctx, req)
 		return 0, err
 	default:
 		return 0, fmt.Errorf("GAT task %v is not run here", t)
@@ -283,11 +307,11 @@ func (s *server) runGATTask(ctx context.Context, st pipeline.Started) (float64, 
 	return 0, nil
 }
 
-// gatLoss is the GAT's AV_L: the logits of the interval's rows (the mean of the heads plus the
+// loss is the GAT's AV_L: the logits of the interval's rows (the mean of the heads plus the
 // output bias of the pinned version), the loss, dZ_{L-1} and the output bias's gradient.
-func (s *server) gatLoss(ctx context.Context, t pipeline.Task, iv *interval, gi *gatInterval) (float64, error) {
-	g, L := s.gat, s.model.Layers
-	w, err := s.weightsAt(ctx, gi.version)
+func (g *gat) loss(ctx context.Context, t pipeline.Task, iv *interval, gi *gatInterval) (float64, error) {
+	L := g.cfg.Layers
+	w, err := g.env.weights.at(ctx, gi.version)
 	if err != nil {
 		return 0, err
 	}
@@ -295,12 +319,12 @@ func (s *server) gatLoss(ctx context.Context, t pipeline.Task, iv *interval, gi 
 	if err := g.cfg.OutputForward(iv.zOf(t.Epoch)[L-1], bias, gi.logits); err != nil {
 		return 0, err
 	}
-	loss, err := model.LossForward(gi.logits, iv.labels, iv.train, s.part.Totals[0], gi.dLogits)
+	loss, err := model.LossForward(gi.logits, iv.labels, iv.train, g.lay.part.Totals[0], gi.dLogits)
 	if err != nil {
 		return 0, err
 	}
 	dBias.Zero()
-	return loss, g.cfg.OutputBackward(gi.dLogits, iv.dzView[L-1][t.Epoch%s.slots], dBias)
+	return loss, g.cfg.OutputBackward(gi.dLogits, iv.dzView[L-1][t.Epoch%g.lay.slots], dBias)
 }
 
 // interleave writes the rows of a followed by those of b into dst (a.Cols+b.Cols wide).
@@ -314,32 +338,32 @@ func interleave(dst, a, b *tensor.Dense) {
 // composeEdges returns the edge-value buffer ∇AV reads: the slot of the common epoch when the
 // local intervals are read at the same epoch, otherwise a composite holding each local
 // interval's entries of its epoch.
-func (s *server) composeEdges(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read) (*tensor.Dense, func()) {
-	return s.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) {
-		if r.From.Partition != s.cfg.Partition {
+func (g *gat) composeEdges(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read) (*tensor.Dense, func()) {
+	return g.lay.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) {
+		if r.From.Partition != g.lay.self {
 			return 0, 0, false
 		}
-		gi := &s.gat.ivs[r.From.Interval]
+		gi := &g.ivs[r.From.Interval]
 		return int(gi.e0), int(gi.e1), true
 	})
 }
 
-// gatherGATGradients computes dP_l and ds_src of the interval's rows: the owned part from the
+// gatherGradients computes dP_l and ds_src of the interval's rows: the owned part from the
 // local intervals' α̃_l, du_l and dZ_l rows, plus the contributions remote intervals pushed,
 // each of the epoch the scheduler names.
-func (s *server) gatherGATGradients(iv *interval, gi *gatInterval, l int, reads []pipeline.Read) {
-	g := s.gat
-	dz, doneZ := s.compose(s.dz[l], s.compDZ[l], reads, false)
+func (g *gat) gatherGradients(iv *interval, gi *gatInterval, l int, reads []pipeline.Read) {
+	b := g.lay
+	dz, doneZ := b.compose(b.dz[l], b.compDZ[l], reads, false)
 	defer doneZ()
-	alpha, doneA := s.composeEdges(g.alpha[l], g.compE[l], reads)
+	alpha, doneA := g.composeEdges(g.alpha[l], g.compE[l], reads)
 	defer doneA()
-	du, doneU := s.composeEdges(g.du[l], g.compE[l], reads)
+	du, doneU := g.composeEdges(g.du[l], g.compE[l], reads)
 	defer doneU()
 	dp, ds := iv.dp[l], gi.dSrc[l]
 	tensor.EdgeAggregate(dp, gi.localT, alpha, gi.localPerm, dz)
 	tensor.EdgeSum(ds, gi.localT, du, gi.localPerm)
 	w := dp.Cols
-	s.eachContribution(iv, l, reads, func(i int, src []float32) {
+	b.eachContribution(iv, l, reads, func(i int, src []float32) {
 		for j, v := range src[:w] {
 			dp.Data[i*w+j] += v
 		}
@@ -347,4 +371,44 @@ func (s *server) gatherGATGradients(iv *interval, gi *gatInterval, l int, reads 
 			ds.Data[i*ds.Cols+j] += v
 		}
 	})
+}
+
+func (g *gat) gradient(t pipeline.Task, i int) *tensor.Dense { return g.ivs[t.Interval].flatG[i] }
+
+func (g *gat) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb passBuffers) error {
+	iv, ev := &g.lay.ivs[i], &g.eval
+	req := g.avRequest(i, l, 0, w, false)
+	if l > 0 {
+		req.Z = pb.in.RowSlice(iv.Lo, iv.Hi)
+	}
+	req.Op, req.Out, req.GATAct = dispatch.OpGATForward, pb.p.RowSlice(iv.Lo, iv.Hi), &ev.act[i][l]
+	req.OutDst, req.OutSrc = ev.sdst[l].RowSlice(iv.Lo, iv.Hi), pb.scores.RowSlice(iv.Lo, iv.Hi)
+	_, err := g.env.backend.Run(ctx, req)
+	return err
+}
+
+// evalGather is the evaluation's AE_l and GA_l of a GAT: the attention coefficients of every
+// interval's in-edges (no dropout), then Z_l.
+func (g *gat) evalGather(ctx context.Context, l int, pb passBuffers) error {
+	b, ev := g.lay, &g.eval
+	err := fanOut(indices(len(b.ivs)), func(i int) error {
+		iv, gi := &b.ivs[i], &g.ivs[i]
+		req := g.aeRequest(i, l, 0, ev.sdst[l].RowSlice(iv.Lo, iv.Hi), pb.scores, false)
+		req.Out = ev.alpha[l].RowSlice(int(gi.e0), int(gi.e1))
+		_, err := g.env.backend.Run(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	tensor.EdgeAggregate(pb.z, g.adj, ev.alpha[l], nil, pb.p)
+	return nil
+}
+
+func (g *gat) logits(w []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error) {
+	L := g.cfg.Layers
+	if err := g.cfg.OutputForward(z, w[4*(L-1)+3], g.eval.logits); err != nil {
+		return nil, err
+	}
+	return g.eval.logits, nil
 }

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -63,9 +64,10 @@ type Shard struct {
 	free     [][]*tensor.Dense // buffers of dropped versions
 	adam     *model.Adam
 	keep     []keepReport // per graph server
-	// synchronous mode: the current epoch's gradients, one set per contribution
-	pending  [][]*tensor.Dense
-	have     []bool
+	// synchronous mode: the current epoch's gradients, one set per contribution (slot
+	// partition·intervals + interval), made when the slot first pushes
+	pending  map[int][]*tensor.Dense
+	have     map[int]bool
 	received int
 	sum      []*tensor.Dense
 	joined   []bool // per graph server: sent Init since the run (re)started
@@ -77,7 +79,17 @@ type Shard struct {
 	// checkpoints (synchronous mode only)
 	ckpt  *Checkpointing
 	saved uint64 // the newest version saved, or restored
+	// maxMessage bounds the bytes of the held layers, which one Pull reply carries
+	maxMessage int
 }
+
+// Limits on what an Init may describe; they bound what a shard allocates for it.
+const (
+	MaxGraphServers  = 4096
+	MaxContributions = 1 << 24 // 256 graph servers of 65536 intervals, the API's largest job
+	MaxLayers        = 1024
+	MaxHeads         = 1 << 16
+)
 
 type keepReport struct {
 	known  bool
@@ -91,7 +103,18 @@ func New(id, shards int) (*Shard, error) {
 	if shards < 1 || id < 0 || id >= shards {
 		return nil, fmt.Errorf("paramserver: shard %d of %d", id, shards)
 	}
-	return &Shard{id: id, shards: shards, changed: make(chan struct{}), versions: map[uint64][]*tensor.Dense{}}, nil
+	return &Shard{id: id, shards: shards, changed: make(chan struct{}), versions: map[uint64][]*tensor.Dense{}, maxMessage: rpc.MaxMessage}, nil
+}
+
+// LimitMessage makes n bytes (at least 1; default rpc.MaxMessage) the largest message the
+// shard's server sends: the shard then refuses a model whose held layers would not fit one
+// Pull reply, or whose layers would not fit one reply per shard, before it allocates them.
+func (s *Shard) LimitMessage(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > 0 {
+		s.maxMessage = n
+	}
 }
 
 // Newest returns the newest version.
@@ -212,6 +235,10 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 		return fmt.Errorf("graph server %d of %d", req.GraphServer, req.GraphServers)
 	case req.GraphServers < 1 || req.Contributions < req.GraphServers || req.Contributions%req.GraphServers != 0:
 		return fmt.Errorf("%d contributions from %d graph servers: want a whole number of intervals per server", req.Contributions, req.GraphServers)
+	case req.GraphServers > MaxGraphServers || req.Contributions > MaxContributions:
+		return fmt.Errorf("%d contributions from %d graph servers: want at most %d from at most %d", req.Contributions, req.GraphServers, MaxContributions, MaxGraphServers)
+	case L > MaxLayers || req.Heads > MaxHeads || req.OutHeads > MaxHeads:
+		return fmt.Errorf("%d layers of %d heads (%d in the output layer): want at most %d layers of at most %d heads", L, req.Heads, req.OutHeads, MaxLayers, MaxHeads)
 	case !(req.LearningRate > 0) || !(req.WeightDecay >= 0):
 		return fmt.Errorf("learning rate %g, weight decay %g", req.LearningRate, req.WeightDecay)
 	case s.ckpt != nil && !req.Sync:
@@ -238,7 +265,7 @@ func (s *Shard) fresh(req *rpc.InitRequest) ([]*tensor.Dense, *model.Adam, error
 		n := float32(req.Contributions)
 		lr, wd = lr/n, wd/n
 	}
-	all, decay, err := initialParams(req, len(req.Dims)-1, wd)
+	all, decay, err := initialParams(req, len(req.Dims)-1, wd, s.fits)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,7 +301,7 @@ func (s *Shard) forget() {
 	s.keep, s.joined = make([]keepReport, n), make([]bool, n)
 	if s.init.Sync {
 		if s.pending == nil {
-			s.pending, s.have = make([][]*tensor.Dense, s.init.Contributions), make([]bool, s.init.Contributions)
+			s.pending, s.have = map[int][]*tensor.Dense{}, map[int]bool{}
 			s.sum = s.alloc()
 		}
 		clear(s.have)
@@ -296,6 +323,9 @@ func (s *Shard) rejoin(req *rpc.InitRequest) error {
 	if req.RewindTo != nil {
 		// The second round of a start: every graph server asks to go back to the epoch all
 		// shards can restore; the first one takes the shard there.
+		if *req.RewindTo > s.newest {
+			return fmt.Errorf("asked to go back to epoch %d, but the newest version is %d", *req.RewindTo, s.newest)
+		}
 		if *req.RewindTo != s.newest {
 			if err := s.rewind(int(*req.RewindTo)); err != nil {
 				return err
@@ -333,7 +363,7 @@ func (s *Shard) joinAsync(req *rpc.InitRequest) error {
 // trainers initialise them from the seed, and the weight decay of each: a GCN's weight
 // matrices (decay on the first), or a GAT's W, a_dst, a_src and bias of every layer (decay on
 // all).
-func initialParams(req *rpc.InitRequest, L int, wd float32) ([]*tensor.Dense, []float32, error) {
+func initialParams(req *rpc.InitRequest, L int, wd float32, fit func(sizes []uint64) error) ([]*tensor.Dense, []float32, error) {
 	if req.Heads > 0 {
 		g := model.GATConfig{InDim: int(req.Dims[0]), Heads: int(req.Heads), OutHeads: int(req.OutHeads), Classes: int(req.Dims[L]), Layers: L}
 		if L > 1 {
@@ -345,6 +375,15 @@ func initialParams(req *rpc.InitRequest, L int, wd float32) ([]*tensor.Dense, []
 			}
 		}
 		if err := g.Validate(); err != nil {
+			return nil, nil, err
+		}
+		var sizes []uint64
+		for l := range L {
+			s := g.Shape(l)
+			w := product(uint64(s.Heads), uint64(s.F))
+			sizes = append(sizes, product(uint64(s.In), w), w, w, uint64(s.Out))
+		}
+		if err := fit(sizes); err != nil {
 			return nil, nil, err
 		}
 		all := g.InitParams(req.Seed).Tensors()
@@ -366,7 +405,51 @@ func initialParams(req *rpc.InitRequest, L int, wd float32) ([]*tensor.Dense, []
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
+	var sizes []uint64
+	for l := range L {
+		sizes = append(sizes, product(uint64(req.Dims[l]), uint64(req.Dims[l+1])))
+	}
+	if err := fit(sizes); err != nil {
+		return nil, nil, err
+	}
 	return cfg.InitWeights(req.Seed), model.DefaultAdam(1, wd, L).WeightDecay, nil
+}
+
+// fits checks, before they are made, that the parameter tensors of the given numbers of
+// values (in initialParams' order) can be served: the shard's share must fit one Pull reply,
+// and every shard's too, since each shard generates them all from the seed.
+func (s *Shard) fits(sizes []uint64) error {
+	var held, total uint64
+	for i, n := range sizes {
+		b := sum(product(n, 4), 64) // the values and a tensor's framing
+		total = sum(total, b)
+		if i%s.shards == s.id {
+			held = sum(held, b)
+		}
+	}
+	if limit := uint64(s.maxMessage); held > limit || total > product(limit, uint64(s.shards)) {
+		return fmt.Errorf("a model of %d parameter tensors whose shard %d of %d is %d bytes (all shards: %d): over the message limit of %d bytes per shard",
+			len(sizes), s.id, s.shards, held, total, limit)
+	}
+	return nil
+}
+
+// product returns a·b, or the largest uint64 when that overflows.
+func product(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
+}
+
+// sum returns a+b, or the largest uint64 when that overflows.
+func sum(a, b uint64) uint64 {
+	v, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return v
 }
 
 // alloc returns a set of buffers shaped like the held layers, reusing a dropped version's.
@@ -449,7 +532,7 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		k := int(s.init.Contributions / s.init.GraphServers)
 		slot := int(t.Partition)*k + int(t.Interval)
 		switch {
-		case int(t.Interval) >= k || slot >= len(s.pending):
+		case int(t.Interval) >= k || slot >= int(s.init.Contributions):
 			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s is not one of the %d intervals per server", s.id, who, k)
 		case req.Version != s.newest || uint64(t.Epoch) != s.newest:
 			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %s pushed gradients of version %d in synchronous mode at version %d", s.id, who, req.Version, s.newest)
@@ -482,13 +565,13 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		slot := int(t.Partition)*int(s.init.Contributions/s.init.GraphServers) + int(t.Interval)
 		s.have[slot] = true
 		s.received++
-		if s.received < len(s.pending) {
+		if s.received < int(s.init.Contributions) {
 			return &rpc.PushReply{Version: s.newest}, nil
 		}
 		for i := range s.sum {
 			s.sum[i].Zero()
-			for _, p := range s.pending {
-				tensor.AddInPlace(s.sum[i], p[i])
+			for slot := range int(s.init.Contributions) {
+				tensor.AddInPlace(s.sum[i], s.pending[slot][i])
 			}
 		}
 		clear(s.have)

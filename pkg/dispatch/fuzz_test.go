@@ -1,0 +1,124 @@
+package dispatch_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/dorylus-gnn/dorylus/internal/hostile"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// Memory budgets of the fuzz targets: decoding allocates in proportion to the input's bytes;
+// running a task may allocate the product of an interval's rows and a weight's columns, both
+// bounded by the input's bytes, never what a header merely declares.
+var (
+	decodeBudget  = hostile.Budget{Fixed: 64 << 10, PerByte: 16}
+	executeBudget = hostile.Budget{Fixed: 1 << 20, PerByte: 64, Quadratic: 8}
+)
+
+// seedTasks returns small requests of every op, GCN and GAT.
+func seedTasks() []dispatch.TaskRequest {
+	return append(remotetest.Tasks(1, 4, 6, 3), remotetest.GATTasks(2, 3, 5, 2)...)
+}
+
+// wireError reports whether err is one a decoder or Execute may return for bad bytes: the
+// function answers those with a bad-request error (HTTP 400).
+func wireError(err error) bool {
+	return errors.Is(err, dispatch.ErrRequest) || errors.Is(err, dispatch.ErrWireVersion)
+}
+
+// FuzzDecodeRequest decodes hostile request bytes and runs what decodes, as the function does:
+// every refusal is a request error, nothing panics, and memory follows the input's size.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, r := range seedTasks() {
+		f.Add(dispatch.EncodeRequest(&r))
+	}
+	for _, b := range hostileRequests() {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var req dispatch.TaskRequest
+		var err error
+		decodeBudget.Check(t, len(b), "DecodeRequest", func() { req, err = dispatch.DecodeRequest(b) })
+		if err != nil {
+			if !wireError(err) {
+				t.Fatalf("DecodeRequest: %v: not a request error", err)
+			}
+			return
+		}
+		executeBudget.Check(t, len(b), "Execute", func() { _, err = dispatch.Execute(&req, nil) })
+		if err != nil && !errors.Is(err, dispatch.ErrRequest) {
+			t.Fatalf("Execute of decoded bytes: %v: not a request error", err)
+		}
+	})
+}
+
+// hostileRequests returns requests that once made Execute allocate what their headers declared:
+// an interval of 2³²−1 rows of zero-width features (it allocated 2³²−1 output rows).
+func hostileRequests() [][]byte {
+	fwd := seedTasks()[0] // AV_0 with sparse features
+	fwd.Features.Sparse = nil
+	fwd.Features.Dense = &tensor.Dense{Rows: 1<<32 - 1}
+	return [][]byte{dispatch.EncodeRequest(&fwd)}
+}
+
+// TestHostileRequests runs the hostile requests: each is refused as a bad request within the
+// memory budget.
+func TestHostileRequests(t *testing.T) {
+	for i, b := range hostileRequests() {
+		req, err := dispatch.DecodeRequest(b)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		executeBudget.Check(t, len(b), "Execute", func() { _, err = dispatch.Execute(&req, nil) })
+		if !errors.Is(err, dispatch.ErrRequest) {
+			t.Errorf("request %d: %v, want a request error", i, err)
+		}
+	}
+}
+
+// FuzzDecodeResult decodes hostile result bytes, with and without destination buffers.
+func FuzzDecodeResult(f *testing.F) {
+	for _, r := range seedTasks() {
+		res, err := dispatch.Execute(&r, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(byte(r.Op), false, dispatch.EncodeResult(r.Op, res))
+	}
+	f.Fuzz(func(t *testing.T, op byte, into bool, b []byte) {
+		var dst dispatch.TaskResult
+		if into {
+			dst = dispatch.TaskResult{Out: tensor.NewDense(4, 3), DW: tensor.NewDense(6, 3)}
+		}
+		var res dispatch.TaskResult
+		var err error
+		decodeBudget.Check(t, len(b), "DecodeResult", func() { res, err = dispatch.DecodeResult(b, dispatch.Op(op), dst) })
+		switch {
+		case err != nil && !wireError(err):
+			t.Fatalf("DecodeResult: %v: not a request error", err)
+		case err == nil && into && res.Out != nil && res.Out != dst.Out:
+			t.Fatal("a result was not copied into its destination")
+		}
+	})
+}
+
+// FuzzDecodeDescriptor decodes hostile pull-mode descriptors.
+func FuzzDecodeDescriptor(f *testing.F) {
+	for i, r := range seedTasks() {
+		f.Add(dispatch.EncodeDescriptor(&r, dispatch.Descriptor{Task: uint64(i), Lo: 1, Hi: 3, Source: "10.0.0.1:7070", WeightVersion: 4, WeightSource: "ps:7071"}))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var d dispatch.Descriptor
+		var err error
+		decodeBudget.Check(t, len(b), "DecodeDescriptor", func() { _, d, err = dispatch.DecodeDescriptor(b) })
+		switch {
+		case err != nil && !wireError(err):
+			t.Fatalf("DecodeDescriptor: %v: not a request error", err)
+		case err == nil && (d.Source == "" || d.Lo < 0 || d.Hi < d.Lo):
+			t.Fatalf("DecodeDescriptor accepted %+v", d)
+		}
+	})
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/npy"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
+	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
+)
+
+// outputOptions are the --output-dir flag of `dorylus train` and what it keeps while training.
+type outputOptions struct {
+	location string
+	state    *outputState // shared by every copy of the options
+}
+
+// outputState is the store to export to and the weights kept for it.
+type outputState struct {
+	store   checkpoint.Store
+	tensors []safetensors.Tensor // a copy of the weights to export
+	epoch   int                  // the epoch they are from
+}
+
+// addFlags registers --output-dir.
+func (x *outputOptions) addFlags(f *pflag.FlagSet) {
+	x.state = &outputState{}
+	f.StringVar(&x.location, "output-dir", "", "at the end, write the trained model of the first run to this folder or s3://bucket/prefix: "+
+		"weights (model.safetensors), model card (model.json), per-vertex predictions.npy, probabilities.npy and embeddings.npy, history.json and curves.png; "+
+		"with --patience, the weights of the kept epoch")
+}
+
+// validate opens the output location, so that a bad one is refused before training. S3
+// settings come from the SDK's environment.
+func (x outputOptions) validate(ctx context.Context) error {
+	if x.location == "" {
+		return nil
+	}
+	st, err := checkpoint.Open(ctx, x.location, objstore.Config{})
+	if err != nil {
+		return fmt.Errorf("--output-dir: %w", err)
+	}
+	x.state.store = st
+	return nil
+}
+
+// keepOutputs runs after every epoch; with --output-dir it copies the weights to export: those of
+// the first run's epoch whose accuracies are reported (with --patience the kept epoch, otherwise
+// the last).
+func keepOutputs(o trainOptions, tr model.Learner, sel *model.BestValidation, seed uint64, epoch int) error {
+	if o.outputs.location == "" || seed != o.seed {
+		return nil
+	}
+	if sel != nil {
+		if kept, _ := sel.Best(); kept != epoch {
+			return nil
+		}
+	} else if epoch != o.epochs {
+		return nil
+	}
+	slots, err := export.Slots(tr)
+	if err != nil {
+		return err
+	}
+	o.outputs.state.tensors, o.outputs.state.epoch = export.Capture(slots), epoch
+	return nil
+}
+
+// historyPoint is one epoch of history.json; val_accuracy is absent where it was not evaluated.
+type historyPoint struct {
+	Epoch   int      `json:"epoch"`
+	Loss    float64  `json:"loss"`
+	ValAcc  *float64 `json:"val_accuracy,omitempty"`
+	Seconds float64  `json:"seconds"`
+}
+
+// history is history.json: the report of the whole invocation and the curve of the exported run.
+type history struct {
+	Report trainReport    `json:"report"`
+	Seed   uint64         `json:"seed"`
+	Curve  []historyPoint `json:"curve"`
+}
+
+// writeOutputs writes the model of the first run to --output-dir, the card last.
+func writeOutputs(ctx context.Context, o trainOptions, d *graph.Dataset, rep trainReport, log io.Writer) error {
+	if o.outputs.location == "" {
+		return nil
+	}
+	start, st := time.Now(), o.outputs.state
+	if st.tensors == nil {
+		return errors.New("--output-dir: this process trained no epoch of the first run (it resumed from its last checkpoint), so it has no weights to export")
+	}
+	p, err := loadPredictor(d, o, o.seed, st.tensors)
+	if err != nil {
+		return err
+	}
+	m, err := p.Evaluate()
+	if err != nil {
+		return err
+	}
+	w := &export.Writer{Store: st.store}
+	weights, err := safetensors.Encode(st.tensors, map[string]string{"format": "pt"})
+	if err != nil {
+		return err
+	}
+	if err := w.Put(ctx, export.WeightsFile, weights); err != nil {
+		return err
+	}
+	if err := writePredictions(ctx, w, p); err != nil {
+		return err
+	}
+	run := rep.PerRun[0]
+	h := history{Report: rep, Seed: run.Seed}
+	for _, r := range run.Curve {
+		pt := historyPoint{Epoch: r.Epoch, Loss: r.Loss, Seconds: r.Seconds}
+		if !math.IsNaN(r.ValAcc) {
+			pt.ValAcc = &r.ValAcc
+		}
+		h.Curve = append(h.Curve, pt)
+	}
+	if err := w.PutJSON(ctx, export.HistoryFile, h); err != nil {
+		return err
+	}
+	if err := putCurves(ctx, w, run.Curve, d.Name); err != nil {
+		return err
+	}
+	c := export.Card{
+		Architecture: o.model, Layers: o.layers, InFeatures: d.NumFeatures(), Hidden: o.hidden, Classes: d.NumClasses,
+		Activation: export.ActivationGCN, Adjacency: export.AdjacencyGCN, Features: featureNormalisation(d),
+		Dataset: datasetOf(d), Seed: run.Seed, Epochs: run.EpochsRun, Epoch: st.epoch,
+		Training: export.Training{LR: o.lr, WeightDecay: o.weightDecay, Dropout: o.dropout, Patience: o.patience},
+		Accuracy: export.Accuracy{Train: m.TrainAcc, Val: m.ValAcc, Test: m.TestAcc},
+	}
+	if o.model == export.ArchitectureGAT {
+		c.Heads, c.OutHeads, c.Activation, c.Adjacency = o.heads, 1, export.ActivationGAT, export.AdjacencyGAT
+	}
+	if err := w.PutCard(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "wrote the model of epoch %d (test accuracy %.2f%%) and its outputs to %s in %s\n",
+		st.epoch, 100*m.TestAcc, st.store, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// putCurves plots the curve of one run and publishes the PNG.
+func putCurves(ctx context.Context, w *export.Writer, curve []epochRecord, name string) error {
+	dir, err := os.MkdirTemp("", "dorylus-curves-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, export.CurvesFile)
+	if err := plotCurves(path, curve, name); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return w.Put(ctx, export.CurvesFile, b)
+}
+
+// loadPredictor builds the model o describes for d and puts tensors in it; tensors that do not fit
+// d are refused, naming the tensor and both shapes.
+func loadPredictor(d *graph.Dataset, o trainOptions, seed uint64, tensors []safetensors.Tensor) (model.Predictor, error) {
+	l, err := newLearner(d, o, seed)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := l.(model.Predictor)
+	if !ok {
+		return nil, fmt.Errorf("a %s cannot predict", o.model)
+	}
+	slots, err := export.Slots(l)
+	if err != nil {
+		return nil, err
+	}
+	if err := export.Load(slots, tensors, d.Name); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// writePredictions publishes the class, class probabilities and embeddings of every vertex
+// from the last evaluation of p.
+func writePredictions(ctx context.Context, w *export.Writer, p model.Predictor) error {
+	logits, emb := p.Outputs()
+	classes, probs := export.Predict(logits)
+	b, err := npy.EncodeInt32([]int{logits.Rows}, classes)
+	if err != nil {
+		return err
+	}
+	if err := w.Put(ctx, export.PredictionsFile, b); err != nil {
+		return err
+	}
+	if b, err = npy.EncodeFloat32([]int{logits.Rows, logits.Cols}, probs); err != nil {
+		return err
+	}
+	if err := w.Put(ctx, export.ProbabilitiesFile, b); err != nil {
+		return err
+	}
+	if emb == nil {
+		return nil // a one-layer model: its input is the features
+	}
+	if b, err = npy.EncodeFloat32([]int{emb.Rows, emb.Cols}, emb.Data); err != nil {
+		return err
+	}
+	return w.Put(ctx, export.EmbeddingsFile, b)
+}
+
+// featureNormalisation names what loading did to d's features.
+func featureNormalisation(d *graph.Dataset) string {
+	if d.Features.Sparse != nil {
+		return export.FeaturesRowSum
+	}
+	return export.FeaturesNone
+}
+
+// datasetOf describes d for a card or manifest.
+func datasetOf(d *graph.Dataset) export.Dataset {
+	return export.Dataset{Name: d.Name, Nodes: d.NumNodes(), Edges: d.Adj.NNZ(), Features: d.NumFeatures(), Classes: d.NumClasses}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
+)
+
+// runConfig returns the run config dorylus train writes for the servers of one seed's run:
+// the command's flags in the contract the operator writes (pkg/jobconfig), with the dataset
+// partitioned into dir, graph servers at peers and parameter-server shards at shards. Its
+// job has no UID: a run outside Kubernetes reports into no GNNTrainingJob's status.
+func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers, shards []string) (*jobconfig.RunConfig, error) {
+	gsPort, err := portOf(peers[0])
+	if err != nil {
+		return nil, err
+	}
+	psPort, err := portOf(shards[0])
+	if err != nil {
+		return nil, err
+	}
+	c := &jobconfig.RunConfig{
+		Version: jobconfig.Version,
+		Job:     jobconfig.JobRef{Name: fmt.Sprintf("train-%d-%d", os.Getpid(), seed), Namespace: "local"},
+		Dataset: jobconfig.Dataset{Source: jobconfig.SourcePVC, Path: dir, Format: jobconfig.FormatPrepared},
+		Model: jobconfig.Model{Architecture: jobconfig.ArchitectureGCN, Layers: o.layers, Hidden: o.hidden,
+			Dropout: o.dropout},
+		Training: jobconfig.Training{Epochs: o.epochs, LearningRate: o.lr, WeightDecay: o.weightDecay,
+			TargetAccuracy: d.target, Staleness: d.staleness, Intervals: d.intervals, Seed: int64(seed),
+			EvalEvery: o.evalEvery, Patience: o.patience},
+		GraphServers: jobconfig.GraphServers{Replicas: len(peers), Port: gsPort, Peers: peers,
+			DeadAfter: jobconfig.Duration(d.deadAfter)},
+		ParameterServers: jobconfig.ParameterServers{Replicas: len(shards), Port: psPort, Service: shards[0], Shards: shards},
+		Backend:          d.backend.toConfig(d.intervals, o.cost.lambdaMemoryMB),
+	}
+	if o.model == "gat" {
+		c.Model.Architecture, c.Model.Heads = jobconfig.ArchitectureGAT, o.heads
+	}
+	if o.patience > 0 { // selection by validation evaluates every epoch, as the single-process path does
+		c.Training.EvalEvery = 1
+	}
+	if cp := o.checkpoint; cp.location != "" {
+		c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: cp.every, Keep: cp.keep, Fresh: !cp.resume, Path: cp.location}
+		if bucket, prefix, err := source.ParseS3(cp.location); err == nil {
+			c.Checkpoint.Path, c.Checkpoint.S3 = "", &jobconfig.S3{Bucket: bucket, Prefix: prefix}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// portOf returns the port of a host:port address.
+func portOf(addr string) (int, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(p)
+}

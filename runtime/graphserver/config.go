@@ -1,0 +1,113 @@
+package graphserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+)
+
+// Config is what one graph server needs.
+type Config struct {
+	Partition, Partitions int
+	Intervals             int                  // per graph server (every server must use the same number)
+	Data                  *graph.PartitionData // this server's partition (graph.ReadPartitionFile)
+	Peers                 []string             // address of the graph server of every partition (own included)
+	ParamServers          []string             // address of every parameter-server shard
+	Run                   string               // the run's identity, shared by all its servers
+
+	Layers, Hidden int
+	// Heads > 0 trains a GAT (pkg/model): Heads attention heads of Hidden features in every
+	// hidden layer, OutHeads in the output layer, dropout AttentionDropout on the attention
+	// coefficients. Heads == 0 trains a GCN.
+	Heads, OutHeads  int
+	AttentionDropout float64
+	Dropout          float64
+	LearningRate     float64
+	WeightDecay      float64
+	Epochs           int
+	Seed             uint64
+	Sync             bool
+	Staleness        int
+	TargetAccuracy   float64 // stop once the validation accuracy reaches it (0: never)
+	EvalEvery        int     // evaluate every this many epochs, and after the last
+	// Patience > 0 selects by validation as the GAT paper does (model.BestValidation, with
+	// EvalEvery 1): the result is the evaluation of the kept epoch, and the run stops after
+	// Patience evaluations without progress.
+	Patience int
+
+	Backend dispatch.Backend
+	// Pull, when set, selects the pull data path: the server serves it (the inputs of its
+	// tasks in flight) beside its own service, and its GCN tensor tasks name their weight by
+	// version and parameter server (the backend must be built with the same store).
+	Pull rpc.TaskSourceServer
+	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
+	Events io.Writer
+	// Startup bounds the wait for peers to come up.
+	Startup time.Duration
+	// DeadAfter is how long a peer (graph or parameter server) may fail its health checks
+	// before the run fails naming it (rpc.DefaultDeadAfter if 0).
+	DeadAfter time.Duration
+
+	// Status, when set on graph server 0, receives the progress after every epoch (at most
+	// once per StatusInterval, DefaultStatusInterval if 0) and the final result at once; Run
+	// waits at most StatusFlush (DefaultStatusFlush if 0) for the last report before it
+	// returns. A failed report is written to Log and never stops training.
+	Status         ProgressReporter
+	StatusInterval time.Duration
+	StatusFlush    time.Duration
+	// Log receives warnings, such as failed status reports; nil discards them.
+	Log io.Writer
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Partitions < 1 || c.Partition < 0 || c.Partition >= c.Partitions:
+		return fmt.Errorf("partition %d of %d", c.Partition, c.Partitions)
+	case len(c.Peers) != c.Partitions:
+		return fmt.Errorf("%d peer addresses for %d partitions", len(c.Peers), c.Partitions)
+	case len(c.ParamServers) < 1:
+		return errors.New("no parameter server addresses")
+	case c.Intervals < 1:
+		return fmt.Errorf("%d intervals", c.Intervals)
+	case c.Epochs < 1:
+		return fmt.Errorf("%d epochs", c.Epochs)
+	case c.Sync && c.Staleness != 0:
+		return errors.New("staleness given with synchronous mode")
+	case c.Staleness < 0:
+		return fmt.Errorf("staleness %d", c.Staleness)
+	case c.EvalEvery < 1:
+		return fmt.Errorf("evaluation every %d epochs", c.EvalEvery)
+	case c.Patience < 0 || (c.Patience > 0 && c.EvalEvery != 1):
+		return fmt.Errorf("patience %d with evaluation every %d epochs: selection by validation evaluates every epoch", c.Patience, c.EvalEvery)
+	case c.Backend == nil:
+		return errors.New("no tensor backend")
+	case c.Heads < 0 || (c.Heads > 0 && c.OutHeads < 1):
+		return fmt.Errorf("GAT with %d heads and %d output heads", c.Heads, c.OutHeads)
+	}
+	return nil
+}
+
+// slots returns R, the number of epochs of P_l and dZ_l kept: 1 in synchronous mode, 2S+2
+// with staleness S.
+func (c *Config) slots() int {
+	if c.Sync {
+		return 1
+	}
+	return 2*c.Staleness + 2
+}
+
+// EpochsInFlight returns how many epochs of one interval a graph server runs at once: 2 when
+// the backward pass of an epoch overlaps the next forward pass (pipeline.Config.TailOverlap: a
+// GCN, heads == 0, in asynchronous mode with staleness ≥ 1), so that an interval may have two
+// tensor tasks in flight; otherwise 1.
+func EpochsInFlight(sync bool, staleness, heads int) int {
+	if !sync && staleness > 0 && heads == 0 {
+		return 2
+	}
+	return 1
+}

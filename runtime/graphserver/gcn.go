@@ -1,0 +1,185 @@
+package graphserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// gcn is a graph server's GCN: AV_l and ∇AV_l are tensor tasks, GA_l and ∇GA_l SpMMs here.
+type gcn struct {
+	cfg model.GCNConfig
+	lay *layout
+	env taskEnv
+	ivs []gcnInterval
+	// overlap: the scheduler runs an interval's backward pass of epoch e beside its forward
+	// pass of epoch e+1, so ∇AV_l has its own activations (gcnInterval.backAct)
+	overlap bool
+	evalAct [][]model.Activation // [interval][layer]
+}
+
+// gcnInterval is one interval's GCN state.
+type gcnInterval struct {
+	act []model.Activation
+	// backAct[l] is ∇AV_l's activation buffer with overlap (the next epoch's AV_l uses act[l])
+	backAct []model.Activation
+	dw      [][]*tensor.Dense // [epoch parity][layer]: dW_l of the epoch, until WU
+}
+
+func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
+	d := cfg.Data
+	m := model.GCNConfig{InDim: d.Features.Cols(), Hidden: cfg.Hidden, Classes: d.NumClasses, Layers: cfg.Layers, Dropout: float32(cfg.Dropout)}
+	if err := m.Validate(); err != nil {
+		return nil, nil, modelShape{}, err
+	}
+	sh := modelShape{dims: m.Dims(), widths: m.Dims()[1:]}
+	for l := range m.Layers {
+		sh.params = append(sh.params, [2]int{sh.dims[l], sh.dims[l+1]})
+	}
+	for _, w := range sh.dims {
+		sh.initDims = append(sh.initDims, uint32(w))
+	}
+	lay := newLayout(cfg, part, cuts, sh)
+	g := &gcn{cfg: m, lay: lay, env: env, overlap: lay.parities > 1}
+	for range lay.ivs {
+		gi := gcnInterval{act: make([]model.Activation, m.Layers), dw: make([][]*tensor.Dense, lay.parities)}
+		if g.overlap {
+			gi.backAct = make([]model.Activation, m.Layers)
+		}
+		for p := range gi.dw {
+			for l := range m.Layers {
+				gi.dw[p] = append(gi.dw[p], tensor.NewDense(sh.dims[l], sh.dims[l+1]))
+			}
+		}
+		g.ivs = append(g.ivs, gi)
+		g.evalAct = append(g.evalAct, make([]model.Activation, m.Layers))
+	}
+	return g, lay, sh, nil
+}
+
+func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
+	t, b := st.Task, g.lay
+	iv, gi := &b.ivs[t.Interval], &g.ivs[t.Interval]
+	slot, l, L := t.Epoch%b.slots, t.Layer, g.cfg.Layers
+	switch t.Kind {
+	case pipeline.KindAV:
+		if l == L {
+			// The loss is a cheap per-row operation on logits that the Gather has just left in
+			// this server's memory: it runs here, which saves every interval one tensor-task
+			// round trip per epoch.
+			res, err := dispatch.Execute(&dispatch.TaskRequest{
+				Op: dispatch.OpLoss, Model: g.cfg, Z: iv.zOf(t.Epoch)[L-1], Labels: iv.labels, Rows: iv.train,
+				Total: b.part.Totals[0], Out: iv.dzView[L-1][slot],
+			}, nil)
+			return res.Loss, err
+		}
+		req, err := g.avRequest(ctx, iv, st)
+		if err != nil {
+			return 0, err
+		}
+		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], &gi.act[l]
+		_, err = g.env.backend.Run(ctx, req)
+		return 0, err
+	case pipeline.KindGA:
+		src, done := b.compose(b.p[l], b.compP[l], st.Reads, true)
+		tensor.SpMMRows(iv.zOf(t.Epoch)[l], b.part.Adj, src, iv.Lo, iv.Hi)
+		done()
+	case pipeline.KindBackGA:
+		if iv.GhostT.Rows > 0 {
+			tensor.SpMM(iv.ghostC[l], iv.GhostT, b.dz[l][slot])
+		}
+	case pipeline.KindBackAV:
+		g.gatherGradients(iv, l, st.Reads)
+		req, err := g.avRequest(ctx, iv, st)
+		if err != nil {
+			return 0, err
+		}
+		req.Op, req.DP, req.DW, req.Act = dispatch.OpBackward, iv.dp[l], gi.dwOf(t.Epoch)[l], &gi.act[l]
+		if g.overlap {
+			req.Act = &gi.backAct[l]
+		}
+		if l > 0 {
+			req.Out = iv.dzView[l-1][slot]
+		}
+		_, err = g.env.backend.Run(ctx, req)
+		return 0, err
+	default:
+		return 0, fmt.Errorf("GCN task %v is not run here", t)
+	}
+	return 0, nil
+}
+
+// avRequest returns the request of AV_l or ∇AV_l of an interval in the task's epoch, with the
+// weight of the version the scheduler pinned; in the pull data path it names the weight by
+// version and the parameter server that holds it instead, so that the function pulls it
+// there (the server has pinned the version for the task's lifetime).
+func (g *gcn) avRequest(ctx context.Context, iv *interval, st pipeline.Started) (dispatch.TaskRequest, error) {
+	t := st.Task
+	w, err := g.env.weights.at(ctx, st.Weights)
+	if err != nil {
+		return dispatch.TaskRequest{}, err
+	}
+	req := dispatch.TaskRequest{
+		Model: g.cfg, Layer: t.Layer, RowOffset: g.lay.part.Lo + iv.Lo,
+		Key: model.DropoutKey(g.env.seed, t.Epoch, t.Layer), Train: true, W: w[t.Layer],
+	}
+	if t.Layer == 0 {
+		req.Features = iv.feats
+	} else {
+		req.Z = iv.zOf(t.Epoch)[t.Layer-1]
+	}
+	if g.env.holder != nil {
+		req.WeightVersion, req.WeightSource = uint64(st.Weights), g.env.holder(t.Layer)
+	}
+	return req, nil
+}
+
+// gatherGradients computes dP_l of the interval's rows: the owned part of Âᵀ dZ_l from the
+// local intervals' dZ_l rows, plus the contributions remote intervals pushed, each of the
+// epoch the scheduler names.
+func (g *gcn) gatherGradients(iv *interval, l int, reads []pipeline.Read) {
+	b := g.lay
+	src, done := b.compose(b.dz[l], b.compDZ[l], reads, false)
+	dp := iv.dp[l]
+	tensor.SpMMRows(dp, b.part.AdjLocal, src, iv.Lo, iv.Hi)
+	done()
+	b.eachContribution(iv, l, reads, func(i int, src []float32) {
+		row := dp.Row(i)
+		for j, v := range src {
+			row[j] += v
+		}
+	})
+}
+
+func (g *gcn) gradient(t pipeline.Task, i int) *tensor.Dense {
+	return g.ivs[t.Interval].dwOf(t.Epoch)[i]
+}
+
+func (g *gcn) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb passBuffers) error {
+	b := g.lay
+	iv := &b.ivs[i]
+	req := dispatch.TaskRequest{Op: dispatch.OpForward, Model: g.cfg, Layer: l, RowOffset: b.part.Lo + iv.Lo,
+		W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi), Act: &g.evalAct[i][l]}
+	if l == 0 {
+		req.Features = iv.feats
+	} else {
+		req.Z = pb.in.RowSlice(iv.Lo, iv.Hi)
+	}
+	_, err := g.env.backend.Run(ctx, req)
+	return err
+}
+
+func (g *gcn) evalGather(_ context.Context, _ int, pb passBuffers) error {
+	tensor.SpMM(pb.z, g.lay.part.Adj, pb.p)
+	return nil
+}
+
+func (g *gcn) logits(_ []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error) { return z, nil }
+
+// dwOf returns an interval's dW_l buffers of epoch e.
+func (gi *gcnInterval) dwOf(e int) []*tensor.Dense { return gi.dw[e%len(gi.dw)] }

@@ -1,0 +1,220 @@
+// Package harness runs a whole distributed training run in one process: graph servers
+// (runtime/graphserver) and parameter servers (runtime/paramserver), each on its own loopback
+// listener, with the cpu tensor backend. Tests use it to drive the graph servers' logic — the
+// pipeline across servers, the ghost exchange, the coordinator, evaluation — without building
+// or starting the dorylus binary.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/paramserver"
+)
+
+// Options describe one run.
+type Options struct {
+	// Dataset is the graph to train on; it is cut into GraphServers contiguous partitions.
+	Dataset      *graph.Dataset
+	GraphServers int
+	ParamServers int
+	// Train holds the model and training settings (Intervals, Layers, Hidden, Heads, …,
+	// Epochs, Seed, Sync, Staleness, EvalEvery, …). Run sets the rest: Partition, Partitions,
+	// Data, Peers, ParamServers, Run, Backend, Events, Startup.
+	Train graphserver.Config
+	// Workers is the cpu backend's workers per graph server (0: Intervals · EpochsInFlight, as
+	// `dorylus graph-server` chooses).
+	Workers int
+	// Timeout bounds the run (0: 5 minutes).
+	Timeout time.Duration
+}
+
+// Result is what graph server 0 wrote: one event per epoch, and the final evaluation.
+type Result struct {
+	Epochs []graphserver.Event
+	Final  graphserver.Event
+}
+
+// Run trains o and returns graph server 0's progress once it has written the result. Every
+// server has stopped when it returns.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Dataset == nil || o.GraphServers < 1 || o.ParamServers < 1 {
+		return nil, fmt.Errorf("harness: dataset %v, %d graph servers, %d parameter servers", o.Dataset != nil, o.GraphServers, o.ParamServers)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	plan, err := partition.Contiguous(o.Dataset.Adj.RowPtr, o.GraphServers)
+	if err != nil {
+		return nil, err
+	}
+	gsLis, err := listen(o.GraphServers)
+	if err != nil {
+		return nil, err
+	}
+	psLis, err := listen(o.ParamServers)
+	if err != nil {
+		closeAll(gsLis)
+		return nil, err
+	}
+	cfg := o.Train
+	cfg.Partitions, cfg.Peers, cfg.ParamServers, cfg.Run = o.GraphServers, addrs(gsLis), addrs(psLis), "harness"
+	if cfg.Startup == 0 {
+		cfg.Startup = time.Minute
+	}
+	var configs []graphserver.Config
+	for i := range o.GraphServers {
+		c := cfg
+		c.Partition = i
+		if c.Data, err = partition.DatasetPart(o.Dataset, plan, i); err != nil {
+			closeAll(gsLis)
+			closeAll(psLis)
+			return nil, err
+		}
+		workers := o.Workers
+		if workers == 0 {
+			workers = c.Intervals * graphserver.EpochsInFlight(c.Sync, c.Staleness, c.Heads)
+		}
+		if c.Backend, err = cpu.New(cpu.Options{Workers: workers}); err != nil {
+			closeAll(gsLis)
+			closeAll(psLis)
+			return nil, err
+		}
+		configs = append(configs, c)
+	}
+	var shards []*paramserver.Shard
+	for i := range o.ParamServers {
+		sh, err := paramserver.New(i, o.ParamServers)
+		if err != nil {
+			closeAll(gsLis)
+			closeAll(psLis)
+			return nil, err
+		}
+		shards = append(shards, sh)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	defer closeAll(gsLis) // those a graph server that failed early never served
+	events := newLines()
+	configs[0].Events = events
+	psCtx, stopPS := context.WithCancel(ctx)
+	defer stopPS()
+	var ps errgroup.Group
+	for i, lis := range psLis {
+		srv, h := rpc.NewServer()
+		rpc.RegisterParamServerServer(srv, shards[i])
+		ps.Go(func() error { return rpc.Serve(psCtx, lis, srv, h) })
+	}
+	gsCtx, stopGS := context.WithCancel(ctx)
+	defer stopGS()
+	gs, gctx := errgroup.WithContext(gsCtx)
+	for i, c := range configs {
+		gs.Go(func() error { return graphserver.Run(gctx, c, gsLis[i]) })
+	}
+	select {
+	case <-events.result:
+	case <-gctx.Done():
+	}
+	stopGS()
+	runErr := gs.Wait()
+	stopPS()
+	if err := ps.Wait(); runErr == nil {
+		runErr = err
+	}
+	events.close()
+	res := &Result{Epochs: events.epochs, Final: events.final}
+	switch {
+	case events.bad != nil:
+		return res, events.bad
+	case res.Final.Event != "result" && runErr == nil:
+		return res, fmt.Errorf("harness: the graph servers stopped before the result: %w", context.Cause(ctx))
+	case res.Final.Event != "result":
+		return res, fmt.Errorf("harness: %w", runErr)
+	}
+	return res, nil
+}
+
+// lines decodes graph server 0's JSON lines as they are written.
+type lines struct {
+	w      *io.PipeWriter
+	epochs []graphserver.Event
+	final  graphserver.Event
+	bad    error
+	result chan struct{} // closed at the result
+	done   chan struct{} // closed once every line written before close is decoded
+}
+
+func newLines() *lines {
+	r, w := io.Pipe()
+	l := &lines{w: w, result: make(chan struct{}), done: make(chan struct{})}
+	go l.read(r)
+	return l
+}
+
+func (l *lines) Write(p []byte) (int, error) { return l.w.Write(p) }
+
+func (l *lines) read(r *io.PipeReader) {
+	defer close(l.done)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var ev graphserver.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil && l.bad == nil {
+			l.bad = fmt.Errorf("harness: progress line %q: %w", sc.Text(), err)
+		}
+		switch ev.Event {
+		case "epoch":
+			l.epochs = append(l.epochs, ev)
+		case "result":
+			if l.final.Event == "" {
+				close(l.result)
+			}
+			l.final = ev
+		}
+	}
+}
+
+// close waits for the lines written so far to be decoded.
+func (l *lines) close() {
+	l.w.Close()
+	<-l.done
+}
+
+func listen(n int) ([]net.Listener, error) {
+	var out []net.Listener
+	for range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		out = append(out, lis)
+	}
+	return out, nil
+}
+
+func addrs(ls []net.Listener) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Addr().String())
+	}
+	return out
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
+}

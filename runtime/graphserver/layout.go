@@ -1,0 +1,252 @@
+package graphserver
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// layout is this server's partition cut into intervals, and the training buffers the intervals
+// share: P_l and dZ_l in R slots, Z_l per epoch parity, the gradient contributions remote
+// intervals push, and the pools of composite buffers of mixed-epoch reads.
+type layout struct {
+	self, parts, intervals int // this partition, the partitions, the intervals of each
+	part                   *partition.Part
+	ivs                    []interval
+	slots                  int   // R
+	dims                   []int // widths of the input and of P_l (a GAT's: heads·features) of every layer
+	widths                 []int // [layer]: width of the rows SC_l and ∇SC_l exchange
+	parities               int   // 2 when an interval runs two epochs at once, else 1
+
+	p  [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
+	z  [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows
+	dz [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows
+	// scores[layer][slot] is a GAT's s_src (owned then ghost rows), sent after each row of P_l;
+	// nil for a GCN.
+	scores [][]*tensor.Dense
+	// contrib[layer][remote interval][slot]: gradient contributions pushed by a remote
+	// interval to this server's rows
+	contrib [][][]contribution
+	// seg[global interval]: for a remote interval, the range of this server's ghost block of
+	// its partition that its Scatter fills (set by its first batch)
+	seg      [][2]int
+	segKnown []atomic.Bool
+	compP    []*bufPool // [layer]: composite P_l buffers of mixed-epoch Gathers
+	compDZ   []*bufPool // [layer]: composite dZ_l buffers of mixed-epoch backward Gathers
+}
+
+// interval is one interval's rows and the buffers every model uses, reused across epochs.
+type interval struct {
+	*partition.Interval
+	feats  graph.Features
+	labels []int32
+	train  []int32           // training rows, relative to the interval
+	dp     []*tensor.Dense   // [layer]: dP_l of the rows
+	ghostC []*tensor.Dense   // [layer]: contributions to the touched ghosts
+	zView  [][]*tensor.Dense // [epoch parity][layer]: rows of z
+	pView  [][]*tensor.Dense // [layer][slot]: rows of p
+	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
+	send   [][]float32       // [peer]: gather buffer of Scatter rows
+}
+
+// contribution is one remote interval's pushed gradient rows of one epoch.
+type contribution struct {
+	rows []int32 // local owned rows, ascending
+	data *tensor.Dense
+}
+
+// newPart builds the partition of cfg.Data, its rows' features normalised, and cuts it into
+// cfg.Intervals intervals.
+func newPart(cfg *Config) (*partition.Part, []partition.Interval, error) {
+	d := cfg.Data
+	if d == nil || d.Part != cfg.Partition || d.Parts != cfg.Partitions {
+		return nil, nil, fmt.Errorf("no data of partition %d of %d", cfg.Partition, cfg.Partitions)
+	}
+	if !d.Features.Present() {
+		return nil, nil, fmt.Errorf("dataset %s: %w", d.Meta.Name, graph.ErrNoFeatures)
+	}
+	if d.Features.Sparse != nil {
+		graph.RowNormalize(d.Features.Sparse)
+	}
+	part, err := partition.Build(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	cuts, err := part.Cut(cfg.Intervals)
+	return part, cuts, err
+}
+
+// newLayout sets up the intervals of cuts and the buffers of every layer of a model of shape sh.
+func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh modelShape) *layout {
+	b := &layout{self: cfg.Partition, parts: cfg.Partitions, intervals: cfg.Intervals, part: part,
+		slots: cfg.slots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads)}
+	L, R, n := len(sh.dims)-1, b.slots, part.Owned
+	rows := n + len(part.Ghosts)
+	b.p, b.dz, b.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, b.parities)
+	for l := range L {
+		d := b.dims[l+1]
+		for p := range b.z {
+			b.z[p] = append(b.z[p], tensor.NewDense(n, d))
+		}
+		for range R {
+			b.p[l] = append(b.p[l], tensor.NewDense(rows, d))
+			b.dz[l] = append(b.dz[l], tensor.NewDense(n, d))
+		}
+		b.compP = append(b.compP, &bufPool{rows: rows, cols: d})
+		b.compDZ = append(b.compDZ, &bufPool{rows: n, cols: d})
+	}
+	total := b.parts * b.intervals
+	b.seg = make([][2]int, total)
+	b.segKnown = make([]atomic.Bool, total)
+	b.contrib = make([][][]contribution, L)
+	for l := range L {
+		b.contrib[l] = make([][]contribution, total)
+		for g := range total {
+			if g/b.intervals != b.self {
+				b.contrib[l][g] = make([]contribution, R)
+			}
+		}
+	}
+	dmax := 0
+	for l := range L {
+		dmax = max(dmax, b.widths[l])
+	}
+	for i := range cuts {
+		c := &cuts[i]
+		iv := interval{Interval: c, feats: partition.FeatureRows(part.Features, c.Lo, c.Hi), labels: part.Labels[c.Lo:c.Hi]}
+		for _, r := range part.Splits[0] {
+			if int(r) >= c.Lo && int(r) < c.Hi {
+				iv.train = append(iv.train, r-int32(c.Lo))
+			}
+		}
+		iv.zView = make([][]*tensor.Dense, b.parities)
+		for l := range L {
+			d := b.dims[l+1]
+			iv.dp = append(iv.dp, tensor.NewDense(c.Rows(), d))
+			iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, b.widths[l]))
+			for p := range b.z {
+				iv.zView[p] = append(iv.zView[p], b.z[p][l].RowSlice(c.Lo, c.Hi))
+			}
+			var pv, dzv []*tensor.Dense
+			for r := range R {
+				pv = append(pv, b.p[l][r].RowSlice(c.Lo, c.Hi))
+				dzv = append(dzv, b.dz[l][r].RowSlice(c.Lo, c.Hi))
+			}
+			iv.pView, iv.dzView = append(iv.pView, pv), append(iv.dzView, dzv)
+		}
+		iv.send = make([][]float32, b.parts)
+		for q, rg := range c.Send {
+			iv.send[q] = make([]float32, (rg[1]-rg[0])*dmax)
+		}
+		b.ivs = append(b.ivs, iv)
+	}
+	return b
+}
+
+// layers returns the number of layers.
+func (b *layout) layers() int { return len(b.dims) - 1 }
+
+// global returns the global index of interval i of partition p.
+func (b *layout) global(p, i int) int { return p*b.intervals + i }
+
+// scoresOf returns a GAT's s_src buffer of layer l in slot, nil for a GCN.
+func (b *layout) scoresOf(l, slot int) *tensor.Dense {
+	if b.scores == nil {
+		return nil
+	}
+	return b.scores[l][slot]
+}
+
+// zOf returns the views of an interval's Z_l rows of epoch e.
+func (iv *interval) zOf(e int) []*tensor.Dense { return iv.zView[e%len(iv.zView)] }
+
+// compose returns the buffer a Gather reads: the slot of the common epoch when every source
+// (local intervals, and with ghosts the remote ones) is read at the same epoch, otherwise a
+// composite holding each source's rows of its epoch. done returns the composite to its pool.
+func (b *layout) compose(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, ghosts bool) (*tensor.Dense, func()) {
+	return b.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) {
+		switch q := r.From.Partition; {
+		case q == b.self:
+			return b.ivs[r.From.Interval].Lo, b.ivs[r.From.Interval].Hi, true
+		case ghosts:
+			seg := b.seg[b.global(q, r.From.Interval)]
+			lo = b.part.Owned + b.part.GhostStart[q] + seg[0]
+			return lo, lo + seg[1], true
+		}
+		return 0, 0, false
+	})
+}
+
+// composeRows returns the slot of the common epoch when every read that rows accepts is of
+// one epoch, otherwise a composite from pool holding each accepted read's rows [lo, hi) of its
+// epoch. done returns the composite to its pool.
+func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (*tensor.Dense, func()) {
+	epoch, mixed := -1, false
+	for _, r := range reads {
+		if _, _, ok := rows(r); !ok {
+			continue
+		}
+		if epoch >= 0 && r.Epoch != epoch {
+			mixed = true
+		}
+		epoch = r.Epoch
+	}
+	if !mixed {
+		return slots[max(epoch, 0)%b.slots], func() {}
+	}
+	comp := pool.get()
+	d := comp.Cols
+	for _, r := range reads {
+		if lo, hi, ok := rows(r); ok {
+			copy(comp.Data[lo*d:hi*d], slots[r.Epoch%b.slots].Data[lo*d:hi*d])
+		}
+	}
+	return comp, func() { pool.put(comp) }
+}
+
+// eachContribution calls add with every row of layer l's contributions that remote intervals
+// pushed to the interval's rows, each of the epoch the scheduler names in reads; i is the row
+// relative to the interval.
+func (b *layout) eachContribution(iv *interval, l int, reads []pipeline.Read, add func(i int, src []float32)) {
+	for _, r := range reads {
+		if r.From.Partition == b.self {
+			continue
+		}
+		c := &b.contrib[l][b.global(r.From.Partition, r.From.Interval)][r.Epoch%b.slots]
+		lo, _ := slices.BinarySearch(c.rows, int32(iv.Lo))
+		hi, _ := slices.BinarySearch(c.rows, int32(iv.Hi))
+		for k := lo; k < hi; k++ {
+			add(int(c.rows[k])-iv.Lo, c.data.Row(k))
+		}
+	}
+}
+
+// bufPool keeps buffers of one shape for reuse.
+type bufPool struct {
+	mu         sync.Mutex
+	rows, cols int
+	free       []*tensor.Dense
+}
+
+func (p *bufPool) get() *tensor.Dense {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		d := p.free[n-1]
+		p.free = p.free[:n-1]
+		return d
+	}
+	return tensor.NewDense(p.rows, p.cols)
+}
+
+func (p *bufPool) put(d *tensor.Dense) {
+	p.mu.Lock()
+	p.free = append(p.free, d)
+	p.mu.Unlock()
+}

@@ -1,0 +1,297 @@
+package graphserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+)
+
+// event is something that happened, handed to the loop; the types below are all there are.
+type event interface{ isEvent() }
+
+type (
+	// taskDone: a local task finished (loss: the output layer's AV's).
+	taskDone struct {
+		task pipeline.Task
+		loss float64
+	}
+	// rowsArrived: a peer's SC or ∇SC rows are stored.
+	rowsArrived struct{ task pipeline.Task }
+	// progressed: a peer reports its tasks done (WU, which sends no rows).
+	progressed struct{ tasks []pipeline.Task }
+	// shardPushed: a shard's version after a push.
+	shardPushed struct{ shard, version int }
+	// shardWatched: a shard's version and newest checkpoint, from its version stream.
+	shardWatched struct{ shard, version, checkpoint int }
+	// commanded: the coordinator's stop or evaluate.
+	commanded struct{ cmd *rpc.CommandRequest }
+	// evalFinished: this server's evaluation pass at version ended.
+	evalFinished struct{ version uint64 }
+	// epochReported: a partition finished an epoch (coordinator only).
+	epochReported struct{ rep *rpc.EpochReport }
+	// evalReported: a partition finished an evaluation pass (coordinator only).
+	evalReported struct{ rep *rpc.EvalReport }
+)
+
+func (taskDone) isEvent()      {}
+func (rowsArrived) isEvent()   {}
+func (progressed) isEvent()    {}
+func (shardPushed) isEvent()   {}
+func (shardWatched) isEvent()  {}
+func (commanded) isEvent()     {}
+func (evalFinished) isEvent()  {}
+func (epochReported) isEvent() {}
+func (evalReported) isEvent()  {}
+
+// server is one graph server.
+type server struct {
+	cfg Config
+
+	// What it trains: the partition's buffers, the model, and the tasks over both.
+	lay   *layout
+	model variant
+	shape modelShape
+	tasks *runner
+	eval  *evaluator
+
+	// Whom it talks to, and the weight versions in use.
+	peers   *peers
+	shards  *shards
+	weights *weightCache
+	keep    *keeper
+
+	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
+	g      *errgroup.Group
+	ctx    context.Context
+	events chan event
+	sched  *pipeline.Scheduler
+	epochs map[int]*epochTally
+	coord  *coordinator // graph server 0 only
+}
+
+// drive is the loop: it starts every ready task, steps on every event, and never blocks on
+// I/O. It returns when ctx ends (nil if it was cancelled) or a step fails.
+func (s *server) drive(ctx context.Context) error {
+	var ready []pipeline.Task
+	for {
+		ready = s.sched.AppendReady(ready[:0])
+		for _, t := range ready {
+			st, err := s.sched.Start(t)
+			if err != nil {
+				return err
+			}
+			if t.Kind == pipeline.KindAV && t.Layer == 0 {
+				s.publishKeep() // the epoch pinned a version
+			}
+			s.spawn(func(ctx context.Context) error { return s.exec(ctx, st) })
+		}
+		select {
+		case ev := <-s.events:
+			if err := s.step(ev); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+			return nil
+		}
+	}
+}
+
+// step does what the server does about ev.
+func (s *server) step(ev event) error {
+	switch ev := ev.(type) {
+	case taskDone:
+		if err := s.sched.Done(ev.task); err != nil {
+			return err
+		}
+		t := ev.task
+		if t.Kind == pipeline.KindAV && t.Layer == s.lay.layers() {
+			s.tally(t.Epoch).loss += ev.loss
+		}
+		if t.Kind == pipeline.KindWU {
+			s.publishKeep()
+			s.weights.release(s.keep.load())
+			s.broadcastProgress(t)
+			a := s.tally(t.Epoch)
+			if a.n++; a.n == s.cfg.Intervals {
+				delete(s.epochs, t.Epoch)
+				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss, BytesSent: s.peers.sent.Swap(0)})
+			}
+		}
+	case rowsArrived:
+		return s.sched.Observe(ev.task)
+	case progressed:
+		for _, t := range ev.tasks {
+			if err := s.sched.Observe(t); err != nil {
+				return err
+			}
+		}
+	case shardPushed:
+		return s.shardVersion(ev.shard, ev.version)
+	case shardWatched:
+		if err := s.shardVersion(ev.shard, ev.version); err != nil {
+			return err
+		}
+		s.shards.list[ev.shard].checkpoint = ev.checkpoint
+		if s.coord != nil {
+			s.coord.checkpointed(s.shards.lowest(func(sh *shard) int { return sh.checkpoint }))
+		}
+	case commanded:
+		return s.apply(ev.cmd)
+	case evalFinished:
+		s.keep.unpin(ev.version)
+		s.publishKeep()
+	case epochReported:
+		cmds, err := s.coord.epochDone(ev.rep, s.sched.WeightVersion())
+		return s.command(cmds, err)
+	case evalReported:
+		cmds, err := s.coord.evalDone(ev.rep)
+		return s.command(cmds, err)
+	default:
+		return fmt.Errorf("unknown event %T", ev)
+	}
+	return nil
+}
+
+// epochTally is a local epoch's training loss and finished WUs, until all intervals' are in.
+type epochTally struct {
+	loss float64
+	n    int
+}
+
+func (s *server) tally(e int) *epochTally {
+	a := s.epochs[e]
+	if a == nil {
+		a = &epochTally{}
+		s.epochs[e] = a
+	}
+	return a
+}
+
+// shardVersion records a shard's newest version; the weight version is the lowest over the
+// shards, and a new one is prefetched.
+func (s *server) shardVersion(i, v int) error {
+	s.shards.list[i].version = max(s.shards.list[i].version, v)
+	low := s.shards.lowest(func(sh *shard) int { return sh.version })
+	if low <= s.sched.WeightVersion() {
+		return nil
+	}
+	if err := s.sched.SetWeightVersion(low); err != nil {
+		return err
+	}
+	s.publishKeep()
+	s.weights.prefetch(low)
+	return nil
+}
+
+// apply carries out a coordinator's command.
+func (s *server) apply(r *rpc.CommandRequest) error {
+	if r.Stop {
+		if err := s.sched.StopAfter(int(r.StopAfter)); err != nil {
+			return err
+		}
+	}
+	if ev := r.Evaluate; ev != nil {
+		s.keep.pin(ev.Version)
+		s.publishKeep()
+		s.spawn(func(ctx context.Context) error { return s.evaluate(ctx, ev.Id, ev.Version) })
+	}
+	return nil
+}
+
+// command sends the coordinator's commands to every peer and applies them here; err, the
+// coordinator's, then ends the run.
+func (s *server) command(cmds []*rpc.CommandRequest, err error) error {
+	s.publishKeep() // the coordinator pins and unpins evaluations' versions
+	for _, r := range cmds {
+		s.spawn(func(ctx context.Context) error {
+			return s.peers.each(ctx, "command", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+				_, err := c.Command(ctx, r)
+				return err
+			})
+		})
+		if err := s.apply(r); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *server) publishKeep() { s.keep.publish(s.sched.WeightVersion(), s.sched.PinnedVersions()) }
+
+// spawn runs f in the run's group; an error of f ends the run, unless the run is ending anyway.
+func (s *server) spawn(f func(ctx context.Context) error) {
+	s.g.Go(func() error {
+		if err := f(s.ctx); err != nil && s.ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+}
+
+// post hands ev to the loop.
+func (s *server) post(ev event) {
+	select {
+	case s.events <- ev:
+	case <-s.ctx.Done():
+	}
+}
+
+// exec runs one task and reports its completion to the loop.
+func (s *server) exec(ctx context.Context, st pipeline.Started) error {
+	loss, err := s.tasks.run(ctx, st)
+	if err != nil {
+		return fmt.Errorf("%v: %w", st.Task, err)
+	}
+	s.post(taskDone{st.Task, loss})
+	return nil
+}
+
+// evaluate runs an evaluation pass at version v beside training and reports it.
+func (s *server) evaluate(ctx context.Context, id uint32, v uint64) error {
+	rep, err := s.eval.run(ctx, id, v)
+	if err != nil {
+		return fmt.Errorf("evaluation after epoch %d: %w", id+1, err)
+	}
+	s.post(evalFinished{v})
+	if s.coord != nil {
+		s.post(evalReported{rep})
+		return nil
+	}
+	return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+		_, err := c.EvalDone(ctx, rep)
+		return err
+	})
+}
+
+// reportEpoch sends the partition's epoch report to the coordinator, or steps on it here.
+func (s *server) reportEpoch(r *rpc.EpochReport) error {
+	if s.coord != nil {
+		return s.step(epochReported{r})
+	}
+	s.spawn(func(ctx context.Context) error {
+		return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+			_, err := c.EpochDone(ctx, r)
+			return err
+		})
+	})
+	return nil
+}
+
+// broadcastProgress tells every peer that t is done.
+func (s *server) broadcastProgress(t pipeline.Task) {
+	r := &rpc.ProgressReport{From: uint32(s.cfg.Partition), Done: []*rpc.TaskRef{taskRef(t)}}
+	s.spawn(func(ctx context.Context) error {
+		return s.peers.each(ctx, "progress", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
+			_, err := c.Progress(ctx, r)
+			return err
+		})
+	})
+}

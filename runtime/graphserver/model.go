@@ -1,0 +1,54 @@
+package graphserver
+
+import (
+	"context"
+
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// variant is what differs between the models a graph server trains (gcn.go, gat.go): the
+// tasks other than SC, ∇SC and WU, which tasks.go runs alike for both.
+type variant interface {
+	// run runs a local interval's AV_l (at l = L, the loss on the logits), GA_l, ∇GA_l or
+	// ∇AV_l and returns the loss of the output layer's AV.
+	run(ctx context.Context, st pipeline.Started) (loss float64, err error)
+	// gradient returns the gradient of parameter tensor i that WU task t pushes.
+	gradient(t pipeline.Task, i int) *tensor.Dense
+	// evalForward runs AV_l of interval i in an evaluation pass with the weights w: from b.in
+	// (or the features) into b.p and, for a GAT, b.scores.
+	evalForward(ctx context.Context, i, l int, w []*tensor.Dense, b passBuffers) error
+	// evalGather runs GA_l of an evaluation pass, once b.p's ghost rows are in: into b.z.
+	evalGather(ctx context.Context, l int, b passBuffers) error
+	// logits returns the evaluation's logits, given the output layer's Z.
+	logits(w []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error)
+}
+
+// modelShape is a model's shape as the rest of the server sees it.
+type modelShape struct {
+	dims   []int    // widths of the input and of P_l of every layer
+	widths []int    // [layer]: width of the rows SC_l and ∇SC_l exchange (P_l, then a GAT's s_src)
+	params [][2]int // rows and columns of every parameter tensor (the parameter servers' "layers")
+	// initDims, heads and outHeads are the parameter servers' view (rpc.InitRequest).
+	initDims        []uint32
+	heads, outHeads uint32
+}
+
+// passBuffers are the buffers of one layer of an evaluation pass.
+type passBuffers struct {
+	in     *tensor.Dense // Z_{l-1}, owned rows; nil in layer 0
+	p      *tensor.Dense // P_l, owned then ghost rows
+	scores *tensor.Dense // a GAT's s_src, owned then ghost rows; nil for a GCN
+	z      *tensor.Dense // Z_l, owned rows
+}
+
+// taskEnv is what the models' tasks use besides the buffers.
+type taskEnv struct {
+	backend dispatch.Backend
+	weights *weightCache
+	seed    uint64
+	// holder, in the pull data path, returns the address of the parameter server that holds
+	// a layer's weight; nil otherwise.
+	holder func(layer int) string
+}
