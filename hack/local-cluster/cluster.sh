@@ -77,14 +77,7 @@ up() {
 	# The agent lists EndpointSlices for its hosts files, as kube-proxy does.
 	"$ASSETS/kubectl" --kubeconfig "$KUBECONFIG_OUT" create clusterrolebinding dorylus-local-node-proxier \
 		--clusterrole system:node-proxier --user "system:node:$NODE" >/dev/null
-	start kube-controller-manager "$ASSETS/kube-controller-manager" --kubeconfig "$DIR/controller-manager.kubeconfig" \
-		--authentication-kubeconfig "$DIR/controller-manager.kubeconfig" --authorization-kubeconfig "$DIR/controller-manager.kubeconfig" \
-		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --controllers '*' --use-service-account-credentials \
-		--service-account-private-key-file "$DIR/pki/sa.key" --root-ca-file "$DIR/pki/ca.crt" \
-		--service-cluster-ip-range "$SERVICE_CIDR"
-	start kube-scheduler "$ASSETS/kube-scheduler" --kubeconfig "$DIR/scheduler.kubeconfig" \
-		--authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
-		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0
+	start_controllers
 	start nodeagent "$NODEAGENT" --kubeconfig "$DIR/nodeagent.kubeconfig" --node-name "$NODE" \
 		--state-dir "$DIR/state" --image "dorylus-gnn/dorylus=$IMAGE_DIR" --pod-cidr "$POD_CIDR" \
 		--apiserver "127.0.0.1:$API_PORT"

@@ -68,3 +68,17 @@ wait_for() {
 	for _ in $(seq 1 $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
 	log "$what not up after ${secs}s; see $DIR/logs"; return 1
 }
+
+# start_controllers starts kube-controller-manager and kube-scheduler from
+# $ASSETS with the $DIR/controller-manager and $DIR/scheduler kubeconfigs and
+# the Service range $SERVICE_CIDR.
+start_controllers() {
+	start kube-controller-manager "$ASSETS/kube-controller-manager" --kubeconfig "$DIR/controller-manager.kubeconfig" \
+		--authentication-kubeconfig "$DIR/controller-manager.kubeconfig" --authorization-kubeconfig "$DIR/controller-manager.kubeconfig" \
+		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --controllers '*' --use-service-account-credentials \
+		--service-account-private-key-file "$DIR/pki/sa.key" --root-ca-file "$DIR/pki/ca.crt" \
+		--service-cluster-ip-range "$SERVICE_CIDR"
+	start kube-scheduler "$ASSETS/kube-scheduler" --kubeconfig "$DIR/scheduler.kubeconfig" \
+		--authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
+		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0
+}

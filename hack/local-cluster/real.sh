@@ -334,14 +334,7 @@ up() {
 	wait_for containerd 60 "$ASSETS/ctr" --address "$SOCK" version
 	import "$DIR/images/pause.tar" "$DIR/images/coredns.tar" "$@"
 	wait_for kube-apiserver 120 kubectl get --raw /readyz
-	start kube-controller-manager "$ASSETS/kube-controller-manager" --kubeconfig "$DIR/controller-manager.kubeconfig" \
-		--authentication-kubeconfig "$DIR/controller-manager.kubeconfig" --authorization-kubeconfig "$DIR/controller-manager.kubeconfig" \
-		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0 --controllers '*' --use-service-account-credentials \
-		--service-account-private-key-file "$DIR/pki/sa.key" --root-ca-file "$DIR/pki/ca.crt" \
-		--service-cluster-ip-range "$SERVICE_CIDR"
-	start kube-scheduler "$ASSETS/kube-scheduler" --kubeconfig "$DIR/scheduler.kubeconfig" \
-		--authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
-		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0
+	start_controllers
 	start kubelet "$ASSETS/kubelet" --config "$DIR/kubelet.yaml" --kubeconfig "$DIR/node.kubeconfig" \
 		--root-dir "$DIR/kubelet" --cert-dir "$DIR/kubelet/pki" --node-ip "$NODE_IP" --hostname-override "$NODE" --v=1
 	addons
