@@ -182,6 +182,8 @@ func TestActiveDeadline(t *testing.T) {
 		j.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](300)
 	}))
 	job := waitCondition(t, ns, "deadline", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	// Its graph-server pods exist, so no pod-start recheck is due: only the deadline wakes it.
+	setStatefulSetReady(t, ns, "deadline-gs", 0)
 	start := job.Status.StartTime.Time
 	fakeClock.SetTime(start.Add(120 * time.Second))
 	if res := reconcileNow(t, ns, "deadline"); res.RequeueAfter != 180*time.Second {
