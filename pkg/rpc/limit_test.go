@@ -37,7 +37,7 @@ func serveLimited(t *testing.T, server, client []Option) (*grpc.ClientConn, *ech
 	RegisterParamServerServer(srv, UnimplementedParamServerServer{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Serve(ctx, lis, srv, h); close(done) }()
+	go func() { _ = Serve(ctx, lis, srv, h); close(done) }() // stopped by the cleanup
 	conn, err := Dial(lis.Addr().String(), client...)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestMessageLimits(t *testing.T) {
 		RegisterParamServerServer(srv, UnimplementedParamServerServer{})
 		sctx, scancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { Serve(sctx, lis, srv, h); close(done) }()
+		go func() { _ = Serve(sctx, lis, srv, h); close(done) }() // stopped with sctx
 		defer func() { scancel(); <-done }()
 		conn, err := Dial(lis.Addr().String())
 		if err != nil {

@@ -149,7 +149,7 @@ func FuzzParamServer(f *testing.F) {
 	rpc.RegisterParamServerServer(srv, cur)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { rpc.Serve(ctx, lis, srv, h); close(done) }()
+	go func() { _ = rpc.Serve(ctx, lis, srv, h); close(done) }() // stopped by the cleanup
 	conn, err := rpc.Dial(lis.Addr().String(), rpc.WithMaxMessage(fuzzLimit))
 	if err != nil {
 		f.Fatal(err)

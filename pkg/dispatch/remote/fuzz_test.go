@@ -40,7 +40,7 @@ func FuzzStoreInputs(f *testing.F) {
 	rpc.RegisterTaskSourceServer(srv, st)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { rpc.Serve(ctx, lis, srv, h); close(done) }()
+	go func() { _ = rpc.Serve(ctx, lis, srv, h); close(done) }() // stopped by the cleanup
 	conn, err := rpc.Dial(lis.Addr().String())
 	if err != nil {
 		f.Fatal(err)
