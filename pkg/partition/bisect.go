@@ -77,11 +77,11 @@ func (b *bisector) bisect(g *wgraph, target0 int64, maxW [2]int64, minN [2]int) 
 	bestCut, bestOver := int64(math.MaxInt64), int64(math.MaxInt64)
 	for range b.tries {
 		side := b.grow(g, target0)
-		cut := fm2(g, side, target0, maxW)
-		ensureCount(g, side, minN)
+		fm2(g, side, target0, maxW)
+		ensureCount(g, side, minN) // may move vertices: the cut is counted after it
 		pw := sideWeights(g, side)
 		over := max(0, pw[0]-maxW[0]) + max(0, pw[1]-maxW[1])
-		cut = cut2(g, side)
+		cut := cut2(g, side)
 		if over < bestOver || (over == bestOver && cut < bestCut) {
 			best, bestCut, bestOver = side, cut, over
 		}

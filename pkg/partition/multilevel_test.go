@@ -254,9 +254,14 @@ func TestCheckFiles(t *testing.T) {
 	otherData, _ := write(cite, 3, MethodMultilevel)
 	otherPlan, _ := write(c, 3, MethodContiguous)
 	corrupt := swap(good)
-	raw, _ := os.ReadFile(filepath.Join(corrupt, name1))
+	raw, err := os.ReadFile(filepath.Join(corrupt, name1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw[len(raw)/2] ^= 0x10
-	os.WriteFile(filepath.Join(corrupt, name1), raw, 0o644)
+	if err := os.WriteFile(filepath.Join(corrupt, name1), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, dir string
 		parts     int
