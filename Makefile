@@ -33,7 +33,7 @@ MODULE := github.com/dorylus-gnn/dorylus
 UNIT_EXCLUDE := ^$(MODULE)(/controllers|/runtime/dorylus|/pkg/dispatch/knative|/pkg/dispatch/lambda|/pkg/source|/pkg/checkpoint|/internal/testenv/minio|/test/.*)?$$
 # The concurrent parts of the data plane, run under the race detector (pkg/dispatch/lambda and
 # knative need aws-lambda-rie: hack/tools.sh aws-lambda-rie).
-RACE_PKGS ?= ./pkg/pipeline ./pkg/dispatch/... ./pkg/rpc ./runtime/graphserver ./runtime/paramserver
+RACE_PKGS ?= ./pkg/pipeline ./pkg/dispatch/... ./pkg/rpc ./runtime/graphserver/... ./runtime/paramserver
 
 .PHONY: test-unit
 test-unit: ## Run the fast tests: no envtest, no child processes, no binaries built (-short)
