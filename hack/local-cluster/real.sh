@@ -337,7 +337,7 @@ up() {
 	start_controllers
 	# kubelet's cgroupfs driver wants its cgroupRoot in every cgroup v1 hierarchy (down removes them)
 	for c in /sys/fs/cgroup/*/; do
-		[[ -f "$c/cgroup.procs" ]] && mkdir -p "$c${CGROUP_ROOT#/}"
+		if [[ -f "$c/cgroup.procs" ]]; then mkdir -p "$c${CGROUP_ROOT#/}"; fi
 	done
 	start kubelet "$ASSETS/kubelet" --config "$DIR/kubelet.yaml" --kubeconfig "$DIR/node.kubeconfig" \
 		--root-dir "$DIR/kubelet" --cert-dir "$DIR/kubelet/pki" --node-ip "$NODE_IP" --hostname-override "$NODE" --v=1
