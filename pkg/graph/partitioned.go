@@ -18,6 +18,7 @@ const (
 	secPartBounds  sectionKind = 64 // int64 × (P+1): partition q owns global ids [b[q], b[q+1])
 	secGhostIDs    sectionKind = 65 // int32 × G: sorted global ids of the ghost vertices
 	secGhostDegree sectionKind = 66 // int32 × G: each ghost's adjacency entries in the whole graph
+	secOrigIDs     sectionKind = 67 // int32 × (rows+G): the source dataset's id of each owned row, then ghost
 )
 
 // PartitionFileName returns the name of the file of partition p of parts inside a partitioned
@@ -34,13 +35,19 @@ func PartitionFileName(p, parts int) string {
 // In the file (the prepared format with the header's p and P set) the header's node count is
 // the number of owned rows, sections adj_rowptr and adj_colidx hold their rows with global
 // column ids, labels holds their labels, train/val/test hold local row indices, meta holds the
-// whole graph's Meta, and sections 64-66 hold Bounds, GhostIDs and GhostDegree.
+// whole graph's Meta, and sections 64-67 hold Bounds, GhostIDs, GhostDegree and OriginalIDs.
+// Section 67 came last: a file without it was written before partitions renumbered vertices
+// could be told apart, and is refused with ErrUnsupportedVersion.
 type PartitionData struct {
 	Part, Parts      int
 	Bounds           []int64     // len Parts+1; partition q owns global ids [Bounds[q], Bounds[q+1])
 	Adj              *tensor.CSR // owned rows × all N global columns; no self loops, Val nil
 	GhostIDs         []int32     // sorted global ids of the non-owned vertices Adj refers to
 	GhostDegree      []int32     // whole-graph adjacency entries of each ghost vertex
+	// OriginalIDs holds the id in the source dataset of every owned row, then of every ghost
+	// (in GhostIDs order): a partitioning may renumber the vertices, and dropout masks are keyed
+	// by the original id so that every cut draws the masks of a single-process run.
+	OriginalIDs      []int32
 	Features         Features    // owned rows; zero value for a graph-only dataset
 	Labels           []int32     // owned rows; -1 unlabelled
 	Train, Val, Test []int32     // sorted local row indices
@@ -87,6 +94,9 @@ func (d *PartitionData) Validate() error {
 		}
 		prev = g
 	}
+	if err := d.validateOriginalIDs(name); err != nil {
+		return err
+	}
 	for r := range d.Adj.Rows {
 		for _, c := range d.Adj.ColIdx[d.Adj.RowPtr[r]:d.Adj.RowPtr[r+1]] {
 			switch {
@@ -126,6 +136,23 @@ func (d *PartitionData) Validate() error {
 	return nil
 }
 
+// validateOriginalIDs checks that OriginalIDs names every owned row and ghost by a distinct
+// id of the graph.
+func (d *PartitionData) validateOriginalIDs(name string) error {
+	n := d.Meta.NumNodes
+	if len(d.OriginalIDs) != d.Adj.Rows+len(d.GhostIDs) {
+		return invalidf("%s: %d original ids for %d rows and %d ghosts", name, len(d.OriginalIDs), d.Adj.Rows, len(d.GhostIDs))
+	}
+	seen := make([]uint64, (n+63)/64)
+	for i, id := range d.OriginalIDs {
+		if id < 0 || int(id) >= n || seen[id/64]&(1<<(id%64)) != 0 {
+			return invalidf("%s: original id %d of local vertex %d is out of range or repeated", name, id, i)
+		}
+		seen[id/64] |= 1 << (id % 64)
+	}
+	return nil
+}
+
 // WritePartitionFile writes d to path in the prepared format, atomically (see WritePreparedFile).
 func WritePartitionFile(path string, d *PartitionData) error {
 	if err := d.Validate(); err != nil {
@@ -138,7 +165,8 @@ func WritePartitionFile(path string, d *PartitionData) error {
 	secs := append(graphSections(meta, d.Adj, d.Features, d.Labels, d.Train, d.Val, d.Test),
 		outSection{secPartBounds, leBytes(d.Bounds)},
 		outSection{secGhostIDs, leBytes(d.GhostIDs)},
-		outSection{secGhostDegree, leBytes(d.GhostDegree)})
+		outSection{secGhostDegree, leBytes(d.GhostDegree)},
+		outSection{secOrigIDs, leBytes(d.OriginalIDs)})
 	h := prepHeader{
 		version: PreparedVersion, part: uint32(d.Part), parts: uint32(d.Parts),
 		nodes: uint64(d.Adj.Rows), edges: uint64(len(d.Adj.ColIdx)),
@@ -223,12 +251,16 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 	for _, e := range entries {
 		byKind[e.kind] = e
 	}
+	if _, ok := byKind[secOrigIDs]; !ok {
+		return nil, fmt.Errorf("graph: read partition %s: no original vertex ids (section %d): written by an older dorylus, run dorylus prepare --partitions again: %w", name, secOrigIDs, ErrUnsupportedVersion)
+	}
 	// Every section is read whole; check its presence and length first.
 	n, nnz := h.nodes, h.edges
 	want := map[sectionKind]uint64{
 		secMeta: math.MaxUint64, secAdjRowPtr: (n + 1) * 8, secAdjColIdx: nnz * 4, secLabels: n * 4,
 		secTrain: math.MaxUint64, secVal: math.MaxUint64, secTest: math.MaxUint64,
 		secPartBounds: (uint64(parts) + 1) * 8, secGhostIDs: math.MaxUint64, secGhostDegree: math.MaxUint64,
+		secOrigIDs: math.MaxUint64,
 	}
 	for k, length := range want {
 		e, ok := byKind[k]
@@ -256,6 +288,7 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 		func() error { return readTo(p, byKind[secPartBounds], &d.Bounds) },
 		func() error { return readTo(p, byKind[secGhostIDs], &d.GhostIDs) },
 		func() error { return readTo(p, byKind[secGhostDegree], &d.GhostDegree) },
+		func() error { return readTo(p, byKind[secOrigIDs], &d.OriginalIDs) },
 	}
 	nf := uint64(h.features)
 	switch _, dense := byKind[secFeatDense]; {

@@ -17,6 +17,7 @@ type source struct {
 	degree  []int32    // adjacency entries of every vertex
 	labels  []int32    // every vertex's label
 	splits  [3][]int32 // sorted train, val and test ids
+	perm    []int32    // perm[v] = the original id of v; nil when the numbering is the original
 	// rows returns the adjacency rows [lo, hi) (global column ids, sorted) and their features.
 	rows func(lo, hi int) (*tensor.CSR, graph.Features, error)
 }
@@ -89,6 +90,7 @@ func (s *source) renumber(perm []int32) []int32 {
 		s.splits[k] = m
 	}
 	s.meta.UnlabeledNodes = nil // ids of the original numbering
+	s.perm = perm
 	return inv
 }
 
@@ -133,11 +135,16 @@ func (s *source) part(bounds []int64, p int) (*graph.PartitionData, error) {
 	slices.Sort(ghosts)
 	ghosts = slices.Clip(slices.Compact(ghosts))
 	deg := make([]int32, len(ghosts))
+	orig := make([]int32, hi-lo+len(ghosts))
+	for v := lo; v < hi; v++ {
+		orig[v-lo] = s.original(int32(v))
+	}
 	for i, g := range ghosts {
 		deg[i] = s.degree[g]
+		orig[hi-lo+i] = s.original(g)
 	}
 	d := &graph.PartitionData{
-		Part: p, Parts: len(bounds) - 1, Bounds: bounds, Adj: adj, GhostIDs: ghosts, GhostDegree: deg,
+		Part: p, Parts: len(bounds) - 1, Bounds: bounds, Adj: adj, GhostIDs: ghosts, GhostDegree: deg, OriginalIDs: orig,
 		Features: feats, Labels: s.labels[lo:hi], NumClasses: s.classes, Meta: s.meta,
 	}
 	local := [3]*[]int32{&d.Train, &d.Val, &d.Test}
@@ -151,6 +158,14 @@ func (s *source) part(bounds []int64, p int) (*graph.PartitionData, error) {
 		*local[k] = out
 	}
 	return d, nil
+}
+
+// original returns the original id of vertex v.
+func (s *source) original(v int32) int32 {
+	if s.perm == nil {
+		return v
+	}
+	return s.perm[v]
 }
 
 // sliceRows returns rows [lo, hi) of m, sharing its column indices.
