@@ -36,18 +36,16 @@ func PartitionFileName(p, parts int) string {
 // the number of owned rows, sections adj_rowptr and adj_colidx hold their rows with global
 // column ids, labels holds their labels, train/val/test hold local row indices, meta holds the
 // whole graph's Meta, and sections 64-67 hold Bounds, GhostIDs, GhostDegree and OriginalIDs.
-// Section 67 came last: a file without it was written before partitions renumbered vertices
-// could be told apart, and is refused with ErrUnsupportedVersion.
+// A partitioning may renumber the vertices; dropout masks are keyed by the original ids, so
+// that every cut draws the masks of a single-process run. Section 67 came last: a file without
+// it predates the original ids and is refused with ErrUnsupportedVersion.
 type PartitionData struct {
 	Part, Parts      int
 	Bounds           []int64     // len Parts+1; partition q owns global ids [Bounds[q], Bounds[q+1])
 	Adj              *tensor.CSR // owned rows × all N global columns; no self loops, Val nil
 	GhostIDs         []int32     // sorted global ids of the non-owned vertices Adj refers to
 	GhostDegree      []int32     // whole-graph adjacency entries of each ghost vertex
-	// OriginalIDs holds the id in the source dataset of every owned row, then of every ghost
-	// (in GhostIDs order): a partitioning may renumber the vertices, and dropout masks are keyed
-	// by the original id so that every cut draws the masks of a single-process run.
-	OriginalIDs      []int32
+	OriginalIDs      []int32     // the source dataset's id of each owned row, then of each ghost
 	Features         Features    // owned rows; zero value for a graph-only dataset
 	Labels           []int32     // owned rows; -1 unlabelled
 	Train, Val, Test []int32     // sorted local row indices

@@ -13,8 +13,9 @@
 // vertices within Options.Imbalance (5%). It is deterministic for a seed and renumbers the
 // vertices part by part. Contiguous cuts the rows into ranges of equal weight (adjacency
 // entries + rows) from the row offsets alone. Refine improves a plan by size-constrained label
-// propagation. Dropout masks are keyed by vertex id, so a renumbered run draws other masks than
-// a single-process run of the original numbering.
+// propagation. Every partition file keeps the original id of each of its vertices
+// (graph.PartitionData.OriginalIDs, Part.OriginalIDs), and dropout masks are keyed by it, so a
+// renumbered run draws the masks of a single-process run of the original numbering.
 //
 // # Files
 //
