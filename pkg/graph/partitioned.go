@@ -354,24 +354,12 @@ func partitionElem(k sectionKind) int {
 // P. (The header reader refuses partition files; a parameter there would make this view
 // unnecessary.)
 func wholeGraphView(r io.ReaderAt, size int64, name string) (io.ReaderAt, int, int, error) {
-	var fixed [headerSize]byte
-	if k, _ := r.ReadAt(fixed[:], 0); k < headerSize || string(fixed[:len(preparedMagic)]) != preparedMagic {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: %w (bad magic or short header)", name, ErrNotPrepared)
+	head, err := checkedHead(r, size, name)
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	le := binary.LittleEndian
-	sections := le.Uint32(fixed[12:])
-	if sections > maxSections || headerSize+int64(sections)*sectionEntrySize > size {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: section table of %d entries does not fit: %w", name, sections, ErrCorrupt)
-	}
-	head := make([]byte, headerSize+int(sections)*sectionEntrySize)
-	copy(head, fixed[:])
-	if _, err := r.ReadAt(head[headerSize:], headerSize); err != nil {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: section table: %v: %w", name, err, ErrCorrupt)
-	}
-	if got, want := headerChecksum(head), le.Uint32(fixed[60:]); got != want {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: checksum mismatch (CRC-32C %08x, stored %08x): %w", name, got, want, ErrCorrupt)
-	}
-	part, parts := le.Uint32(fixed[24:]), le.Uint32(fixed[28:])
+	part, parts := le.Uint32(head[24:]), le.Uint32(head[28:])
 	if parts < 1 || part >= parts || parts > math.MaxInt32 {
 		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: partition %d of %d: %w", name, part, parts, ErrCorrupt)
 	}
@@ -379,6 +367,50 @@ func wholeGraphView(r io.ReaderAt, size int64, name string) (io.ReaderAt, int, i
 	le.PutUint32(head[28:], 1)
 	le.PutUint32(head[60:], headerChecksum(head))
 	return patchedReader{r, head}, int(part), int(parts), nil
+}
+
+// checkedHead reads the header and section table of a prepared file of size bytes and checks
+// the header's checksum.
+func checkedHead(r io.ReaderAt, size int64, name string) ([]byte, error) {
+	var fixed [headerSize]byte
+	if k, _ := r.ReadAt(fixed[:], 0); k < headerSize || string(fixed[:len(preparedMagic)]) != preparedMagic {
+		return nil, fmt.Errorf("graph: read partition %s: %w (bad magic or short header)", name, ErrNotPrepared)
+	}
+	le := binary.LittleEndian
+	sections := le.Uint32(fixed[12:])
+	if sections > maxSections || headerSize+int64(sections)*sectionEntrySize > size {
+		return nil, fmt.Errorf("graph: read partition %s: header: section table of %d entries does not fit: %w", name, sections, ErrCorrupt)
+	}
+	head := make([]byte, headerSize+int(sections)*sectionEntrySize)
+	copy(head, fixed[:])
+	if _, err := r.ReadAt(head[headerSize:], headerSize); err != nil {
+		return nil, fmt.Errorf("graph: read partition %s: section table: %v: %w", name, err, ErrCorrupt)
+	}
+	if got, want := headerChecksum(head), le.Uint32(fixed[60:]); got != want {
+		return nil, fmt.Errorf("graph: read partition %s: header: checksum mismatch (CRC-32C %08x, stored %08x): %w", name, got, want, ErrCorrupt)
+	}
+	return head, nil
+}
+
+// PartitionFileChecksum returns the size of the partition file at path and the CRC-32C its header stores,
+// after checking it. That checksum covers the section table, which holds every section's
+// CRC-32C, so it names the file's whole content once the sections are verified (as
+// ReadPartitionFile does); it is read without reading the sections.
+func PartitionFileChecksum(path string) (uint32, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("graph: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("graph: %w", err)
+	}
+	head, err := checkedHead(f, st.Size(), path)
+	if err != nil {
+		return 0, 0, err
+	}
+	return binary.LittleEndian.Uint32(head[60:]), st.Size(), nil
 }
 
 // patchedReader reads r with its first len(head) bytes replaced by head.

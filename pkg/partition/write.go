@@ -22,14 +22,14 @@ type source struct {
 	rows func(lo, hi int) (*tensor.CSR, graph.Features, error)
 }
 
-// WriteDataset writes one partition file per part of plan for d into dir (created if needed)
-// and returns the plan's quality.
+// WriteDataset writes one partition file per part of plan for d, and their manifest, into dir
+// (created if needed) and returns the plan's quality.
 func WriteDataset(d *graph.Dataset, plan Plan, dir string) (Quality, error) {
 	src, err := datasetSource(d, plan)
 	if err != nil {
 		return Quality{}, err
 	}
-	return writeParts(src, plan.Bounds, dir)
+	return writeParts(src, plan, dir)
 }
 
 // DatasetPart returns part p of plan for d in memory, as its partition file would hold it.
@@ -94,8 +94,9 @@ func (s *source) renumber(perm []int32) []int32 {
 	return inv
 }
 
-// writeParts writes every part's file in order and measures the cut.
-func writeParts(s *source, bounds []int64, dir string) (Quality, error) {
+// writeParts writes every part's file in order, measures the cut, and writes the manifest.
+func writeParts(s *source, plan Plan, dir string) (Quality, error) {
+	bounds := plan.Bounds
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Quality{}, fmt.Errorf("partition: %w", err)
 	}
@@ -116,7 +117,8 @@ func writeParts(s *source, bounds []int64, dir string) (Quality, error) {
 			}
 		}
 	}
-	return quality(stats), nil
+	q := quality(stats)
+	return q, writeManifest(dir, s, bounds, plan.Method, q)
 }
 
 // part assembles the PartitionData of part p.
