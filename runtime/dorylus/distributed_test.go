@@ -141,7 +141,7 @@ func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
 	t.Helper()
 	dir := coraPartitions(t)
 	stats := serverStats{rss: map[string]int64{}}
-	res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: jobconfig.Sync, intervals: 3},
+	res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: jobconfig.Sync, intervals: 3},
 		1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
 	if err != nil {
 		t.Fatal(err)
