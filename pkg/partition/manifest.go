@@ -110,9 +110,9 @@ func (m *Manifest) Require(dir string, parts int) error {
 	return nil
 }
 
-// CheckFiles checks that every file m lists is in dir with its size and header checksum,
+// CheckHeaders checks that every file m lists is in dir with its size and header checksum,
 // reading only their headers.
-func (m *Manifest) CheckFiles(dir string) error {
+func (m *Manifest) CheckHeaders(dir string) error {
 	for _, f := range m.Files {
 		path := filepath.Join(dir, f.Name)
 		sum, size, err := graph.PartitionFileChecksum(path)

@@ -344,7 +344,7 @@ func TestManifest(t *testing.T) {
 	if err != nil || m.Dataset != "cora" || m.Nodes != c.NumNodes() || m.Edges != c.Adj.NNZ() || m.Method != MethodMultilevel || m.Quality != q {
 		t.Fatalf("manifest %+v, files %v, %v", m, q, err)
 	}
-	if err := m.CheckFiles(good); err != nil {
+	if err := m.CheckHeaders(good); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Require(good, 2); err == nil || !strings.Contains(err.Error(), "holds 3 partitions of cora, want 2") {
@@ -375,7 +375,7 @@ func TestManifest(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(mixed, name1), raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.CheckFiles(mixed); err == nil || !strings.Contains(err.Error(), filepath.Join(mixed, name1)) {
+		if err := m.CheckHeaders(mixed); err == nil || !strings.Contains(err.Error(), filepath.Join(mixed, name1)) {
 			t.Errorf("a swapped %s passed the launcher's check: %v", name1, err)
 		}
 	}

@@ -76,7 +76,7 @@ func trainPartitions(src, work string, parts int) (string, *partition.Manifest, 
 	if err := m.Require(dir, parts); err != nil {
 		return "", nil, fmt.Errorf("--graph-servers %d: %w", parts, err)
 	}
-	return dir, m, m.CheckFiles(dir)
+	return dir, m, m.CheckHeaders(dir)
 }
 
 // hasPartitionFiles reports whether dir holds files named as partition files.
