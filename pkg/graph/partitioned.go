@@ -18,7 +18,8 @@ const (
 	secPartBounds  sectionKind = 64 // int64 × (P+1): partition q owns global ids [b[q], b[q+1])
 	secGhostIDs    sectionKind = 65 // int32 × G: sorted global ids of the ghost vertices
 	secGhostDegree sectionKind = 66 // int32 × G: each ghost's adjacency entries in the whole graph
-	secOrigIDs     sectionKind = 67 // int32 × (rows+G): the source dataset's id of each owned row, then ghost
+	secOrigIDs     sectionKind = 67 // int32 × rows: each owned row's id before renumbering
+	secGhostOrig   sectionKind = 68 // int32 × G: each ghost's id before renumbering
 )
 
 // PartitionFileName returns the name of the file of partition p of parts inside a partitioned
@@ -35,17 +36,19 @@ func PartitionFileName(p, parts int) string {
 // In the file (the prepared format with the header's p and P set) the header's node count is
 // the number of owned rows, sections adj_rowptr and adj_colidx hold their rows with global
 // column ids, labels holds their labels, train/val/test hold local row indices, meta holds the
-// whole graph's Meta, and sections 64-67 hold Bounds, GhostIDs, GhostDegree and OriginalIDs.
-// A partitioning may renumber the vertices; dropout masks are keyed by the original ids, so
-// that every cut draws the masks of a single-process run. Section 67 came last: a file without
-// it predates the original ids and is refused with ErrUnsupportedVersion.
+// whole graph's Meta, and sections 64-68 hold Bounds, GhostIDs, GhostDegree, OrigIDs and
+// GhostOrigIDs. A partitioning may renumber the vertices; dropout masks are keyed by the
+// original ids, so that every cut draws the masks of a single-process run. Sections 67 and 68
+// came last: a file without them predates the original ids and is refused with
+// ErrUnsupportedVersion.
 type PartitionData struct {
 	Part, Parts      int
 	Bounds           []int64     // len Parts+1; partition q owns global ids [Bounds[q], Bounds[q+1])
 	Adj              *tensor.CSR // owned rows × all N global columns; no self loops, Val nil
 	GhostIDs         []int32     // sorted global ids of the non-owned vertices Adj refers to
 	GhostDegree      []int32     // whole-graph adjacency entries of each ghost vertex
-	OriginalIDs      []int32     // the source dataset's id of each owned row, then of each ghost
+	OrigIDs          []int32     // each owned row's vertex id in the dataset as loaded
+	GhostOrigIDs     []int32     // each ghost's vertex id in the dataset as loaded
 	Features         Features    // owned rows; zero value for a graph-only dataset
 	Labels           []int32     // owned rows; -1 unlabelled
 	Train, Val, Test []int32     // sorted local row indices
@@ -92,7 +95,7 @@ func (d *PartitionData) Validate() error {
 		}
 		prev = g
 	}
-	if err := d.validateOriginalIDs(name); err != nil {
+	if err := d.validateOrigIDs(name); err != nil {
 		return err
 	}
 	for r := range d.Adj.Rows {
@@ -134,21 +137,28 @@ func (d *PartitionData) Validate() error {
 	return nil
 }
 
-// validateOriginalIDs checks that OriginalIDs names every owned row and ghost by a distinct
-// id of the graph.
-func (d *PartitionData) validateOriginalIDs(name string) error {
+// validateOrigIDs checks that OrigIDs and GhostOrigIDs name every owned row and ghost by a
+// distinct id of the graph.
+func (d *PartitionData) validateOrigIDs(name string) error {
 	n := d.Meta.NumNodes
-	if len(d.OriginalIDs) != d.Adj.Rows+len(d.GhostIDs) {
-		return invalidf("%s: %d original ids for %d rows and %d ghosts", name, len(d.OriginalIDs), d.Adj.Rows, len(d.GhostIDs))
+	if len(d.OrigIDs) != d.Adj.Rows || len(d.GhostOrigIDs) != len(d.GhostIDs) {
+		return invalidf("%s: %d and %d original ids for %d rows and %d ghosts", name, len(d.OrigIDs), len(d.GhostOrigIDs), d.Adj.Rows, len(d.GhostIDs))
 	}
 	seen := make([]uint64, (n+63)/64)
-	for i, id := range d.OriginalIDs {
-		if id < 0 || int(id) >= n || seen[id/64]&(1<<(id%64)) != 0 {
-			return invalidf("%s: original id %d of local vertex %d is out of range or repeated", name, id, i)
+	for _, ids := range [2][]int32{d.OrigIDs, d.GhostOrigIDs} {
+		for _, id := range ids {
+			if id < 0 || int(id) >= n || seen[id/64]&(1<<(id%64)) != 0 {
+				return invalidf("%s: original id %d out of range or repeated", name, id)
+			}
+			seen[id/64] |= 1 << (id % 64)
 		}
-		seen[id/64] |= 1 << (id % 64)
 	}
 	return nil
+}
+
+// LocalOrigIDs returns the original id of every owned row, then of every ghost.
+func (d *PartitionData) LocalOrigIDs() []int32 {
+	return append(slices.Clip(d.OrigIDs), d.GhostOrigIDs...)
 }
 
 // WritePartitionFile writes d to path in the prepared format, atomically (see WritePreparedFile).
@@ -164,7 +174,8 @@ func WritePartitionFile(path string, d *PartitionData) error {
 		outSection{secPartBounds, leBytes(d.Bounds)},
 		outSection{secGhostIDs, leBytes(d.GhostIDs)},
 		outSection{secGhostDegree, leBytes(d.GhostDegree)},
-		outSection{secOrigIDs, leBytes(d.OriginalIDs)})
+		outSection{secOrigIDs, leBytes(d.OrigIDs)},
+		outSection{secGhostOrig, leBytes(d.GhostOrigIDs)})
 	h := prepHeader{
 		version: PreparedVersion, part: uint32(d.Part), parts: uint32(d.Parts),
 		nodes: uint64(d.Adj.Rows), edges: uint64(len(d.Adj.ColIdx)),
@@ -249,8 +260,10 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 	for _, e := range entries {
 		byKind[e.kind] = e
 	}
-	if _, ok := byKind[secOrigIDs]; !ok {
-		return nil, fmt.Errorf("graph: read partition %s: no original vertex ids (section %d): written by an older dorylus, run dorylus prepare --partitions again: %w", name, secOrigIDs, ErrUnsupportedVersion)
+	for _, k := range []sectionKind{secOrigIDs, secGhostOrig} {
+		if _, ok := byKind[k]; !ok {
+			return nil, fmt.Errorf("graph: read partition %s: no original vertex ids (section %d): written by an older dorylus, run dorylus prepare --partitions again: %w", name, k, ErrUnsupportedVersion)
+		}
 	}
 	// Every section is read whole; check its presence and length first.
 	n, nnz := h.nodes, h.edges
@@ -258,7 +271,7 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 		secMeta: math.MaxUint64, secAdjRowPtr: (n + 1) * 8, secAdjColIdx: nnz * 4, secLabels: n * 4,
 		secTrain: math.MaxUint64, secVal: math.MaxUint64, secTest: math.MaxUint64,
 		secPartBounds: (uint64(parts) + 1) * 8, secGhostIDs: math.MaxUint64, secGhostDegree: math.MaxUint64,
-		secOrigIDs: math.MaxUint64,
+		secOrigIDs: n * 4, secGhostOrig: math.MaxUint64,
 	}
 	for k, length := range want {
 		e, ok := byKind[k]
@@ -286,7 +299,8 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 		func() error { return readTo(p, byKind[secPartBounds], &d.Bounds) },
 		func() error { return readTo(p, byKind[secGhostIDs], &d.GhostIDs) },
 		func() error { return readTo(p, byKind[secGhostDegree], &d.GhostDegree) },
-		func() error { return readTo(p, byKind[secOrigIDs], &d.OriginalIDs) },
+		func() error { return readTo(p, byKind[secOrigIDs], &d.OrigIDs) },
+		func() error { return readTo(p, byKind[secGhostOrig], &d.GhostOrigIDs) },
 	}
 	nf := uint64(h.features)
 	switch _, dense := byKind[secFeatDense]; {

@@ -18,7 +18,7 @@ func wholePartition(t *testing.T, orig []int32) *PartitionData {
 	return &PartitionData{
 		Part: 0, Parts: 1, Bounds: []int64{0, int64(d.NumNodes())}, Adj: d.Adj, Features: d.Features,
 		Labels: d.Labels, Train: d.Train, Val: d.Val, Test: d.Test, NumClasses: d.NumClasses, Meta: d.Meta,
-		OriginalIDs: orig,
+		OrigIDs: orig,
 	}
 }
 
@@ -39,8 +39,8 @@ func TestPartitionOriginalIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.OriginalIDs, orig) {
-		t.Errorf("original ids %v, want %v", got.OriginalIDs, orig)
+	if !slices.Equal(got.OrigIDs, orig) {
+		t.Errorf("original ids %v, want %v", got.OrigIDs, orig)
 	}
 	repeated := slices.Clone(orig)
 	repeated[1] = repeated[0]

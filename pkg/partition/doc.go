@@ -14,7 +14,7 @@
 // vertices part by part. Contiguous cuts the rows into ranges of equal weight (adjacency
 // entries + rows) from the row offsets alone. Refine improves a plan by size-constrained label
 // propagation. Every partition file keeps the original id of each of its vertices
-// (graph.PartitionData.OriginalIDs, Part.OriginalIDs), and dropout masks are keyed by it, so a
+// (graph.PartitionData.OrigIDs and GhostOrigIDs, Part.OriginalIDs), and dropout masks are keyed by it, so a
 // renumbered run draws the masks of a single-process run of the original numbering.
 //
 // # Files

@@ -41,7 +41,7 @@ func Build(d *graph.PartitionData) (*Part, error) {
 		return nil, err
 	}
 	p := &Part{
-		ID: d.Part, Parts: d.Parts, Lo: d.Lo(), Owned: d.Rows(), Bounds: d.Bounds, Ghosts: d.GhostIDs, OriginalIDs: d.OriginalIDs,
+		ID: d.Part, Parts: d.Parts, Lo: d.Lo(), Owned: d.Rows(), Bounds: d.Bounds, Ghosts: d.GhostIDs, OriginalIDs: d.LocalOrigIDs(),
 		Features: d.Features, Labels: d.Labels, Splits: [3][]int32{d.Train, d.Val, d.Test},
 		Totals:     [3]int{d.Meta.SplitSizes.Train, d.Meta.SplitSizes.Val, d.Meta.SplitSizes.Test},
 		NumClasses: d.NumClasses, Meta: d.Meta,

@@ -303,7 +303,8 @@ func TestOriginalIDs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			global := make([]int32, 0, len(pd.OriginalIDs))
+			ids := pd.LocalOrigIDs()
+			global := make([]int32, 0, len(ids))
 			for r := range pd.Rows() {
 				global = append(global, int32(pd.Lo()+r))
 			}
@@ -313,8 +314,8 @@ func TestOriginalIDs(t *testing.T) {
 				if plan.Perm != nil {
 					want = plan.Perm[v]
 				}
-				if pd.OriginalIDs[i] != want {
-					t.Fatalf("%s part %d: local vertex %d (id %d) has original id %d, want %d", m, p, i, v, pd.OriginalIDs[i], want)
+				if ids[i] != want {
+					t.Fatalf("%s part %d: local vertex %d (id %d) has original id %d, want %d", m, p, i, v, ids[i], want)
 				}
 				if want != v {
 					renumbered++

@@ -17,7 +17,7 @@ type source struct {
 	degree  []int32    // adjacency entries of every vertex
 	labels  []int32    // every vertex's label
 	splits  [3][]int32 // sorted train, val and test ids
-	perm    []int32    // perm[v] = the original id of v; nil when the numbering is the original
+	perm    []int32    // perm[new] = old id; nil when the numbering is the dataset's
 	// rows returns the adjacency rows [lo, hi) (global column ids, sorted) and their features.
 	rows func(lo, hi int) (*tensor.CSR, graph.Features, error)
 }
@@ -137,16 +137,16 @@ func (s *source) part(bounds []int64, p int) (*graph.PartitionData, error) {
 	slices.Sort(ghosts)
 	ghosts = slices.Clip(slices.Compact(ghosts))
 	deg := make([]int32, len(ghosts))
-	orig := make([]int32, hi-lo+len(ghosts))
+	orig, ghostOrig := make([]int32, hi-lo), make([]int32, len(ghosts))
 	for v := lo; v < hi; v++ {
 		orig[v-lo] = s.original(int32(v))
 	}
 	for i, g := range ghosts {
 		deg[i] = s.degree[g]
-		orig[hi-lo+i] = s.original(g)
+		ghostOrig[i] = s.original(g)
 	}
 	d := &graph.PartitionData{
-		Part: p, Parts: len(bounds) - 1, Bounds: bounds, Adj: adj, GhostIDs: ghosts, GhostDegree: deg, OriginalIDs: orig,
+		Part: p, Parts: len(bounds) - 1, Bounds: bounds, Adj: adj, GhostIDs: ghosts, GhostDegree: deg, OrigIDs: orig, GhostOrigIDs: ghostOrig,
 		Features: feats, Labels: s.labels[lo:hi], NumClasses: s.classes, Meta: s.meta,
 	}
 	local := [3]*[]int32{&d.Train, &d.Val, &d.Test}
