@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -74,6 +75,7 @@ type TaskRequest struct {
 	GAT       model.GATConfig // the GAT ops' model
 	Layer     int             // the weight index l (OpForward, OpBackward, every GAT op)
 	RowOffset int             // global id of the interval's first row: keys the dropout masks
+	RowIDs    []int32         // when set, row r's masks are keyed by RowIDs[r] (its original id) instead
 	Key       uint64          // model.DropoutKey(seed, epoch, Layer); the edge ops: model.AttentionKey
 	Train     bool            // apply dropout
 
@@ -189,6 +191,12 @@ func (r *TaskRequest) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %v layer %d: %s", ErrRequest, r.Op, r.Layer, fmt.Sprintf(format, args...))
 	}
+	switch {
+	case r.RowIDs != nil && len(r.RowIDs) != r.NumRows():
+		return bad("%d row ids for %d rows", len(r.RowIDs), r.NumRows())
+	case slices.ContainsFunc(r.RowIDs, func(id int32) bool { return id < 0 }):
+		return bad("negative row id")
+	}
 	if r.Op.IsGAT() {
 		return r.validateGAT(bad)
 	}
@@ -272,7 +280,7 @@ func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
 		loss, err := model.LossForward(req.Z, req.Labels, req.Rows, req.Total, out)
 		return TaskResult{Out: out, Loss: loss}, err
 	}
-	in := &model.AVInput{Layer: req.Layer, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, Key: req.Key, Train: req.Train}
+	in := &model.AVInput{Layer: req.Layer, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, RowIDs: req.RowIDs, Key: req.Key, Train: req.Train}
 	if req.Op == OpForward {
 		if out == nil {
 			out = tensor.NewDense(n, req.W.Cols)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -191,5 +192,40 @@ func TestLatencyAndCancel(t *testing.T) {
 	defer cancel()
 	if _, err := b.Run(ctx, req); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled call: %v", err)
+	}
+}
+
+// TestRowIDs: the rows' original ids travel on the wire and key the dropout masks (without
+// them a request draws other masks); a wrong count or a negative id is a bad request.
+func TestRowIDs(t *testing.T) {
+	for _, req := range []dispatch.TaskRequest{remotetest.Tasks(1, 6, 5, 3)[0], remotetest.GATTasks(2, 4, 5, 2)[0], remotetest.GATTasks(2, 4, 5, 2)[2]} {
+		want, err := dispatch.Execute(&req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dispatch.DecodeRequest(dispatch.EncodeRequest(&req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.RowIDs, req.RowIDs) {
+			t.Fatalf("%v: row ids %v after the wire, want %v", req.Op, got.RowIDs, req.RowIDs)
+		}
+		res, err := dispatch.Execute(&got, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, req.Op.String(), res.Out, want.Out)
+		byOffset := req
+		byOffset.RowIDs = nil
+		if res, err := dispatch.Execute(&byOffset, nil); err != nil || slices.Equal(res.Out.Data, want.Out.Data) {
+			t.Errorf("%v without row ids: %v, the same output", req.Op, err)
+		}
+		for _, ids := range [][]int32{req.RowIDs[1:], append([]int32{-1}, req.RowIDs[1:]...)} {
+			bad := req
+			bad.RowIDs = ids
+			if _, err := dispatch.Execute(&bad, nil); !errors.Is(err, dispatch.ErrRequest) {
+				t.Errorf("%v with row ids %v: %v, want a bad request", req.Op, ids, err)
+			}
+		}
 	}
 }

@@ -130,7 +130,7 @@ func executeGAT(req *TaskRequest) (TaskResult, error) {
 	switch req.Op {
 	case OpEdgeForward, OpEdgeBackward:
 		in := &model.AEInput{Layer: l, Adj: req.Adj, DstScore: req.DstScore, SrcScore: req.SrcScore, SrcIDs: req.SrcIDs,
-			RowOffset: req.RowOffset, Key: req.Key, Train: req.Train}
+			RowOffset: req.RowOffset, RowIDs: req.RowIDs, Key: req.Key, Train: req.Train}
 		if req.Op == OpEdgeForward {
 			alpha := orNew(req.Out, int(req.Adj.NNZ()), s.Heads)
 			return TaskResult{Out: alpha}, g.AEForward(in, alpha)
@@ -144,7 +144,7 @@ func executeGAT(req *TaskRequest) (TaskResult, error) {
 		dDst := orNew(req.OutDst, n, s.Heads)
 		return TaskResult{Out: du, Dst: dDst}, g.AEBackward(in, du, dDst)
 	}
-	in := &model.AVInput{Layer: l, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, Key: req.Key, Train: req.Train}
+	in := &model.AVInput{Layer: l, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, RowIDs: req.RowIDs, Key: req.Key, Train: req.Train}
 	act := req.GATAct
 	if act == nil {
 		act = &model.GATActivation{}

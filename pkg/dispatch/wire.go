@@ -41,7 +41,10 @@ import (
 // (4), reserved (4), entries (8) — then its data: a dense block as rows·cols float32 values
 // row-major; an int32 vector as entries values; a CSR as int64 row offsets (rows+1), int32
 // column indices (entries) and, for the valued type, float32 values (entries).
-const WireVersion = 2
+//
+// Version 3 added the rows' original ids (TaskRequest.RowIDs, an int32 vector), which key the
+// dropout masks of a renumbered partition: a version-2 caller would draw other masks.
+const WireVersion = 3
 
 // ErrWireVersion is wrapped by the error a decoder returns for another version's bytes.
 var ErrWireVersion = errors.New("unsupported tensor task wire version")
@@ -79,6 +82,7 @@ const (
 	roleDADst
 	roleDASrc
 	roleDBias
+	roleRowIDs
 )
 
 // Tensor types.
@@ -113,7 +117,7 @@ func EncodeRequest(req *TaskRequest) []byte {
 	for _, t := range []struct {
 		role byte
 		v    []int32
-	}{{roleLabels, req.Labels}, {roleRows, req.Rows}, {roleSrcIDs, req.SrcIDs}} {
+	}{{roleLabels, req.Labels}, {roleRows, req.Rows}, {roleSrcIDs, req.SrcIDs}, {roleRowIDs, req.RowIDs}} {
 		if t.v != nil {
 			b, count = appendInts(b, t.role, t.v), count+1
 		}
@@ -190,7 +194,7 @@ func requestSize(req *TaskRequest) int {
 			n += 8*len(s.RowPtr) + 8*len(s.ColIdx)
 		}
 	}
-	return n + 4*len(req.Labels) + 4*len(req.Rows) + 4*len(req.SrcIDs)
+	return n + 4*len(req.Labels) + 4*len(req.Rows) + 4*len(req.SrcIDs) + 4*len(req.RowIDs)
 }
 
 func appendTensorHeader(b []byte, role, typ byte, rows, cols int, entries int64) []byte {
@@ -373,6 +377,8 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 			req.Rows = t.ints
 		case t.role == roleSrcIDs && t.ints != nil:
 			req.SrcIDs = t.ints
+		case t.role == roleRowIDs && t.ints != nil:
+			req.RowIDs = t.ints
 		default:
 			return TaskRequest{}, r.fail("unexpected tensor of role %d", t.role)
 		}

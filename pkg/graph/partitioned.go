@@ -18,6 +18,8 @@ const (
 	secPartBounds  sectionKind = 64 // int64 × (P+1): partition q owns global ids [b[q], b[q+1])
 	secGhostIDs    sectionKind = 65 // int32 × G: sorted global ids of the ghost vertices
 	secGhostDegree sectionKind = 66 // int32 × G: each ghost's adjacency entries in the whole graph
+	secOrigIDs     sectionKind = 67 // int32 × rows: each owned row's id before renumbering
+	secGhostOrig   sectionKind = 68 // int32 × G: each ghost's id before renumbering
 )
 
 // PartitionFileName returns the name of the file of partition p of parts inside a partitioned
@@ -34,13 +36,19 @@ func PartitionFileName(p, parts int) string {
 // In the file (the prepared format with the header's p and P set) the header's node count is
 // the number of owned rows, sections adj_rowptr and adj_colidx hold their rows with global
 // column ids, labels holds their labels, train/val/test hold local row indices, meta holds the
-// whole graph's Meta, and sections 64-66 hold Bounds, GhostIDs and GhostDegree.
+// whole graph's Meta, and sections 64-68 hold Bounds, GhostIDs, GhostDegree, OrigIDs and
+// GhostOrigIDs. A partitioning may renumber the vertices; dropout masks are keyed by the
+// original ids, so that every cut draws the masks of a single-process run. Sections 67 and 68
+// came last: a file without them predates the original ids and is refused with
+// ErrUnsupportedVersion.
 type PartitionData struct {
 	Part, Parts      int
 	Bounds           []int64     // len Parts+1; partition q owns global ids [Bounds[q], Bounds[q+1])
 	Adj              *tensor.CSR // owned rows × all N global columns; no self loops, Val nil
 	GhostIDs         []int32     // sorted global ids of the non-owned vertices Adj refers to
 	GhostDegree      []int32     // whole-graph adjacency entries of each ghost vertex
+	OrigIDs          []int32     // each owned row's vertex id in the dataset as loaded
+	GhostOrigIDs     []int32     // each ghost's vertex id in the dataset as loaded
 	Features         Features    // owned rows; zero value for a graph-only dataset
 	Labels           []int32     // owned rows; -1 unlabelled
 	Train, Val, Test []int32     // sorted local row indices
@@ -87,6 +95,9 @@ func (d *PartitionData) Validate() error {
 		}
 		prev = g
 	}
+	if err := d.validateOrigIDs(name); err != nil {
+		return err
+	}
 	for r := range d.Adj.Rows {
 		for _, c := range d.Adj.ColIdx[d.Adj.RowPtr[r]:d.Adj.RowPtr[r+1]] {
 			switch {
@@ -126,6 +137,30 @@ func (d *PartitionData) Validate() error {
 	return nil
 }
 
+// validateOrigIDs checks that OrigIDs and GhostOrigIDs name every owned row and ghost by a
+// distinct id of the graph.
+func (d *PartitionData) validateOrigIDs(name string) error {
+	n := d.Meta.NumNodes
+	if len(d.OrigIDs) != d.Adj.Rows || len(d.GhostOrigIDs) != len(d.GhostIDs) {
+		return invalidf("%s: %d and %d original ids for %d rows and %d ghosts", name, len(d.OrigIDs), len(d.GhostOrigIDs), d.Adj.Rows, len(d.GhostIDs))
+	}
+	seen := make([]uint64, (n+63)/64)
+	for _, ids := range [2][]int32{d.OrigIDs, d.GhostOrigIDs} {
+		for _, id := range ids {
+			if id < 0 || int(id) >= n || seen[id/64]&(1<<(id%64)) != 0 {
+				return invalidf("%s: original id %d out of range or repeated", name, id)
+			}
+			seen[id/64] |= 1 << (id % 64)
+		}
+	}
+	return nil
+}
+
+// LocalOrigIDs returns the original id of every owned row, then of every ghost.
+func (d *PartitionData) LocalOrigIDs() []int32 {
+	return append(slices.Clip(d.OrigIDs), d.GhostOrigIDs...)
+}
+
 // WritePartitionFile writes d to path in the prepared format, atomically (see WritePreparedFile).
 func WritePartitionFile(path string, d *PartitionData) error {
 	if err := d.Validate(); err != nil {
@@ -138,7 +173,9 @@ func WritePartitionFile(path string, d *PartitionData) error {
 	secs := append(graphSections(meta, d.Adj, d.Features, d.Labels, d.Train, d.Val, d.Test),
 		outSection{secPartBounds, leBytes(d.Bounds)},
 		outSection{secGhostIDs, leBytes(d.GhostIDs)},
-		outSection{secGhostDegree, leBytes(d.GhostDegree)})
+		outSection{secGhostDegree, leBytes(d.GhostDegree)},
+		outSection{secOrigIDs, leBytes(d.OrigIDs)},
+		outSection{secGhostOrig, leBytes(d.GhostOrigIDs)})
 	h := prepHeader{
 		version: PreparedVersion, part: uint32(d.Part), parts: uint32(d.Parts),
 		nodes: uint64(d.Adj.Rows), edges: uint64(len(d.Adj.ColIdx)),
@@ -223,12 +260,18 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 	for _, e := range entries {
 		byKind[e.kind] = e
 	}
+	for _, k := range []sectionKind{secOrigIDs, secGhostOrig} {
+		if _, ok := byKind[k]; !ok {
+			return nil, fmt.Errorf("graph: read partition %s: no original vertex ids (section %d): written by an older dorylus, run dorylus prepare --partitions again: %w", name, k, ErrUnsupportedVersion)
+		}
+	}
 	// Every section is read whole; check its presence and length first.
 	n, nnz := h.nodes, h.edges
 	want := map[sectionKind]uint64{
 		secMeta: math.MaxUint64, secAdjRowPtr: (n + 1) * 8, secAdjColIdx: nnz * 4, secLabels: n * 4,
 		secTrain: math.MaxUint64, secVal: math.MaxUint64, secTest: math.MaxUint64,
 		secPartBounds: (uint64(parts) + 1) * 8, secGhostIDs: math.MaxUint64, secGhostDegree: math.MaxUint64,
+		secOrigIDs: n * 4, secGhostOrig: math.MaxUint64,
 	}
 	for k, length := range want {
 		e, ok := byKind[k]
@@ -256,6 +299,8 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 		func() error { return readTo(p, byKind[secPartBounds], &d.Bounds) },
 		func() error { return readTo(p, byKind[secGhostIDs], &d.GhostIDs) },
 		func() error { return readTo(p, byKind[secGhostDegree], &d.GhostDegree) },
+		func() error { return readTo(p, byKind[secOrigIDs], &d.OrigIDs) },
+		func() error { return readTo(p, byKind[secGhostOrig], &d.GhostOrigIDs) },
 	}
 	nf := uint64(h.features)
 	switch _, dense := byKind[secFeatDense]; {
@@ -323,24 +368,12 @@ func partitionElem(k sectionKind) int {
 // P. (The header reader refuses partition files; a parameter there would make this view
 // unnecessary.)
 func wholeGraphView(r io.ReaderAt, size int64, name string) (io.ReaderAt, int, int, error) {
-	var fixed [headerSize]byte
-	if k, _ := r.ReadAt(fixed[:], 0); k < headerSize || string(fixed[:len(preparedMagic)]) != preparedMagic {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: %w (bad magic or short header)", name, ErrNotPrepared)
+	head, err := checkedHead(r, size, name)
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	le := binary.LittleEndian
-	sections := le.Uint32(fixed[12:])
-	if sections > maxSections || headerSize+int64(sections)*sectionEntrySize > size {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: section table of %d entries does not fit: %w", name, sections, ErrCorrupt)
-	}
-	head := make([]byte, headerSize+int(sections)*sectionEntrySize)
-	copy(head, fixed[:])
-	if _, err := r.ReadAt(head[headerSize:], headerSize); err != nil {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: section table: %v: %w", name, err, ErrCorrupt)
-	}
-	if got, want := headerChecksum(head), le.Uint32(fixed[60:]); got != want {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: checksum mismatch (CRC-32C %08x, stored %08x): %w", name, got, want, ErrCorrupt)
-	}
-	part, parts := le.Uint32(fixed[24:]), le.Uint32(fixed[28:])
+	part, parts := le.Uint32(head[24:]), le.Uint32(head[28:])
 	if parts < 1 || part >= parts || parts > math.MaxInt32 {
 		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: partition %d of %d: %w", name, part, parts, ErrCorrupt)
 	}
@@ -348,6 +381,50 @@ func wholeGraphView(r io.ReaderAt, size int64, name string) (io.ReaderAt, int, i
 	le.PutUint32(head[28:], 1)
 	le.PutUint32(head[60:], headerChecksum(head))
 	return patchedReader{r, head}, int(part), int(parts), nil
+}
+
+// checkedHead reads the header and section table of a prepared file of size bytes and checks
+// the header's checksum.
+func checkedHead(r io.ReaderAt, size int64, name string) ([]byte, error) {
+	var fixed [headerSize]byte
+	if k, _ := r.ReadAt(fixed[:], 0); k < headerSize || string(fixed[:len(preparedMagic)]) != preparedMagic {
+		return nil, fmt.Errorf("graph: read partition %s: %w (bad magic or short header)", name, ErrNotPrepared)
+	}
+	le := binary.LittleEndian
+	sections := le.Uint32(fixed[12:])
+	if sections > maxSections || headerSize+int64(sections)*sectionEntrySize > size {
+		return nil, fmt.Errorf("graph: read partition %s: header: section table of %d entries does not fit: %w", name, sections, ErrCorrupt)
+	}
+	head := make([]byte, headerSize+int(sections)*sectionEntrySize)
+	copy(head, fixed[:])
+	if _, err := r.ReadAt(head[headerSize:], headerSize); err != nil {
+		return nil, fmt.Errorf("graph: read partition %s: section table: %v: %w", name, err, ErrCorrupt)
+	}
+	if got, want := headerChecksum(head), le.Uint32(fixed[60:]); got != want {
+		return nil, fmt.Errorf("graph: read partition %s: header: checksum mismatch (CRC-32C %08x, stored %08x): %w", name, got, want, ErrCorrupt)
+	}
+	return head, nil
+}
+
+// PartitionFileChecksum returns the size of the partition file at path and the CRC-32C its header stores,
+// after checking it. That checksum covers the section table, which holds every section's
+// CRC-32C, so it names the file's whole content once the sections are verified (as
+// ReadPartitionFile does); it is read without reading the sections.
+func PartitionFileChecksum(path string) (uint32, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("graph: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("graph: %w", err)
+	}
+	head, err := checkedHead(f, st.Size(), path)
+	if err != nil {
+		return 0, 0, err
+	}
+	return binary.LittleEndian.Uint32(head[60:]), st.Size(), nil
 }
 
 // patchedReader reads r with its first len(head) bytes replaced by head.

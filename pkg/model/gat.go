@@ -233,6 +233,9 @@ func (c GATConfig) Activate(in *AVInput, prevBias *tensor.Dense, act *GATActivat
 	if in.Layer < 0 || in.Layer >= c.Layers {
 		return fmt.Errorf("gat AV: layer %d of %d: %w", in.Layer, c.Layers, ErrShape)
 	}
+	if err := in.checkRowIDs("gat AV"); err != nil {
+		return err
+	}
 	p := float32(0)
 	if in.Train {
 		p = c.Dropout
@@ -244,11 +247,11 @@ func (c GATConfig) Activate(in *AVInput, prevBias *tensor.Dense, act *GATActivat
 			if act.Sparse == nil {
 				act.Sparse = &tensor.CSR{}
 			}
-			tensor.DropoutCSR(act.Sparse, x.Sparse, p, in.Key, in.RowOffset)
+			tensor.DropoutCSR(act.Sparse, x.Sparse, p, in.Key, in.RowOffset, in.RowIDs)
 			return nil
 		case x.Dense != nil && x.Dense.Cols == width:
 			act.Dense = reshape(act.Dense, x.Dense.Rows, width)
-			tensor.Dropout(act.Dense, x.Dense, p, in.Key, in.RowOffset)
+			tensor.Dropout(act.Dense, x.Dense, p, in.Key, in.RowOffset, in.RowIDs)
 			return nil
 		}
 		return fmt.Errorf("gat AV 0: features are not %d columns wide: %w", width, ErrShape)
@@ -259,7 +262,7 @@ func (c GATConfig) Activate(in *AVInput, prevBias *tensor.Dense, act *GATActivat
 	act.ELU = reshape(act.ELU, in.Z.Rows, width)
 	act.Dense = reshape(act.Dense, in.Z.Rows, width)
 	tensor.ELU(act.ELU, in.Z, prevBias.Data)
-	tensor.Dropout(act.Dense, act.ELU, p, in.Key, in.RowOffset)
+	tensor.Dropout(act.Dense, act.ELU, p, in.Key, in.RowOffset, in.RowIDs)
 	return nil
 }
 
@@ -331,7 +334,7 @@ func (c GATConfig) AVBackward(in *AVInput, p, g GATLayer, act *GATActivation, v,
 		pDrop = c.Dropout
 	}
 	tensor.MatMul(dZ, dv.P, false, p.W, true, 1, 0)
-	tensor.DropoutBackward(dZ, pDrop, in.Key, in.RowOffset)
+	tensor.DropoutBackward(dZ, pDrop, in.Key, in.RowOffset, in.RowIDs)
 	tensor.ELUBackward(dZ, act.ELU)
 	addColSums(dPrevBias, dZ)
 	return nil
@@ -355,6 +358,7 @@ type AEInput struct {
 	SrcScore  *tensor.Dense // Adj.Cols × Heads: s_src of every vertex a source id can name (locals and ghosts)
 	SrcIDs    []int32       // global id of every source column (nil: the column is the id); keys the attention dropout
 	RowOffset int           // global id of the interval's first destination; keys the attention dropout
+	RowIDs    []int32       // when set, the id keying each destination's mask instead (a partition's original ids)
 	Key       uint64        // AttentionKey(seed, epoch, Layer)
 	Train     bool          // apply attention dropout
 }
@@ -373,6 +377,9 @@ func (c GATConfig) checkAE(in *AEInput, edges *tensor.Dense) error {
 	if in.SrcIDs != nil && len(in.SrcIDs) != in.Adj.Cols {
 		return fmt.Errorf("gat AE %d: %d source ids for %d columns: %w", in.Layer, len(in.SrcIDs), in.Adj.Cols, ErrShape)
 	}
+	if in.RowIDs != nil && len(in.RowIDs) != in.Adj.Rows {
+		return fmt.Errorf("gat AE %d: %d row ids for %d destinations: %w", in.Layer, len(in.RowIDs), in.Adj.Rows, ErrShape)
+	}
 	return nil
 }
 
@@ -386,7 +393,7 @@ func (c GATConfig) AEForward(in *AEInput, alpha *tensor.Dense) error {
 	}
 	tensor.EdgeAttention(alpha, in.Adj, in.DstScore, in.SrcScore, AttentionSlope)
 	if in.Train && c.AttentionDropout > 0 {
-		tensor.DropoutEdges(alpha, in.Adj, in.SrcIDs, c.AttentionDropout, in.Key, in.RowOffset)
+		tensor.DropoutEdges(alpha, in.Adj, in.SrcIDs, c.AttentionDropout, in.Key, in.RowOffset, in.RowIDs)
 	}
 	return nil
 }
@@ -404,7 +411,7 @@ func (c GATConfig) AEBackward(in *AEInput, grad, dDst *tensor.Dense) error {
 		return fmt.Errorf("gat ∇AE %d: dDst must be %dx%d: %w", in.Layer, in.Adj.Rows, grad.Cols, ErrShape)
 	}
 	if in.Train && c.AttentionDropout > 0 {
-		tensor.DropoutEdges(grad, in.Adj, in.SrcIDs, c.AttentionDropout, in.Key, in.RowOffset)
+		tensor.DropoutEdges(grad, in.Adj, in.SrcIDs, c.AttentionDropout, in.Key, in.RowOffset, in.RowIDs)
 	}
 	tensor.EdgeAttentionBackward(grad, dDst, in.Adj, in.DstScore, in.SrcScore, AttentionSlope)
 	return nil

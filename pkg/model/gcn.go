@@ -82,6 +82,7 @@ type AVInput struct {
 	Features  graph.Features // layer 0: the interval's feature rows
 	Z         *tensor.Dense  // layer ≥ 1: the interval's gathered rows Z_{l-1}
 	RowOffset int            // global id of the interval's first row; keys the dropout mask
+	RowIDs    []int32        // when set, the id keying each row's mask instead (a partition's original ids)
 	Key       uint64         // DropoutKey(seed, epoch, Layer)
 	Train     bool           // apply dropout
 }
@@ -96,6 +97,18 @@ func (in *AVInput) Rows() int {
 	default:
 		return in.Features.Dense.Rows
 	}
+}
+
+// checkRowIDs checks that RowIDs, when set, names every input row.
+func (in *AVInput) checkRowIDs(op string) error {
+	rows := in.Features.Rows()
+	if in.Layer > 0 && in.Z != nil {
+		rows = in.Z.Rows
+	}
+	if in.RowIDs != nil && len(in.RowIDs) != rows {
+		return fmt.Errorf("%s %d: %d row ids for %d rows: %w", op, in.Layer, len(in.RowIDs), rows, ErrShape)
+	}
+	return nil
 }
 
 // Activation is H = drop(σ(input)) of one AV task, held so that ∇AV can reuse it; a stateless
@@ -115,6 +128,9 @@ func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
 	if in.Layer < 0 || in.Layer >= c.Layers {
 		return fmt.Errorf("gcn AV: layer %d of %d: %w", in.Layer, c.Layers, ErrShape)
 	}
+	if err := in.checkRowIDs("gcn AV"); err != nil {
+		return err
+	}
 	p := float32(0)
 	if in.Train {
 		p = c.Dropout
@@ -128,7 +144,7 @@ func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
 			act.Sparse = &tensor.CSR{Rows: x.Rows, Cols: x.Cols, RowPtr: x.RowPtr, ColIdx: x.ColIdx, Val: make([]float32, len(x.ColIdx))}
 		}
 		act.Sparse.Rows, act.Sparse.RowPtr, act.Sparse.ColIdx = x.Rows, x.RowPtr, x.ColIdx
-		tensor.DropoutCSR(act.Sparse, x, p, in.Key, in.RowOffset)
+		tensor.DropoutCSR(act.Sparse, x, p, in.Key, in.RowOffset, in.RowIDs)
 		return nil
 	}
 	src := in.Z
@@ -140,11 +156,11 @@ func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
 	}
 	act.Dense = reshape(act.Dense, src.Rows, src.Cols)
 	if in.Layer == 0 {
-		tensor.Dropout(act.Dense, src, p, in.Key, in.RowOffset)
+		tensor.Dropout(act.Dense, src, p, in.Key, in.RowOffset, in.RowIDs)
 		return nil
 	}
 	tensor.ReLU(act.Dense, src)
-	tensor.Dropout(act.Dense, act.Dense, p, in.Key, in.RowOffset)
+	tensor.Dropout(act.Dense, act.Dense, p, in.Key, in.RowOffset, in.RowIDs)
 	return nil
 }
 
@@ -196,7 +212,7 @@ func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP,
 		p = c.Dropout
 	}
 	tensor.MatMul(dZ, dP, false, w, true, 1, 0)
-	tensor.DropoutBackward(dZ, p, in.Key, in.RowOffset)
+	tensor.DropoutBackward(dZ, p, in.Key, in.RowOffset, in.RowIDs)
 	tensor.ReLUBackward(dZ, in.Z)
 	return nil
 }

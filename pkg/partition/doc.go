@@ -13,15 +13,20 @@
 // vertices within Options.Imbalance (5%). It is deterministic for a seed and renumbers the
 // vertices part by part. Contiguous cuts the rows into ranges of equal weight (adjacency
 // entries + rows) from the row offsets alone. Refine improves a plan by size-constrained label
-// propagation. Dropout masks are keyed by vertex id, so a renumbered run draws other masks than
-// a single-process run of the original numbering.
+// propagation. Every partition file keeps the original id of each of its vertices
+// (graph.PartitionData.OrigIDs and GhostOrigIDs, Part.OriginalIDs), and dropout masks are keyed by it, so a
+// renumbered run draws the masks of a single-process run of the original numbering.
 //
 // # Files
 //
 // WriteDataset and WritePrepared write one prepared file per part (graph.PartitionData, named
 // by graph.PartitionFileName), so that each graph server reads only its own; from a prepared
-// file they stream (ReadAdjacency holds only the adjacency, 4 bytes an entry). CheckFiles
-// refuses a set of files that are not one partitioning of one dataset.
+// file they stream (ReadAdjacency holds only the adjacency, 4 bytes an entry). Beside the files
+// they write a Manifest (ManifestFileName): the dataset, the method, the bounds, the cut's
+// quality and every file's size and header checksum, so that a launcher checks a directory by
+// reading the manifest and the files' headers (Manifest.CheckHeaders) and a graph server the one
+// file it reads (Manifest.CheckPart). CheckFiles reads every file and refuses a set that is not
+// one partitioning of one dataset.
 //
 // # Local view
 //

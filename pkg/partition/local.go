@@ -17,6 +17,9 @@ type Part struct {
 	Bounds     []int64 // partition q owns global ids [Bounds[q], Bounds[q+1])
 	Ghosts     []int32 // global ids of the ghost columns, ascending (so grouped by owner)
 	GhostStart []int   // len Parts+1: the ghosts owned by q are Ghosts[GhostStart[q]:GhostStart[q+1]]
+	// OriginalIDs is the source dataset's id of every local column (owned rows, then ghosts),
+	// which keys the dropout masks.
+	OriginalIDs []int32
 	// Adj is Â on the owned rows: Owned × (Owned+len(Ghosts)), local columns.
 	Adj *tensor.CSR
 	// AdjLocal is Adj restricted to the owned columns (Owned × Owned); Adj itself when there
@@ -38,7 +41,7 @@ func Build(d *graph.PartitionData) (*Part, error) {
 		return nil, err
 	}
 	p := &Part{
-		ID: d.Part, Parts: d.Parts, Lo: d.Lo(), Owned: d.Rows(), Bounds: d.Bounds, Ghosts: d.GhostIDs,
+		ID: d.Part, Parts: d.Parts, Lo: d.Lo(), Owned: d.Rows(), Bounds: d.Bounds, Ghosts: d.GhostIDs, OriginalIDs: d.LocalOrigIDs(),
 		Features: d.Features, Labels: d.Labels, Splits: [3][]int32{d.Train, d.Val, d.Test},
 		Totals:     [3]int{d.Meta.SplitSizes.Train, d.Meta.SplitSizes.Val, d.Meta.SplitSizes.Test},
 		NumClasses: d.NumClasses, Meta: d.Meta,

@@ -55,7 +55,9 @@ func Multilevel(adj *tensor.CSR, parts int, opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	return planFromOwners(owner, parts)
+	plan, err := planFromOwners(owner, parts)
+	plan.Method = MethodMultilevel
+	return plan, err
 }
 
 // MultilevelOwners is Multilevel returning the part of every vertex instead of a plan.

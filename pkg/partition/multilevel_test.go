@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -310,5 +311,80 @@ func TestMultilevelSpill(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	if _, err := Multilevel(d.Adj, 4, Options{Seed: 2, SpillDir: missing}); err == nil || !strings.Contains(err.Error(), "spill") {
 		t.Errorf("spilling into a missing folder: %v", err)
+	}
+}
+
+// TestManifest: the manifest written beside the files describes them; a directory of another
+// part count, a file of another partitioning or dataset, and a manifest of more parts than
+// vertices are refused with errors naming the file and what is wrong.
+func TestManifest(t *testing.T) {
+	t.Setenv(graph.DataDirEnv, filepath.Join("..", "..", "datasets"))
+	c := cora(t)
+	cite, err := graph.Load("citeseer", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(d *graph.Dataset, m Method) string {
+		dir := t.TempDir()
+		plan, err := New(d.Adj, 3, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := WriteDataset(d, plan, dir); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	good := write(c, MethodMultilevel)
+	m, err := ReadManifest(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := CheckFiles(good, 3)
+	if err != nil || m.Dataset != "cora" || m.Nodes != c.NumNodes() || m.Edges != c.Adj.NNZ() || m.Method != MethodMultilevel || m.Quality != q {
+		t.Fatalf("manifest %+v, files %v, %v", m, q, err)
+	}
+	if err := m.CheckHeaders(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Require(good, 2); err == nil || !strings.Contains(err.Error(), "holds 3 partitions of cora, want 2") {
+		t.Errorf("another part count: %v", err)
+	}
+	name1 := graph.PartitionFileName(1, 3)
+	for _, tc := range []struct {
+		dir, want string
+	}{{write(c, MethodContiguous), "another partitioning of cora"}, {write(cite, MethodMultilevel), "holds dataset citeseer"}} {
+		path := filepath.Join(tc.dir, name1)
+		d, err := graph.ReadPartitionFile(path, 1, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.CheckPart(path, d)
+		t.Logf("%v", err)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want an error naming it and saying %q", path, err, tc.want)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mixed := filepath.Join(t.TempDir(), "mixed")
+		if err := os.CopyFS(mixed, os.DirFS(good)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mixed, name1), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CheckHeaders(mixed); err == nil || !strings.Contains(err.Error(), filepath.Join(mixed, name1)) {
+			t.Errorf("a swapped %s passed the launcher's check: %v", name1, err)
+		}
+	}
+	m.Parts, m.Nodes = 3, 2
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(good, ManifestFileName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadManifest(good); err == nil || !strings.Contains(err.Error(), "3 partitions of 2 vertices") {
+		t.Errorf("more parts than vertices: %v", err)
 	}
 }

@@ -282,3 +282,48 @@ func TestQuality(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginalIDs: every partition file of a renumbering plan names each owned row and ghost
+// by its id in the source dataset (Perm), a contiguous plan by its own id, and both writers
+// write the same ids (TestPreparedStreamingMatchesInMemory compares their bytes).
+func TestOriginalIDs(t *testing.T) {
+	d := cora(t)
+	for _, m := range []Method{MethodMultilevel, MethodContiguous} {
+		plan, err := New(d.Adj, 3, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if _, err := WriteDataset(d, plan, dir); err != nil {
+			t.Fatal(err)
+		}
+		renumbered := 0
+		for p := range 3 {
+			pd, err := graph.ReadPartitionFile(dir, p, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := pd.LocalOrigIDs()
+			global := make([]int32, 0, len(ids))
+			for r := range pd.Rows() {
+				global = append(global, int32(pd.Lo()+r))
+			}
+			global = append(global, pd.GhostIDs...)
+			for i, v := range global {
+				want := v
+				if plan.Perm != nil {
+					want = plan.Perm[v]
+				}
+				if ids[i] != want {
+					t.Fatalf("%s part %d: local vertex %d (id %d) has original id %d, want %d", m, p, i, v, ids[i], want)
+				}
+				if want != v {
+					renumbered++
+				}
+			}
+		}
+		if (renumbered > 0) != (m == MethodMultilevel) {
+			t.Errorf("%s: %d vertices renumbered", m, renumbered)
+		}
+	}
+}

@@ -17,6 +17,7 @@ var ErrPlan = errors.New("bad partitioning")
 type Plan struct {
 	Bounds []int64 // len P+1, Bounds[0] = 0, Bounds[P] = N
 	Perm   []int32 // Perm[new] = old id; nil when the numbering is unchanged
+	Method Method  // how it was computed; empty for FromOwners
 }
 
 // Parts returns the number of parts P.
@@ -67,7 +68,7 @@ func Contiguous(rowPtr []int64, parts int) (Plan, error) {
 	if parts < 1 || parts > n {
 		return Plan{}, fmt.Errorf("partition: %d parts of a %d-vertex graph: %w", parts, n, ErrPlan)
 	}
-	return Plan{Bounds: balancedCut(rowPtr, parts)}, nil
+	return Plan{Bounds: balancedCut(rowPtr, parts), Method: MethodContiguous}, nil
 }
 
 // RefineOptions tunes Refine.
@@ -138,7 +139,9 @@ func Refine(adj *tensor.CSR, plan Plan, opts RefineOptions) (Plan, error) {
 			break
 		}
 	}
-	return planFromOwners(owner, parts)
+	refined, err := planFromOwners(owner, parts)
+	refined.Method = MethodLabelPropagation
+	return refined, err
 }
 
 // planFromOwners renumbers the vertices part by part, keeping their order within a part.
@@ -164,15 +167,15 @@ func planFromOwners(owner []int32, parts int) (Plan, error) {
 
 // Quality describes how well a plan cuts a graph.
 type Quality struct {
-	Parts    int     // P
-	Entries  int64   // adjacency entries (directed edges)
-	Cut      int64   // entries whose endpoints lie in different parts
-	CutRatio float64 // Cut / Entries
+	Parts    int     `json:"parts"`     // P
+	Entries  int64   `json:"entries"`   // adjacency entries (directed edges)
+	Cut      int64   `json:"cut"`       // entries whose endpoints lie in different parts
+	CutRatio float64 `json:"cut_ratio"` // Cut / Entries
 	// Balance is the heaviest part's weight (entries + vertices) over the mean weight.
-	Balance float64
+	Balance float64 `json:"balance"`
 	// VertexBalance is the largest part's vertex count over the mean.
-	VertexBalance float64
-	Ghosts        int64 // ghost vertices summed over the parts
+	VertexBalance float64 `json:"vertex_balance"`
+	Ghosts        int64   `json:"ghosts"` // ghost vertices summed over the parts
 }
 
 // String formats q on one line.

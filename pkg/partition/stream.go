@@ -58,7 +58,7 @@ func WritePrepared(src string, parts int, dir string) (Plan, Quality, error) {
 }
 
 // WritePreparedWith partitions the whole-graph prepared file (or directory) src into parts parts
-// by method and writes their files into dir. It streams: with MethodContiguous it holds the row
+// by method and writes their files and manifest into dir. It streams: with MethodContiguous it holds the row
 // offsets, labels and splits of the whole graph but the adjacency and features of one part at a
 // time; the other methods also hold the adjacency (4 bytes an entry) and read the file once more
 // per part for that part's feature rows. The file's checksums are verified; on a mismatch the
@@ -86,7 +86,7 @@ func WritePreparedWith(src string, parts int, dir string, method Method) (Plan, 
 		feats, err := gatherFeatures(src, plan.Perm[lo:hi])
 		return permutedRows(adj, plan.Perm, inv, lo, hi), feats, err
 	}
-	q, err := writeParts(s, plan.Bounds, dir)
+	q, err := writeParts(s, plan, dir)
 	return plan, q, err
 }
 
@@ -114,7 +114,7 @@ func writePreparedContiguous(src string, parts int, dir string) (Plan, Quality, 
 	}
 	s := preparedSource(r)
 	s.rows = r.Rows
-	q, err := writeParts(s, plan.Bounds, dir)
+	q, err := writeParts(s, plan, dir)
 	if err != nil {
 		r.Close()
 		return Plan{}, Quality{}, err
@@ -123,6 +123,7 @@ func writePreparedContiguous(src string, parts int, dir string) (Plan, Quality, 
 		for p := range parts {
 			os.Remove(filepath.Join(dir, graph.PartitionFileName(p, parts)))
 		}
+		os.Remove(filepath.Join(dir, ManifestFileName))
 		return Plan{}, Quality{}, err
 	}
 	return plan, q, nil

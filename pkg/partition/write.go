@@ -17,18 +17,19 @@ type source struct {
 	degree  []int32    // adjacency entries of every vertex
 	labels  []int32    // every vertex's label
 	splits  [3][]int32 // sorted train, val and test ids
+	perm    []int32    // perm[new] = old id; nil when the numbering is the dataset's
 	// rows returns the adjacency rows [lo, hi) (global column ids, sorted) and their features.
 	rows func(lo, hi int) (*tensor.CSR, graph.Features, error)
 }
 
-// WriteDataset writes one partition file per part of plan for d into dir (created if needed)
-// and returns the plan's quality.
+// WriteDataset writes one partition file per part of plan for d, and their manifest, into dir
+// (created if needed) and returns the plan's quality.
 func WriteDataset(d *graph.Dataset, plan Plan, dir string) (Quality, error) {
 	src, err := datasetSource(d, plan)
 	if err != nil {
 		return Quality{}, err
 	}
-	return writeParts(src, plan.Bounds, dir)
+	return writeParts(src, plan, dir)
 }
 
 // DatasetPart returns part p of plan for d in memory, as its partition file would hold it.
@@ -89,11 +90,13 @@ func (s *source) renumber(perm []int32) []int32 {
 		s.splits[k] = m
 	}
 	s.meta.UnlabeledNodes = nil // ids of the original numbering
+	s.perm = perm
 	return inv
 }
 
-// writeParts writes every part's file in order and measures the cut.
-func writeParts(s *source, bounds []int64, dir string) (Quality, error) {
+// writeParts writes every part's file in order, measures the cut, and writes the manifest.
+func writeParts(s *source, plan Plan, dir string) (Quality, error) {
+	bounds := plan.Bounds
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Quality{}, fmt.Errorf("partition: %w", err)
 	}
@@ -114,7 +117,8 @@ func writeParts(s *source, bounds []int64, dir string) (Quality, error) {
 			}
 		}
 	}
-	return quality(stats), nil
+	q := quality(stats)
+	return q, writeManifest(dir, s, bounds, plan.Method, q)
 }
 
 // part assembles the PartitionData of part p.
@@ -133,11 +137,16 @@ func (s *source) part(bounds []int64, p int) (*graph.PartitionData, error) {
 	slices.Sort(ghosts)
 	ghosts = slices.Clip(slices.Compact(ghosts))
 	deg := make([]int32, len(ghosts))
+	orig, ghostOrig := make([]int32, hi-lo), make([]int32, len(ghosts))
+	for v := lo; v < hi; v++ {
+		orig[v-lo] = s.original(int32(v))
+	}
 	for i, g := range ghosts {
 		deg[i] = s.degree[g]
+		ghostOrig[i] = s.original(g)
 	}
 	d := &graph.PartitionData{
-		Part: p, Parts: len(bounds) - 1, Bounds: bounds, Adj: adj, GhostIDs: ghosts, GhostDegree: deg,
+		Part: p, Parts: len(bounds) - 1, Bounds: bounds, Adj: adj, GhostIDs: ghosts, GhostDegree: deg, OrigIDs: orig, GhostOrigIDs: ghostOrig,
 		Features: feats, Labels: s.labels[lo:hi], NumClasses: s.classes, Meta: s.meta,
 	}
 	local := [3]*[]int32{&d.Train, &d.Val, &d.Test}
@@ -151,6 +160,14 @@ func (s *source) part(bounds []int64, p int) (*graph.PartitionData, error) {
 		*local[k] = out
 	}
 	return d, nil
+}
+
+// original returns the original id of vertex v.
+func (s *source) original(v int32) int32 {
+	if s.perm == nil {
+		return v
+	}
+	return s.perm[v]
 }
 
 // sliceRows returns rows [lo, hi) of m, sharing its column indices.

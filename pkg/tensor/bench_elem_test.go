@@ -28,14 +28,14 @@ func BenchmarkDropout(b *testing.B) {
 			b.Run(fmt.Sprintf("%dx128/threads=%d", n, th), func(b *testing.B) {
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
-					Dropout(y, x, 0.5, uint64(i), 0)
+					Dropout(y, x, 0.5, uint64(i), 0, nil)
 				}
 				reportBytes(b, float64(n*128*8))
 			})
 			b.Run(fmt.Sprintf("backward-inplace/%dx128/threads=%d", n, th), func(b *testing.B) {
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
-					DropoutBackward(y, 0.5, 1, 0)
+					DropoutBackward(y, 0.5, 1, 0, nil)
 				}
 				reportBytes(b, float64(n*128*8))
 			})
@@ -47,11 +47,11 @@ func BenchmarkDropoutCSR(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	a := randCSR(rng, 20000, 3000, 0.01, false) // sparse bag-of-words features
 	var d CSR
-	DropoutCSR(&d, a, 0.5, 0, 0)
+	DropoutCSR(&d, a, 0.5, 0, 0, nil)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		DropoutCSR(&d, a, 0.5, uint64(i), 0)
+		DropoutCSR(&d, a, 0.5, uint64(i), 0, nil)
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(a.NNZ())/sec/1e6, "Mentries/s")

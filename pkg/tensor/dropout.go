@@ -25,6 +25,15 @@ func mix64(z uint64) uint64 {
 
 func rowSeed(key uint64, row int) uint64 { return mix64(key ^ (uint64(row)+1)*rowMul) }
 
+// maskRow returns the id keying row r of a block: ids[r], or offset+r when ids is nil. The ids
+// let a block whose rows were renumbered (a partition's) draw the masks of the original rows.
+func maskRow(offset int, ids []int32, r int) int {
+	if ids != nil {
+		return int(ids[r])
+	}
+	return offset + r
+}
+
 // dropThreshold returns the 16-bit threshold under which elements are dropped, and the scale of
 // the kept ones (0 when everything is dropped).
 func dropThreshold(p float32) (uint32, float32) {
@@ -46,28 +55,38 @@ func DropoutKeep(p float32, key uint64, row, col int) bool {
 }
 
 // Dropout computes dst = src·mask/(1-p), inverted dropout: the mask of element (r, c) depends only
-// on (key, rowOffset+r, c). dst and src may alias; p == 0 copies. p must be in [0, 1].
-func Dropout(dst, src *Dense, p float32, key uint64, rowOffset int) {
+// on (key, id, c), where id is rowIDs[r] or, when rowIDs is nil, rowOffset+r. dst and src may
+// alias; p == 0 copies. p must be in [0, 1].
+func Dropout(dst, src *Dense, p float32, key uint64, rowOffset int, rowIDs []int32) {
 	must(CheckSameShape("Dropout", dst, src))
+	must(checkRowIDs("Dropout", rowIDs, src.Rows))
 	if p == 0 {
 		Copy(dst, src)
 		return
 	}
 	thr, scale := dropThreshold(p)
 	t := kpool.get()
-	t.d0, t.d1, t.f0, t.u0, t.i0 = dst, src, scale, key, rowOffset
+	t.d0, t.d1, t.f0, t.u0, t.i0, t.ix0 = dst, src, scale, key, rowOffset, rowIDs
 	t.i1 = int(thr)
 	parallelRows(t, src.Rows, max(1, elemGrain/max(src.Cols, 1)), 4, dropoutChunk)
 }
 
 // DropoutBackward applies, in place, the mask and scaling that Dropout applied with the same p,
-// key and rowOffset: the gradient through the dropout.
-func DropoutBackward(grad *Dense, p float32, key uint64, rowOffset int) {
+// key, rowOffset and rowIDs: the gradient through the dropout.
+func DropoutBackward(grad *Dense, p float32, key uint64, rowOffset int, rowIDs []int32) {
 	if p == 0 {
 		must(denseOK("DropoutBackward", "grad", grad))
 		return
 	}
-	Dropout(grad, grad, p, key, rowOffset)
+	Dropout(grad, grad, p, key, rowOffset, rowIDs)
+}
+
+// checkRowIDs checks that ids, when set, names each of rows rows.
+func checkRowIDs(op string, ids []int32, rows int) error {
+	if ids != nil && len(ids) != rows {
+		return shapeErr(op, "%d row ids for %d rows", len(ids), rows)
+	}
+	return nil
 }
 
 func dropoutChunk(t *task, _, lo, hi int) {
@@ -75,7 +94,7 @@ func dropoutChunk(t *task, _, lo, hi int) {
 	n := s.Cols
 	thr, scale, key := uint32(t.i1), t.f0, t.u0
 	for r := lo; r < hi; r++ {
-		seed := rowSeed(key, t.i0+r)
+		seed := rowSeed(key, maskRow(t.i0, t.ix0, r))
 		if thr >= 65536 {
 			clear(d.Data[r*n : r*n+n])
 			continue
@@ -113,10 +132,12 @@ func keepScaled(v float32, u, thr uint32, scale float32) float32 {
 }
 
 // DropoutCSR applies dropout to the stored entries of src: entry (r, c) is kept or dropped exactly
-// as element (rowOffset+r, c) of a dense Dropout with the same p and key. dst shares src's
-// structure (RowPtr, ColIdx) and gets its own Val, reusing dst.Val's storage when large enough.
-func DropoutCSR(dst, src *CSR, p float32, key uint64, rowOffset int) {
+// as element (r, c) of a dense Dropout with the same p, key, rowOffset and rowIDs. dst shares
+// src's structure (RowPtr, ColIdx) and gets its own Val, reusing dst.Val's storage when large
+// enough.
+func DropoutCSR(dst, src *CSR, p float32, key uint64, rowOffset int, rowIDs []int32) {
 	must(csrOK("DropoutCSR", "src", src))
+	must(checkRowIDs("DropoutCSR", rowIDs, src.Rows))
 	if dst == nil {
 		must(shapeErr("DropoutCSR", "dst is nil"))
 	}
@@ -142,7 +163,7 @@ func DropoutCSR(dst, src *CSR, p float32, key uint64, rowOffset int) {
 	}
 	thr, scale := dropThreshold(p)
 	t := kpool.get()
-	t.s0, t.s1, t.f0, t.u0, t.i0, t.i1 = dst, src, scale, key, rowOffset, int(thr)
+	t.s0, t.s1, t.f0, t.u0, t.i0, t.i1, t.ix0 = dst, src, scale, key, rowOffset, int(thr), rowIDs
 	t.n, t.base, t.rowPtr = src.Rows, 0, src.RowPtr
 	t.chunks = max(1, min(4*Threads(), nnz/elemGrain, src.Rows))
 	t.run = dropoutCSRChunk
@@ -153,7 +174,7 @@ func dropoutCSRChunk(t *task, _, lo, hi int) {
 	d, s := t.s0, t.s1
 	thr, scale, key := uint32(t.i1), t.f0, t.u0
 	for r := lo; r < hi; r++ {
-		seed := rowSeed(key, t.i0+r)
+		seed := rowSeed(key, maskRow(t.i0, t.ix0, r))
 		for k := s.RowPtr[r]; k < s.RowPtr[r+1]; k++ {
 			c := int(s.ColIdx[k])
 			h := mix64(seed + uint64(c/4+1)*golden)
@@ -168,14 +189,15 @@ func dropoutCSRChunk(t *task, _, lo, hi int) {
 
 // DropoutEdges applies dropout, in place, to the edge values vals of the block a (one row per
 // entry, one column per head): element h of entry k (j → i) is kept or dropped exactly as element
-// (rowOffset+i, id(j)·heads+h) of a dense Dropout with the same p and key, where id(j) is
-// colIDs[j], or j when colIDs is nil. The mask depends only on the two end points' ids and the
+// (i, id(j)·heads+h) of a dense Dropout with the same p, key, rowOffset and rowIDs, where id(j)
+// is colIDs[j], or j when colIDs is nil. The mask depends only on the two end points' ids and the
 // head, not on where the entry is stored, so any split of the destinations into blocks, any
 // order of the entries within a row and the backward pass (the same call on the gradient)
 // regenerate it. p must be in [0, 1].
-func DropoutEdges(vals *Dense, a *CSR, colIDs []int32, p float32, key uint64, rowOffset int) {
+func DropoutEdges(vals *Dense, a *CSR, colIDs []int32, p float32, key uint64, rowOffset int, rowIDs []int32) {
 	const op = "DropoutEdges"
 	must(checkEdges(op, a, vals, nil))
+	must(checkRowIDs(op, rowIDs, a.Rows))
 	if colIDs != nil && len(colIDs) != a.Cols {
 		must(shapeErr(op, "%d column ids for %d columns", len(colIDs), a.Cols))
 	}
@@ -186,7 +208,7 @@ func DropoutEdges(vals *Dense, a *CSR, colIDs []int32, p float32, key uint64, ro
 	heads := vals.Cols
 	edgeRows(a, heads, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			seed := rowSeed(key, rowOffset+i)
+			seed := rowSeed(key, maskRow(rowOffset, rowIDs, i))
 			for k := a.RowPtr[i]; k < a.RowPtr[i+1]; k++ {
 				j := a.ColIdx[k]
 				if colIDs != nil {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -12,14 +13,14 @@ func TestDropoutMaskIndependentOfSplit(t *testing.T) {
 		x := randDense(rng, 503, cols)
 		full := NewDense(503, cols)
 		const key = 0xDEADBEEF
-		withThreads(2, func() { Dropout(full, x, 0.5, key, 100) })
+		withThreads(2, func() { Dropout(full, x, 0.5, key, 100, nil) })
 		for _, parts := range []int{1, 2, 5, 503} {
 			for _, th := range []int{1, 3} {
 				withThreads(th, func() {
 					cat := NewDense(503, cols)
 					for p := 0; p < parts; p++ {
 						lo, hi := p*503/parts, (p+1)*503/parts
-						Dropout(cat.RowSlice(lo, hi), x.RowSlice(lo, hi), 0.5, key, 100+lo)
+						Dropout(cat.RowSlice(lo, hi), x.RowSlice(lo, hi), 0.5, key, 100+lo, nil)
 					}
 					if !equalDense(cat, full) {
 						t.Fatalf("cols %d, %d intervals, %d threads: mask depends on the split", cols, parts, th)
@@ -29,13 +30,13 @@ func TestDropoutMaskIndependentOfSplit(t *testing.T) {
 		}
 		// the backward pass applies the same mask and scale
 		g := x.Clone()
-		DropoutBackward(g, 0.5, key, 100)
+		DropoutBackward(g, 0.5, key, 100, nil)
 		if !equalDense(g, full) {
 			t.Fatalf("cols %d: DropoutBackward differs from Dropout", cols)
 		}
 		// in place equals out of place
 		y := x.Clone()
-		Dropout(y, y, 0.5, key, 100)
+		Dropout(y, y, 0.5, key, 100, nil)
 		if !equalDense(y, full) {
 			t.Fatal("Dropout in place differs")
 		}
@@ -61,7 +62,7 @@ func TestDropoutStatistics(t *testing.T) {
 	y := NewDense(rows, cols)
 	for _, p := range []float32{0.1, 0.5, 0.9} {
 		for key := uint64(0); key < 3; key++ {
-			Dropout(y, x, p, key, 0)
+			Dropout(y, x, p, key, 0, nil)
 			kept, both, pairs := 0, 0, 0
 			for i, v := range y.Data {
 				if v != 0 {
@@ -93,16 +94,16 @@ func TestDropoutStatistics(t *testing.T) {
 	}
 	// different keys give different masks; p = 0 copies, p = 1 zeros
 	a, b := NewDense(rows, cols), NewDense(rows, cols)
-	Dropout(a, x, 0.5, 1, 0)
-	Dropout(b, x, 0.5, 2, 0)
+	Dropout(a, x, 0.5, 1, 0, nil)
+	Dropout(b, x, 0.5, 2, 0, nil)
 	if equalDense(a, b) {
 		t.Error("keys 1 and 2 give the same mask")
 	}
-	Dropout(a, x, 0, 1, 0)
+	Dropout(a, x, 0, 1, 0, nil)
 	if !equalDense(a, x) {
 		t.Error("p = 0 does not copy")
 	}
-	Dropout(a, x, 1, 1, 0)
+	Dropout(a, x, 1, 1, 0, nil)
 	for _, v := range a.Data {
 		if v != 0 {
 			t.Fatal("p = 1 keeps something")
@@ -116,9 +117,9 @@ func TestDropoutCSRMatchesDense(t *testing.T) {
 		a := randCSR(rng, 300, 50, 0.2, pattern)
 		dense := denseOf(a)
 		want := NewDense(300, 50)
-		Dropout(want, dense, 0.3, 7, 1000)
+		Dropout(want, dense, 0.3, 7, 1000, nil)
 		var d CSR
-		DropoutCSR(&d, a, 0.3, 7, 1000)
+		DropoutCSR(&d, a, 0.3, 7, 1000, nil)
 		if err := d.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestDropoutCSRMatchesDense(t *testing.T) {
 				sub.Val = a.Val[base:a.RowPtr[hi]]
 			}
 			var ds CSR
-			DropoutCSR(&ds, sub, 0.3, 7, 1000+lo)
+			DropoutCSR(&ds, sub, 0.3, 7, 1000+lo, nil)
 			for k := range ds.Val {
 				if ds.Val[k] != d.Val[int(base)+k] {
 					t.Fatalf("interval [%d,%d): entry %d differs", lo, hi, k)
@@ -149,7 +150,7 @@ func TestDropoutCSRMatchesDense(t *testing.T) {
 			}
 		}
 		// p = 0 copies (ones for a pattern matrix)
-		DropoutCSR(&d, a, 0, 7, 0)
+		DropoutCSR(&d, a, 0, 7, 0, nil)
 		if !equalDense(denseOf(&d), dense) {
 			t.Error("DropoutCSR with p = 0 does not copy")
 		}
@@ -161,12 +162,12 @@ func TestDropoutNoAlloc(t *testing.T) {
 	x, y := randDense(rng, 3000, 128), NewDense(3000, 128)
 	a := randCSR(rng, 2000, 500, 0.05, false)
 	var d CSR
-	DropoutCSR(&d, a, 0.5, 1, 0)
+	DropoutCSR(&d, a, 0.5, 1, 0, nil)
 	withThreads(2, func() {
 		for name, f := range map[string]func(){
-			"Dropout":         func() { Dropout(y, x, 0.5, 9, 0) },
-			"DropoutBackward": func() { DropoutBackward(y, 0.5, 9, 0) },
-			"DropoutCSR":      func() { DropoutCSR(&d, a, 0.5, 9, 0) },
+			"Dropout":         func() { Dropout(y, x, 0.5, 9, 0, nil) },
+			"DropoutBackward": func() { DropoutBackward(y, 0.5, 9, 0, nil) },
+			"DropoutCSR":      func() { DropoutCSR(&d, a, 0.5, 9, 0, nil) },
 		} {
 			f()
 			if n := testing.AllocsPerRun(20, f); n != 0 {
@@ -191,9 +192,9 @@ func TestDropoutEdgesKeyedByEndPoints(t *testing.T) {
 		ones.Data[i] = 1
 	}
 	mask := NewDense(rows, cols*heads)
-	Dropout(mask, ones, 0.4, 11, 500)
+	Dropout(mask, ones, 0.4, 11, 500, nil)
 	got := vals.Clone()
-	DropoutEdges(got, a, nil, 0.4, 11, 500)
+	DropoutEdges(got, a, nil, 0.4, 11, 500, nil)
 	for i := range rows {
 		for k := a.RowPtr[i]; k < a.RowPtr[i+1]; k++ {
 			for h := range heads {
@@ -216,14 +217,72 @@ func TestDropoutEdgesKeyedByEndPoints(t *testing.T) {
 		b.ColIdx[k] = int32(cols - 1 - int(c))
 	}
 	again := vals.Clone()
-	DropoutEdges(again, b, perm, 0.4, 11, 500)
+	DropoutEdges(again, b, perm, 0.4, 11, 500, nil)
 	if !equalDense(again, got) {
 		t.Error("renumbered columns with their ids give another mask")
 	}
 	// p = 0 leaves the values alone.
 	same := vals.Clone()
-	DropoutEdges(same, a, nil, 0, 11, 500)
+	DropoutEdges(same, a, nil, 0, 11, 500, nil)
 	if !equalDense(same, vals) {
 		t.Error("p = 0 changed the values")
+	}
+}
+
+// TestDropoutRowIDs: a block whose rows are another block's in another order, named by their
+// ids there, draws the same mask for every row — dense, CSR and edge dropout alike.
+func TestDropoutRowIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	const rows, cols = 97, 13
+	perm := rng.Perm(rows)
+	ids := make([]int32, rows) // row r of the shuffled block is row ids[r]-200 of the original
+	for r, o := range perm {
+		ids[r] = int32(200 + o)
+	}
+	shuffle := func(x *Dense) *Dense {
+		y := NewDense(rows, x.Cols)
+		for r, o := range perm {
+			copy(y.Row(r), x.Row(o))
+		}
+		return y
+	}
+	x := randDense(rng, rows, cols)
+	want := NewDense(rows, cols)
+	Dropout(want, x, 0.4, 3, 200, nil)
+	got := NewDense(rows, cols)
+	Dropout(got, shuffle(x), 0.4, 3, 0, ids)
+	if !equalDense(got, shuffle(want)) {
+		t.Error("Dropout: the shuffled rows with their ids draw other masks")
+	}
+	a := randCSR(rng, rows, cols, 0.3, false)
+	var d CSR
+	DropoutCSR(&d, a, 0.4, 3, 200, nil)
+	b := &CSR{Rows: rows, Cols: cols, RowPtr: make([]int64, rows+1)}
+	for r, o := range perm {
+		lo, hi := a.RowPtr[o], a.RowPtr[o+1]
+		b.ColIdx = append(b.ColIdx, a.ColIdx[lo:hi]...)
+		b.Val = append(b.Val, a.Val[lo:hi]...)
+		b.RowPtr[r+1] = int64(len(b.ColIdx))
+	}
+	var e CSR
+	DropoutCSR(&e, b, 0.4, 3, 0, ids)
+	if !equalDense(denseOf(&e), shuffle(denseOf(&d))) {
+		t.Error("DropoutCSR: the shuffled rows with their ids draw other masks")
+	}
+	ones := func(n int) *Dense {
+		v := NewDense(n, 2)
+		for i := range v.Data {
+			v.Data[i] = 1
+		}
+		return v
+	}
+	ea, eb := ones(int(a.NNZ())), ones(int(b.NNZ()))
+	DropoutEdges(ea, a, nil, 0.4, 3, 200, nil)
+	DropoutEdges(eb, b, nil, 0.4, 3, 0, ids)
+	for r, o := range perm {
+		x, y := ea.Data[2*a.RowPtr[o]:2*a.RowPtr[o+1]], eb.Data[2*b.RowPtr[r]:2*b.RowPtr[r+1]]
+		if !slices.Equal(x, y) {
+			t.Fatalf("DropoutEdges: row %d (originally %d) draws another mask", r, o)
+		}
 	}
 }

@@ -91,7 +91,7 @@ func TestElementwiseShapeErrors(t *testing.T) {
 		"AddInPlace":   func() { AddInPlace(NewDense(2, 3), NewDense(1, 3)) },
 		"AddRowVector": func() { AddRowVector(NewDense(2, 3), make([]float32, 2)) },
 		"ColSums":      func() { ColSums(make([]float32, 2), NewDense(2, 3)) },
-		"Dropout":      func() { Dropout(NewDense(2, 3), NewDense(2, 4), 0.5, 1, 0) },
+		"Dropout":      func() { Dropout(NewDense(2, 3), NewDense(2, 4), 0.5, 1, 0, nil) },
 	} {
 		func() {
 			defer func() {

@@ -140,9 +140,9 @@ func TestReportElem(t *testing.T) {
 	sums := make([]float32, 128)
 	withThreads(2, func() {
 		vs := []*variant{
-			{name: "Dropout 1Mx128 avx512", f: func() { Dropout(y, x, 0.5, 3, 0) }},
-			{name: "Dropout 1Mx128 go", f: withISA(isaGo, func() { Dropout(y, x, 0.5, 3, 0) })},
-			{name: "DropoutBackward 1Mx128 in place", f: func() { DropoutBackward(y, 0.5, 3, 0) }},
+			{name: "Dropout 1Mx128 avx512", f: func() { Dropout(y, x, 0.5, 3, 0, nil) }},
+			{name: "Dropout 1Mx128 go", f: withISA(isaGo, func() { Dropout(y, x, 0.5, 3, 0, nil) })},
+			{name: "DropoutBackward 1Mx128 in place", f: func() { DropoutBackward(y, 0.5, 3, 0, nil) }},
 			{name: "ReLU 1Mx128", f: func() { ReLU(y, x) }},
 			{name: "ReLUBackward 1Mx128", f: func() { ReLUBackward(y, x) }},
 			{name: "AddInPlace 1Mx128", f: func() { AddInPlace(y, x) }},

@@ -21,7 +21,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -99,28 +98,25 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if err != nil {
 		return err
 	}
-	ds, err := graph.Load(local, graph.LoadOptions{})
+	work, err := os.MkdirTemp("", "dorylus-train-*")
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "dorylus-partitions-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	_, q, err := partitionDataset(ds, d.graphServers, defaultPartitionMethod, dir)
+	defer os.RemoveAll(work)
+	dir, m, err := trainPartitions(local, work, d.graphServers)
 	if err != nil {
 		return err
 	}
 	rep := trainReport{
-		Dataset: ds.Name, Model: o.model, Nodes: ds.NumNodes(), Edges: ds.Adj.NNZ(), Features: ds.NumFeatures(),
-		Classes: ds.NumClasses, Layers: o.layers, Hidden: o.hidden, Epochs: o.epochs, Patience: o.patience, Runs: o.runs,
+		Dataset: m.Dataset, Model: o.model, Nodes: m.Nodes, Edges: m.Edges, Features: m.Features,
+		Classes: m.Classes, Layers: o.layers, Hidden: o.hidden, Epochs: o.epochs, Patience: o.patience, Runs: o.runs,
 		Threads: tensor.Threads(), LoadSeconds: time.Since(start).Seconds(),
 	}
 	if o.model == "gat" {
 		rep.Heads = o.heads
 	}
-	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes; %v\n", ds.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, q)
+	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes; partitions in %s (%s): %v\n",
+		m.Dataset, rep.Nodes, rep.Edges, rep.Features, rep.Classes, dir, m.Method, m.Quality)
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var times []float64
 	stats := serverStats{rss: map[string]int64{}}
@@ -130,13 +126,13 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	for r := range o.runs {
 		seed := o.seed + uint64(r)
 		t0 := time.Now()
-		res, err := launchOnce(ctx, exe, dir, o, d, seed, progress, stderr, &stats)
+		res, err := launchOnce(ctx, exe, dir, work, o, d, seed, progress, stderr, &stats)
 		if err != nil {
 			progress.finish()
 			return err
 		}
 		wall += time.Since(t0)
-		u, err := readUsage(dir, seed, d.graphServers)
+		u, err := readUsage(work, seed, d.graphServers)
 		if err != nil && usageErr == nil {
 			usageErr = err
 		}
@@ -165,9 +161,10 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	return o.writeReport(rep, fmt.Sprintf(" on %d graph servers (%v)", d.graphServers, d.staleness), stdout)
 }
 
-// launchOnce trains one seed: it starts the servers, follows graph server 0's progress, and
-// stops every server, whatever happens.
-func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOptions, seed uint64, p *progress, stderr io.Writer, stats *serverStats) (res runResult, err error) {
+// launchOnce trains one seed on the partitions in data: it writes the run config and the
+// usage files into work, starts the servers, follows graph server 0's progress, and stops
+// every server, whatever happens.
+func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d distOptions, seed uint64, p *progress, stderr io.Writer, stats *serverStats) (res runResult, err error) {
 	n, m := d.graphServers, d.paramServers
 	lis := make([]net.Listener, n+m)
 	addrs := make([]string, n+m)
@@ -187,11 +184,11 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 		stopAll(children)
 	}()
 	exited := make(chan *child, n+m)
-	cfg, err := o.runConfig(&d, dir, seed, addrs[:n], addrs[n:])
+	cfg, err := o.runConfig(&d, data, seed, addrs[:n], addrs[n:])
 	if err != nil {
 		return res, err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("run-%d.json", seed))
+	path := filepath.Join(work, fmt.Sprintf("run-%d.json", seed))
 	if err := writeConfig(path, cfg); err != nil {
 		return res, err
 	}
@@ -210,7 +207,7 @@ func launchOnce(ctx context.Context, exe, dir string, o trainOptions, d distOpti
 			out = eventsW
 		}
 		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited,
-			"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(dir, seed, q))
+			"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(work, seed, q))
 		if err != nil {
 			return res, err
 		}

@@ -150,17 +150,32 @@ func splitList(s string) []string {
 }
 
 // loadPartition reads partition p of parts of dataset d: its own file from a partitioned
-// directory (of a remote dataset, only that file is downloaded, under /tmp, the pods' writable
-// emptyDir), or the whole dataset cut in memory by the default plan (deterministic: every
-// server computes the same cut).
+// directory, checked against the directory's manifest when it has one (of a remote dataset,
+// only that file is downloaded, under /tmp, the pods' writable emptyDir), or the whole dataset
+// cut in memory by the default plan (deterministic: every server computes the same cut).
 func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Options, p, parts int) (*graph.PartitionData, error) {
 	fetch.Partition, fetch.Partitions = p, parts
 	spec, err := source.Fetch(ctx, d, fetch)
 	if err != nil {
 		return nil, err
 	}
-	if own := filepath.Join(spec, graph.PartitionFileName(p, parts)); isRegular(own) {
-		return graph.ReadPartitionFile(spec, p, parts)
+	own := filepath.Join(spec, graph.PartitionFileName(p, parts))
+	if partition.HasManifest(spec) {
+		m, err := partition.ReadManifest(spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Require(spec, parts); err != nil {
+			return nil, err
+		}
+		data, err := graph.ReadPartitionFile(own, p, parts)
+		if err != nil {
+			return nil, err
+		}
+		return data, m.CheckPart(own, data)
+	}
+	if isRegular(own) {
+		return graph.ReadPartitionFile(own, p, parts)
 	}
 	whole, err := graph.Load(spec, graph.LoadOptions{})
 	if err != nil {

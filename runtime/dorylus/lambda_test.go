@@ -101,7 +101,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	train := func(t *testing.T, b backendOptions) (runResult, backendUsage) {
 		t.Helper()
 		stats := serverStats{rss: map[string]int64{}}
-		res, err := launchOnce(context.Background(), dorylusBin, dir, o, distOptions{graphServers: 2, paramServers: 1, staleness: jobconfig.Sync, intervals: 2, backend: b},
+		res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: 1, staleness: jobconfig.Sync, intervals: 2, backend: b},
 			1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,11 @@ With --partitions P it writes directory DST with one file per partition instead,
 graph server reads only its own. The partitions are cut by --method: multilevel (the default, a
 METIS-style multilevel k-way cut balanced by edges + vertices within 5%; it renumbers the
 vertices), contiguous (ranges of vertex ids), or label-propagation (contiguous, refined). From a
-prepared SRC the cut streams: contiguous holds one part at a time, the others the adjacency.`,
+prepared SRC the cut streams: contiguous holds one part at a time, the others the adjacency.
+Beside the files it writes partitions.json: the dataset, the method, the cut's quality, and
+every file's size and checksum. Every file keeps its vertices' original ids, which key the
+dropout masks. train --graph-servers P --dataset DST trains on such a directory: the launcher
+checks the manifest and the files' headers, and each graph server reads only its own file.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := partition.ParseMethod(method)

@@ -37,7 +37,6 @@ type gat struct {
 	lay   *layout
 	env   taskEnv
 	adj   *tensor.CSR       // A + I on the owned rows, local columns (part.Adj's structure)
-	ids   []int32           // global id of every local column
 	ssrc  [][]*tensor.Dense // [layer][slot]: s_src, owned then ghost rows (layout.scores)
 	sdst  []*tensor.Dense   // [layer]: s_dst of the owned rows
 	alpha [][]*tensor.Dense // [layer][slot]: α̃ of every entry of adj
@@ -108,11 +107,6 @@ func (g *gat) allocate() {
 	b := g.lay
 	n, p := b.part.Owned, b.part
 	g.adj = &tensor.CSR{Rows: n, Cols: p.Adj.Cols, RowPtr: p.Adj.RowPtr, ColIdx: p.Adj.ColIdx}
-	g.ids = make([]int32, g.adj.Cols)
-	for c := range n {
-		g.ids[c] = int32(p.Lo + c)
-	}
-	copy(g.ids[n:], p.Ghosts)
 	localT, localPerm := transposeWhere(g.adj, 0, n, n, func(c int32) int {
 		if int(c) < n {
 			return int(c)
@@ -218,7 +212,7 @@ func prevBias(w []*tensor.Dense, l int) *tensor.Dense {
 func (g *gat) avRequest(i, l, e int, w []*tensor.Dense, train bool) dispatch.TaskRequest {
 	iv := &g.lay.ivs[i]
 	p := layerParams(w, l)
-	req := dispatch.TaskRequest{GAT: g.cfg, Layer: l, RowOffset: g.lay.part.Lo + iv.Lo, Key: model.DropoutKey(g.env.seed, e, l),
+	req := dispatch.TaskRequest{GAT: g.cfg, Layer: l, RowOffset: g.lay.part.Lo + iv.Lo, RowIDs: iv.ids, Key: model.DropoutKey(g.env.seed, e, l),
 		Train: train, W: p.W, ADst: p.ADst, ASrc: p.ASrc, PrevBias: prevBias(w, l)}
 	if l == 0 {
 		req.Features = iv.feats
@@ -229,8 +223,9 @@ func (g *gat) avRequest(i, l, e int, w []*tensor.Dense, train bool) dispatch.Tas
 // aeRequest returns the request of AE_l or ∇AE_l of interval i in epoch e, given the sources'
 // s_src (owned then ghost rows) and the interval's s_dst.
 func (g *gat) aeRequest(i, l, e int, dst, src *tensor.Dense, train bool) dispatch.TaskRequest {
-	return dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: g.cfg, Layer: l, RowOffset: g.lay.part.Lo + g.lay.ivs[i].Lo,
-		Key: model.AttentionKey(g.env.seed, e, l), Train: train, Adj: g.ivs[i].block, DstScore: dst, SrcScore: src, SrcIDs: g.ids}
+	iv := &g.lay.ivs[i]
+	return dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: g.cfg, Layer: l, RowOffset: g.lay.part.Lo + iv.Lo, RowIDs: iv.ids,
+		Key: model.AttentionKey(g.env.seed, e, l), Train: train, Adj: g.ivs[i].block, DstScore: dst, SrcScore: src, SrcIDs: g.lay.part.OriginalIDs}
 }
 
 func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {

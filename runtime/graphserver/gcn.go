@@ -125,7 +125,7 @@ func (g *gcn) avRequest(ctx context.Context, iv *interval, st pipeline.Started) 
 		return dispatch.TaskRequest{}, err
 	}
 	req := dispatch.TaskRequest{
-		Model: g.cfg, Layer: t.Layer, RowOffset: g.lay.part.Lo + iv.Lo,
+		Model: g.cfg, Layer: t.Layer, RowOffset: g.lay.part.Lo + iv.Lo, RowIDs: iv.ids,
 		Key: model.DropoutKey(g.env.seed, t.Epoch, t.Layer), Train: true, W: w[t.Layer],
 	}
 	if t.Layer == 0 {

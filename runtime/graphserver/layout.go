@@ -46,6 +46,7 @@ type interval struct {
 	*partition.Interval
 	feats  graph.Features
 	labels []int32
+	ids    []int32           // the rows' original ids, which key their dropout masks
 	train  []int32           // training rows, relative to the interval
 	dp     []*tensor.Dense   // [layer]: dP_l of the rows
 	ghostC []*tensor.Dense   // [layer]: contributions to the touched ghosts
@@ -119,7 +120,8 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	}
 	for i := range cuts {
 		c := &cuts[i]
-		iv := interval{Interval: c, feats: partition.FeatureRows(part.Features, c.Lo, c.Hi), labels: part.Labels[c.Lo:c.Hi]}
+		iv := interval{Interval: c, feats: partition.FeatureRows(part.Features, c.Lo, c.Hi), labels: part.Labels[c.Lo:c.Hi],
+			ids: part.OriginalIDs[c.Lo:c.Hi]}
 		for _, r := range part.Splits[0] {
 			if int(r) >= c.Lo && int(r) < c.Hi {
 				iv.train = append(iv.train, r-int32(c.Lo))

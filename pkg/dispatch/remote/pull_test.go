@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -33,6 +34,9 @@ func TestStoreInputs(t *testing.T) {
 	got, err := dispatch.DecodeRequest(r.Request)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(got.RowIDs, req.RowIDs[5:9]) {
+		t.Errorf("rows [5, 9): row ids %v, want %v", got.RowIDs, req.RowIDs[5:9])
 	}
 	if got.W != nil || got.RowOffset != req.RowOffset+5 || got.Z.Rows != 4 || got.DP.Rows != 4 || got.Z.Data[0] != req.Z.Row(5)[0] || got.DP.Data[0] != req.DP.Row(5)[0] {
 		t.Errorf("rows [5, 9): offset %d, W %v, Z %dx%d, dP %dx%d: want the task's rows 5..8 without W", got.RowOffset, got.W, got.Z.Rows, got.Z.Cols, got.DP.Rows, got.DP.Cols)

@@ -58,6 +58,9 @@ func rowRange(req *dispatch.TaskRequest, lo, hi int) dispatch.TaskRequest {
 		return r
 	}
 	r.RowOffset += lo
+	if req.RowIDs != nil {
+		r.RowIDs = req.RowIDs[lo:hi]
+	}
 	if s := req.Features.Sparse; s != nil {
 		r.Features = graph.Features{Sparse: csrRows(s, lo, hi)}
 	} else if d := req.Features.Dense; d != nil {

@@ -26,8 +26,10 @@ import (
 
 // Options describe one run.
 type Options struct {
-	// Dataset is the graph to train on; it is cut into GraphServers contiguous partitions.
+	// Dataset is the graph to train on; it is cut into GraphServers partitions by Method
+	// (partition.DefaultMethod when empty).
 	Dataset      *graph.Dataset
+	Method       partition.Method
 	GraphServers int
 	ParamServers int
 	// Train holds the model and training settings (Intervals, Layers, Hidden, Heads, …,
@@ -56,7 +58,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	plan, err := partition.Contiguous(o.Dataset.Adj.RowPtr, o.GraphServers)
+	if o.Method == "" {
+		o.Method = partition.DefaultMethod
+	}
+	plan, err := partition.New(o.Dataset.Adj, o.GraphServers, o.Method)
 	if err != nil {
 		return nil, err
 	}

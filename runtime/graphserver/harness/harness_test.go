@@ -7,6 +7,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
 )
@@ -72,10 +73,16 @@ func singleProcess(t *testing.T, c graphserver.Config) ([]float64, model.Metrics
 	return losses, m
 }
 
-// train runs c on graph and parameter servers in this process.
+// train runs c on graph and parameter servers in this process, on the default cut.
 func train(t *testing.T, c graphserver.Config, graphServers, paramServers int) *harness.Result {
 	t.Helper()
-	res, err := harness.Run(context.Background(), harness.Options{Dataset: cora(t), GraphServers: graphServers, ParamServers: paramServers, Train: c})
+	return trainCut(t, c, partition.DefaultMethod, graphServers, paramServers)
+}
+
+// trainCut runs c on graph servers holding the partitions method cuts.
+func trainCut(t *testing.T, c graphserver.Config, method partition.Method, graphServers, paramServers int) *harness.Result {
+	t.Helper()
+	res, err := harness.Run(context.Background(), harness.Options{Dataset: cora(t), Method: method, GraphServers: graphServers, ParamServers: paramServers, Train: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,45 +92,54 @@ func train(t *testing.T, c graphserver.Config, graphServers, paramServers int) *
 	return res
 }
 
-// syncMatchesSingleProcess trains c synchronously on the servers and checks every epoch's loss
-// against the single-process trainer's (within 1e-4) and the final accuracies (within 0.002).
-func syncMatchesSingleProcess(t *testing.T, c graphserver.Config, graphServers, paramServers int) {
+// syncMatchesSingleProcess trains c synchronously on the servers, on the partitions of each
+// method (a renumbering cut included: dropout masks are keyed by the original vertex ids), and
+// checks every epoch's loss against the single-process trainer's (within maxLossDiff,
+// relative) and the final accuracies (within 0.002).
+func syncMatchesSingleProcess(t *testing.T, c graphserver.Config, graphServers, paramServers int, methods ...partition.Method) {
 	t.Helper()
-	res := train(t, c, graphServers, paramServers)
 	want, final := singleProcess(t, c)
-	worst := 0.0
-	for e, ev := range res.Epochs {
-		if ev.Epoch != e+1 {
-			t.Fatalf("line %d is of epoch %d", e, ev.Epoch)
+	for _, m := range methods {
+		res := trainCut(t, c, m, graphServers, paramServers)
+		worst := 0.0
+		for e, ev := range res.Epochs {
+			if ev.Epoch != e+1 {
+				t.Fatalf("line %d is of epoch %d", e, ev.Epoch)
+			}
+			d := math.Abs(ev.Loss-want[e]) / want[e]
+			worst = math.Max(worst, d)
+			if d > maxLossDiff {
+				t.Errorf("%s cut, epoch %d: loss %.7f, single process %.7f", m, e+1, ev.Loss, want[e])
+			}
 		}
-		d := math.Abs(ev.Loss - want[e])
-		worst = math.Max(worst, d)
-		if d > 1e-4 {
-			t.Errorf("epoch %d: loss %.6f, single process %.6f", e+1, ev.Loss, want[e])
+		t.Logf("%s cut: largest relative loss difference over %d epochs: %.2g; test accuracy %.4f (single process %.4f)", m, len(want), worst, res.Final.TestAcc, final.TestAcc)
+		if math.Abs(res.Final.TestAcc-final.TestAcc) > 0.002 || math.Abs(res.Final.TrainAcc-final.TrainAcc) > 0.002 {
+			t.Errorf("%s cut, final evaluation: test %.4f, train %.4f; single process %.4f, %.4f", m, res.Final.TestAcc, res.Final.TrainAcc, final.TestAcc, final.TrainAcc)
 		}
-	}
-	t.Logf("largest loss difference over %d epochs: %.2g; test accuracy %.4f (single process %.4f)", len(want), worst, res.Final.TestAcc, final.TestAcc)
-	if math.Abs(res.Final.TestAcc-final.TestAcc) > 0.002 || math.Abs(res.Final.TrainAcc-final.TrainAcc) > 0.002 {
-		t.Errorf("final evaluation: test %.4f, train %.4f; single process %.4f, %.4f", res.Final.TestAcc, res.Final.TrainAcc, final.TestAcc, final.TrainAcc)
 	}
 }
 
+// maxLossDiff bounds the relative difference of a synchronous run's loss from the single
+// process's in any epoch: float sums taken in another order, nothing more.
+const maxLossDiff = 1e-6
+
 // TestSyncMatchesSingleProcess: a GCN on 2 graph servers and 2 parameter servers in
-// synchronous mode follows the single-process loss curve.
+// synchronous mode follows the single-process loss curve, on the contiguous and the multilevel
+// (renumbering) cut.
 func TestSyncMatchesSingleProcess(t *testing.T) {
-	syncMatchesSingleProcess(t, gcnConfig(40), 2, 2)
+	syncMatchesSingleProcess(t, gcnConfig(40), 2, 2, partition.MethodContiguous, partition.MethodMultilevel)
 }
 
 // TestSyncMatchesSingleProcessThreeServers: the same with 3 graph servers, so that every
-// server has two peers, and one parameter server.
+// server has two peers, and one parameter server, on the default (multilevel) cut.
 func TestSyncMatchesSingleProcessThreeServers(t *testing.T) {
-	syncMatchesSingleProcess(t, gcnConfig(20), 3, 1)
+	syncMatchesSingleProcess(t, gcnConfig(30), 3, 1, partition.DefaultMethod)
 }
 
 // TestGATSyncMatchesSingleProcess: a GAT on 2 graph servers and 3 parameter servers, so that a
-// layer's tensors lie on different shards, follows the single-process loss curve.
+// layer's tensors lie on different shards, follows the single-process loss curve on both cuts.
 func TestGATSyncMatchesSingleProcess(t *testing.T) {
-	syncMatchesSingleProcess(t, gatConfig(30), 2, 3)
+	syncMatchesSingleProcess(t, gatConfig(30), 2, 3, partition.MethodContiguous, partition.MethodMultilevel)
 }
 
 // TestAsyncLearns trains a GCN with S = 0 and S = 1 and a GAT with S = 1 for a few epochs

@@ -37,7 +37,7 @@ func Tasks(seed uint64, rows, in, hidden int) []dispatch.TaskRequest {
 		}
 		feats.RowPtr[i+1] = int64(len(feats.ColIdx))
 	}
-	base := dispatch.TaskRequest{Model: cfg, RowOffset: 100, Key: model.DropoutKey(seed, 3, 0), Train: true}
+	base := dispatch.TaskRequest{Model: cfg, RowOffset: 100, RowIDs: RowIDs(rows), Key: model.DropoutKey(seed, 3, 0), Train: true}
 	fwd0 := base
 	fwd0.Op, fwd0.Features, fwd0.W = dispatch.OpForward, graph.Features{Sparse: feats}, dense(in, hidden)
 	fwd1 := base
@@ -57,6 +57,16 @@ func Tasks(seed uint64, rows, in, hidden int) []dispatch.TaskRequest {
 	back1 := fwd1
 	back1.Op, back1.DP = dispatch.OpBackward, dense(rows, classes)
 	return []dispatch.TaskRequest{fwd0, fwd1, loss, back0, back1}
+}
+
+// RowIDs returns the original ids of an interval of rows as a renumbering partition holds
+// them: out of order and not contiguous.
+func RowIDs(rows int) []int32 {
+	ids := make([]int32, rows)
+	for r := range ids {
+		ids[r] = int32(7 * (rows - r))
+	}
+	return ids
 }
 
 // GATTasks returns one request of every GAT op (AV, ∇AV, AE, ∇AE of both layers of a GAT of
@@ -90,7 +100,7 @@ func GATTasks(seed uint64, rows, in, hidden int) []dispatch.TaskRequest {
 	var out []dispatch.TaskRequest
 	for l := range cfg.Layers {
 		s := cfg.Shape(l)
-		fwd := dispatch.TaskRequest{Op: dispatch.OpGATForward, GAT: cfg, Layer: l, RowOffset: 100, Key: model.DropoutKey(seed, 3, l), Train: true,
+		fwd := dispatch.TaskRequest{Op: dispatch.OpGATForward, GAT: cfg, Layer: l, RowOffset: 100, RowIDs: RowIDs(rows), Key: model.DropoutKey(seed, 3, l), Train: true,
 			W: dense(s.In, s.Width()), ADst: dense(s.Heads, s.F), ASrc: dense(s.Heads, s.F)}
 		if l == 0 {
 			fwd.Features = gcn[0].Features
@@ -99,7 +109,7 @@ func GATTasks(seed uint64, rows, in, hidden int) []dispatch.TaskRequest {
 		}
 		back := fwd
 		back.Op, back.P, back.DP, back.DDst, back.DSrc = dispatch.OpGATBackward, dense(rows, s.Width()), dense(rows, s.Width()), dense(rows, s.Heads), dense(rows, s.Heads)
-		ae := dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: cfg, Layer: l, RowOffset: 100, Key: model.AttentionKey(seed, 3, l), Train: true,
+		ae := dispatch.TaskRequest{Op: dispatch.OpEdgeForward, GAT: cfg, Layer: l, RowOffset: 100, RowIDs: RowIDs(rows), Key: model.AttentionKey(seed, 3, l), Train: true,
 			Adj: adj, DstScore: dense(rows, s.Heads), SrcScore: dense(adj.Cols, s.Heads), SrcIDs: ids}
 		aeBack := ae
 		aeBack.Op, aeBack.DAlpha = dispatch.OpEdgeBackward, dense(int(adj.NNZ()), s.Heads)
