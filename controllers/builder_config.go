@@ -74,12 +74,20 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob) (*jobconfig.RunConfig
 			fmt.Sprintf("%s-%d.%s.%s.svc:%d", gs, i, gs, job.Namespace, jobconfig.GraphServerPort))
 	}
 	ps := paramServiceName(job)
-	cfg.ParameterServers = jobconfig.ParameterServers{
-		Replicas: int(s.ParameterServers.Replicas),
-		Port:     jobconfig.ParamServerPort,
-		Service:  fmt.Sprintf("%s.%s.svc:%d", ps, job.Namespace, jobconfig.ParamServerPort),
+	if s.Inference == nil {
+		cfg.ParameterServers = jobconfig.ParameterServers{
+			Replicas: int(s.ParameterServers.Replicas),
+			Port:     jobconfig.ParamServerPort,
+			Service:  fmt.Sprintf("%s.%s.svc:%d", ps, job.Namespace, jobconfig.ParamServerPort),
+		}
+	} else {
+		cfg.Inference = &jobconfig.Inference{Model: resolveLocation(&s.Inference.Model, jobconfig.ModelMountPath, secretModel)}
 	}
-	for n := int32(0); n < s.ParameterServers.Replicas; n++ {
+	if o := s.Output; o != nil {
+		l := resolveLocation(o, jobconfig.OutputMountPath, secretOutput)
+		cfg.Output = &l
+	}
+	for n := int32(0); n < paramShards(job); n++ {
 		cfg.ParameterServers.Shards = append(cfg.ParameterServers.Shards,
 			fmt.Sprintf("%s.%s.%s.svc:%d", paramShardName(job, n), ps, job.Namespace, jobconfig.ParamServerPort))
 	}

@@ -55,6 +55,8 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 		v, m := secretVolume(secretLambda, l.Credentials.SecretRef)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
+	vs, ms := outputVolumes(job)
+	volumes, mounts = append(volumes, vs...), append(mounts, ms...)
 	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)))
 
 	container := corev1ac.Container().

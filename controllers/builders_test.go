@@ -126,6 +126,19 @@ func TestResolveRunConfig(t *testing.T) {
 		}, func(c *jobconfig.RunConfig) {
 			c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, S3: &jobconfig.S3{Bucket: "ckpt", CredentialsDir: "/var/run/secrets/dorylus/checkpoint"}}
 		}},
+		{"s3 output with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", Prefix: "cora/gcn", SecretRef: secret}}
+		}, func(c *jobconfig.RunConfig) {
+			c.Output = &jobconfig.Location{S3: &jobconfig.S3{Bucket: "models", Prefix: "cora/gcn", CredentialsDir: "/var/run/secrets/dorylus/output"}}
+		}},
+		{"inference: pvc model, pvc output, no parameter servers", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Output = &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out", Path: "pred"}}
+			j.Spec.Inference = &dorylusv1alpha1.InferenceSpec{Model: dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "models", Path: "cora"}}}
+		}, func(c *jobconfig.RunConfig) {
+			c.Output = &jobconfig.Location{Path: "/data/output/pred"}
+			c.Inference = &jobconfig.Inference{Model: jobconfig.Location{Path: "/data/model/cora"}}
+			c.ParameterServers = jobconfig.ParameterServers{}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -254,6 +267,18 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
 			}
+		}},
+		{name: "output mounted read-write, inference model read-only, their secrets", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Output = &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out"}}
+			j.Spec.Inference = &dorylusv1alpha1.InferenceSpec{Model: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", SecretRef: secret}}}
+		}, want: func(s *appsv1.StatefulSet) {
+			p := &s.Spec.Template.Spec
+			p.Volumes = append(p.Volumes,
+				corev1.Volume{Name: "output", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "out"}}},
+				corev1.Volume{Name: "secret-model", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "aws"}}})
+			p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts,
+				corev1.VolumeMount{Name: "output", MountPath: "/data/output"},
+				corev1.VolumeMount{Name: "secret-model", MountPath: "/var/run/secrets/dorylus/model", ReadOnly: true})
 		}},
 		{name: "pvc dataset is mounted read-only", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "graphs"}}

@@ -58,7 +58,7 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 		buildGraphStatefulSet(job, image, hash, gsReplicas),
 		buildParamService(job),
 	}
-	for n := int32(0); n < job.Spec.ParameterServers.Replicas; n++ {
+	for n := int32(0); n < paramShards(job); n++ {
 		out = append(out, buildParamDeployment(job, image, hash, n, psReplicas))
 	}
 	if managedKnative(job) && r.KnativeAvailable {
@@ -95,7 +95,7 @@ func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *doryl
 	for i := range deps.Items {
 		d := &deps.Items[i]
 		shard, err := strconv.Atoi(d.Labels[LabelShard])
-		if err != nil || !ownedBy(d.OwnerReferences, job) || int32(shard) < job.Spec.ParameterServers.Replicas {
+		if err != nil || !ownedBy(d.OwnerReferences, job) || int32(shard) < paramShards(job) {
 			continue
 		}
 		if err := r.Delete(ctx, d, client.Preconditions{UID: &d.UID}); client.IgnoreNotFound(err) != nil {
@@ -144,7 +144,7 @@ func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1al
 	for i := range deps.Items {
 		d := &deps.Items[i]
 		shard, err := strconv.Atoi(d.Labels[LabelShard])
-		if err != nil || int32(shard) >= job.Spec.ParameterServers.Replicas || !ownedBy(d.OwnerReferences, job) {
+		if err != nil || int32(shard) >= paramShards(job) || !ownedBy(d.OwnerReferences, job) {
 			continue
 		}
 		ownDeps = append(ownDeps, *d)

@@ -38,15 +38,8 @@ func decide(job *dorylusv1alpha1.GNNTrainingJob, restarts int32, startTime *meta
 		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonTrainingError,
 			"graph server 0 reported: " + p.FailureMessage}
 	}
-	if p != nil && p.Epoch >= spec.Training.Epochs {
-		return &verdict{dorylusv1alpha1.ConditionSucceeded, dorylusv1alpha1.ReasonEpochsCompleted,
-			fmt.Sprintf("completed %d of %d epochs", p.Epoch, spec.Training.Epochs)}
-	}
-	if target := spec.Training.TargetAccuracy; p != nil && target != nil && p.ValAccuracy != nil {
-		if reached(*p.ValAccuracy, *target) {
-			return &verdict{dorylusv1alpha1.ConditionSucceeded, dorylusv1alpha1.ReasonTargetAccuracyReached,
-				fmt.Sprintf("validation accuracy %s reached the target %s at epoch %d", *p.ValAccuracy, *target, p.Epoch)}
-		}
+	if v := success(spec, p); v != nil && outputsWritten(job) {
+		return v
 	}
 	if limit := spec.RunPolicy.BackoffLimit; limit != nil && restarts > *limit {
 		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonBackoffLimitExceeded,
@@ -60,6 +53,28 @@ func decide(job *dorylusv1alpha1.GNNTrainingJob, restarts int32, startTime *meta
 	if budget := spec.RunPolicy.BudgetUSD; budget != nil && p != nil && p.CostUSD != nil && reached(*p.CostUSD, *budget) {
 		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonBudgetExceeded,
 			fmt.Sprintf("cost %s USD reached spec.runPolicy.budgetUSD %s", *p.CostUSD, *budget)}
+	}
+	return nil
+}
+
+// success returns the verdict of a job whose work is done: an inference that wrote its
+// outputs, training through the last epoch or to the target accuracy; nil otherwise.
+func success(spec *dorylusv1alpha1.GNNTrainingJobSpec, p *dorylusv1alpha1.Progress) *verdict {
+	switch {
+	case p == nil:
+		return nil
+	case spec.Inference != nil:
+		if len(p.Outputs) == 0 {
+			return nil
+		}
+		return &verdict{dorylusv1alpha1.ConditionSucceeded, dorylusv1alpha1.ReasonOutputsWritten, fmt.Sprintf("wrote %d files", len(p.Outputs))}
+	case p.Epoch >= spec.Training.Epochs:
+		return &verdict{dorylusv1alpha1.ConditionSucceeded, dorylusv1alpha1.ReasonEpochsCompleted,
+			fmt.Sprintf("completed %d of %d epochs", p.Epoch, spec.Training.Epochs)}
+	}
+	if target := spec.Training.TargetAccuracy; target != nil && p.ValAccuracy != nil && reached(*p.ValAccuracy, *target) {
+		return &verdict{dorylusv1alpha1.ConditionSucceeded, dorylusv1alpha1.ReasonTargetAccuracyReached,
+			fmt.Sprintf("validation accuracy %s reached the target %s at epoch %d", *p.ValAccuracy, *target, p.Epoch)}
 	}
 	return nil
 }

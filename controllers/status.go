@@ -57,6 +57,7 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 		CompletionTime:     old.CompletionTime,
 		ServerRestarts:     old.ServerRestarts,
 		Progress:           old.Progress,
+		Outputs:            outputURIs(job),
 	}
 	// active: the job was running when this reconcile began; running: it
 	// still is once this reconcile's verdict, if any, applies.
@@ -74,7 +75,7 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 
 	gsWant, psWant := int32(0), int32(0)
 	if running {
-		gsWant, psWant = job.Spec.GraphServers.Replicas, job.Spec.ParameterServers.Replicas
+		gsWant, psWant = job.Spec.GraphServers.Replicas, paramShards(job)
 	}
 	st.GraphServers = dorylusv1alpha1.ServerStatus{Replicas: gsWant, ReadyReplicas: min(in.obs.graphReady, gsWant)}
 	st.ParameterServers = dorylusv1alpha1.ServerStatus{Replicas: psWant, ReadyReplicas: min(in.obs.paramReady, psWant)}

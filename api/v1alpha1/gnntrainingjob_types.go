@@ -70,6 +70,7 @@ type GNNTrainingJobList struct {
 // GNNTrainingJobSpec is the desired state of a GNNTrainingJob.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.inference) || has(self.output)",message="spec.inference needs spec.output: where to write the predictions",fieldPath=".inference"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || (has(self.training) && has(self.training.staleness) && type(self.training.staleness) == string && self.training.staleness == 'sync')",message="spec.checkpoint needs spec.training.staleness \"sync\": checkpoints are taken in synchronous mode only",fieldPath=".checkpoint"
 type GNNTrainingJobSpec struct {
 	// ManagedBy names the controller that reconciles this job. Unset or
@@ -124,6 +125,18 @@ type GNNTrainingJobSpec struct {
 	// (spec.training.staleness "sync"). Unset: no checkpoints.
 	// +optional
 	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
+
+	// Output is where the job writes, at the end, the trained model (weights as safetensors
+	// and a model card), every vertex's prediction, class probabilities and embedding (.npy,
+	// one set of files per graph server with their vertex ids), the history and the curves;
+	// status.outputs lists them. Unset: nothing is written.
+	// +optional
+	Output *OutputLocation `json:"output,omitempty"`
+
+	// Inference, when set, runs the saved model it names instead of training; it needs
+	// spec.output.
+	// +optional
+	Inference *InferenceSpec `json:"inference,omitempty"`
 
 	// RunPolicy is the job's life-cycle policy: suspension, restarts,
 	// deadline, budget and clean-up.

@@ -46,6 +46,11 @@ type GNNTrainingJobStatus struct {
 	// +optional
 	ServerRestarts int32 `json:"serverRestarts,omitempty"`
 
+	// Outputs are the URIs of the files the job wrote to spec.output (s3://bucket/key, or
+	// pvc://claim/path), set once every one is written.
+	// +optional
+	Outputs []string `json:"outputs,omitempty"`
+
 	// Progress is reported by graph server 0.
 	// +optional
 	Progress *Progress `json:"progress,omitempty"`
@@ -92,6 +97,11 @@ type Progress struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	FailureMessage string `json:"failureMessage,omitempty"`
+	// Outputs are the names of the files written to spec.output, the model card or the
+	// prediction manifest last, reported once every one is written.
+	// +kubebuilder:validation:MaxItems=4096
+	// +optional
+	Outputs []string `json:"outputs,omitempty"`
 	// UpdateTime is when this progress was reported.
 	// +optional
 	UpdateTime *metav1.Time `json:"updateTime,omitempty"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
 // ErrShape is wrapped by the error Load returns when the saved tensors do not fit the model.
@@ -27,24 +28,35 @@ type Slot struct {
 // Slots returns the parameters of a GCN (model.Trainer) or GAT (model.GATTrainer) by their
 // export names, in file order: layer 0's weight, bias, att_src, att_dst, then layer 1's, ….
 func Slots(l model.Learner) ([]Slot, error) {
-	var out []Slot
 	switch t := l.(type) {
 	case *model.Trainer:
-		for i, w := range t.Weights() {
-			out = append(out, Slot{layer(i, "weight"), []int{w.Rows, w.Cols}, w.Data})
-		}
+		return GCNSlots(t.Weights()), nil
 	case *model.GATTrainer:
-		for i, p := range t.Params() {
-			out = append(out,
-				Slot{layer(i, "weight"), []int{p.W.Rows, p.W.Cols}, p.W.Data},
-				Slot{layer(i, "bias"), []int{len(p.Bias.Data)}, p.Bias.Data},
-				Slot{layer(i, "att_src"), []int{p.ASrc.Rows, p.ASrc.Cols}, p.ASrc.Data},
-				Slot{layer(i, "att_dst"), []int{p.ADst.Rows, p.ADst.Cols}, p.ADst.Data})
-		}
-	default:
-		return nil, fmt.Errorf("export: a %T has no named parameters", l)
+		return GATSlots(t.Params()), nil
 	}
-	return out, nil
+	return nil, fmt.Errorf("export: a %T has no named parameters", l)
+}
+
+// GCNSlots names the weights of a GCN's layers.
+func GCNSlots(weights []*tensor.Dense) []Slot {
+	var out []Slot
+	for i, w := range weights {
+		out = append(out, Slot{layer(i, "weight"), []int{w.Rows, w.Cols}, w.Data})
+	}
+	return out
+}
+
+// GATSlots names the parameters of a GAT's layers.
+func GATSlots(params model.GATParams) []Slot {
+	var out []Slot
+	for i, p := range params {
+		out = append(out,
+			Slot{layer(i, "weight"), []int{p.W.Rows, p.W.Cols}, p.W.Data},
+			Slot{layer(i, "bias"), []int{len(p.Bias.Data)}, p.Bias.Data},
+			Slot{layer(i, "att_src"), []int{p.ASrc.Rows, p.ASrc.Cols}, p.ASrc.Data},
+			Slot{layer(i, "att_dst"), []int{p.ADst.Rows, p.ADst.Cols}, p.ADst.Data})
+	}
+	return out
 }
 
 func layer(l int, what string) string { return "layers." + strconv.Itoa(l) + "." + what }

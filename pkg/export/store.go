@@ -32,6 +32,15 @@ func (w *Writer) Put(ctx context.Context, name string, data []byte) error {
 	return nil
 }
 
+// Names returns the names of the files published so far, in order.
+func (w *Writer) Names() []string {
+	out := make([]string, len(w.files))
+	for i, f := range w.files {
+		out[i] = f.Name
+	}
+	return out
+}
+
 // Files returns the files published so far, in order.
 func (w *Writer) Files() []File { return append([]File(nil), w.files...) }
 

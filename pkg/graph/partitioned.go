@@ -240,11 +240,6 @@ func ReadPartitionFile(path string, p, parts int) (*PartitionData, error) {
 	return d, nil
 }
 
-// IsPartitionedDir reports whether dir holds the file of partition 0 of parts.
-func IsPartitionedDir(dir string, parts int) bool {
-	return isFile(filepath.Join(dir, PartitionFileName(0, parts)))
-}
-
 // readPartition reads one partition file of size bytes.
 func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, error) {
 	view, part, parts, err := wholeGraphView(r, size, name)

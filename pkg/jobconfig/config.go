@@ -92,6 +92,12 @@ type RunConfig struct {
 	Backend Backend `json:"backend"`
 	// Checkpoint, when set, says where and how often to save weights.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Output, when set, is where the run writes its model and per-vertex
+	// outputs at the end (pkg/export).
+	Output *Location `json:"output,omitempty"`
+	// Inference, when set, runs a saved model on the dataset instead of
+	// training it; Output is then required.
+	Inference *Inference `json:"inference,omitempty"`
 }
 
 // JobRef identifies the GNNTrainingJob a run belongs to.

@@ -24,9 +24,11 @@ func (cfg *RunConfig) Validate() error {
 	for i, p := range cfg.GraphServers.Peers {
 		v.nonEmpty(fmt.Sprintf("graphServers.peers[%d]", i), p)
 	}
-	v.check(cfg.ParameterServers.Replicas >= 1, "parameterServers.replicas", "must be at least 1, got %d", cfg.ParameterServers.Replicas)
-	v.port("parameterServers.port", cfg.ParameterServers.Port)
-	v.nonEmpty("parameterServers.service", cfg.ParameterServers.Service)
+	if cfg.Inference == nil { // an inference has no parameter servers
+		v.check(cfg.ParameterServers.Replicas >= 1, "parameterServers.replicas", "must be at least 1, got %d", cfg.ParameterServers.Replicas)
+		v.port("parameterServers.port", cfg.ParameterServers.Port)
+		v.nonEmpty("parameterServers.service", cfg.ParameterServers.Service)
+	}
 	v.check(len(cfg.ParameterServers.Shards) == cfg.ParameterServers.Replicas, "parameterServers.shards", "has %d addresses for %d replicas", len(cfg.ParameterServers.Shards), cfg.ParameterServers.Replicas)
 	for i, s := range cfg.ParameterServers.Shards {
 		v.nonEmpty(fmt.Sprintf("parameterServers.shards[%d]", i), s)
@@ -40,6 +42,13 @@ func (cfg *RunConfig) Validate() error {
 		if c.S3 != nil {
 			v.nonEmpty("checkpoint.s3.bucket", c.S3.Bucket)
 		}
+	}
+	if cfg.Output != nil {
+		cfg.Output.validate(&v, "output")
+	}
+	if cfg.Inference != nil {
+		v.check(cfg.Output != nil, "output", "is required with inference")
+		cfg.Inference.Model.validate(&v, "inference.model")
 	}
 	return v.err()
 }

@@ -46,6 +46,9 @@ type Progress struct {
 	// FailureMessage, when set, reports an unrecoverable error and where it
 	// happened; the operator then fails the job.
 	FailureMessage string
+	// Outputs are the names of the files written to the job's output, once
+	// every one is written.
+	Outputs []string
 }
 
 // Reporter writes progress into one job's status.
@@ -134,6 +137,13 @@ func progressObject(p Progress, now time.Time) (map[string]any, error) {
 	}
 	if p.LastCheckpointEpoch != nil {
 		out["lastCheckpointEpoch"] = int64(*p.LastCheckpointEpoch)
+	}
+	if len(p.Outputs) > 0 {
+		names := make([]any, len(p.Outputs))
+		for i, n := range p.Outputs {
+			names[i] = n
+		}
+		out["outputs"] = names
 	}
 	if failure != "" {
 		if len(failure) > 1024 {

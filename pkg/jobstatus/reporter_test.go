@@ -22,6 +22,10 @@ func TestProgressObject(t *testing.T) {
 			"epoch": int64(12), "updateTime": "2026-05-06T06:08:09Z", "loss": "0.693147", "trainAccuracy": "0.9500",
 			"valAccuracy": "0.8123", "testAccuracy": "0.8056", "costUSD": "0.0123", "lastCheckpointEpoch": int64(10),
 		}},
+		{"outputs written", Progress{Epoch: 3, Outputs: []string{"model.safetensors", "model.json"}}, map[string]any{
+			"epoch": int64(3), "updateTime": "2026-05-06T06:08:09Z", "loss": "0", "trainAccuracy": "0.0000",
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000", "outputs": []any{"model.safetensors", "model.json"},
+		}},
 		{"tiny loss uses an exponent the API accepts", Progress{Epoch: 1, Loss: 1.5e-9}, map[string]any{
 			"epoch": int64(1), "updateTime": "2026-05-06T06:08:09Z", "loss": "1.5e-09", "trainAccuracy": "0.0000",
 			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000",

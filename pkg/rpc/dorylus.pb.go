@@ -584,9 +584,12 @@ func (x *EpochReport) GetBytesSent() uint64 {
 
 // Evaluate asks every graph server for an evaluation pass (no dropout) with one weight version.
 type Evaluate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// export: after the pass, every graph server writes its vertices' outputs to the run's
+	// output location and lists them in its report.
+	Export        bool `protobuf:"varint,3,opt,name=export,proto3" json:"export,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +636,13 @@ func (x *Evaluate) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *Evaluate) GetExport() bool {
+	if x != nil {
+		return x.Export
+	}
+	return false
 }
 
 // CommandRequest is the coordinator's instruction to a graph server.
@@ -704,6 +714,7 @@ type EvalReport struct {
 	Id            uint32                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
 	Correct       []uint64               `protobuf:"varint,3,rep,packed,name=correct,proto3" json:"correct,omitempty"` // train, val, test rows classified correctly
 	Loss          []float64              `protobuf:"fixed64,4,rep,packed,name=loss,proto3" json:"loss,omitempty"`      // train, val: the partition's share of the mean loss
+	Files         []*ExportedFile        `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`             // of an export pass: the files the partition wrote
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -766,6 +777,74 @@ func (x *EvalReport) GetLoss() []float64 {
 	return nil
 }
 
+func (x *EvalReport) GetFiles() []*ExportedFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// ExportedFile is one file an export pass wrote, with its size and SHA-256 (hex).
+type ExportedFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Bytes         int64                  `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportedFile) Reset() {
+	*x = ExportedFile{}
+	mi := &file_dorylus_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportedFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportedFile) ProtoMessage() {}
+
+func (x *ExportedFile) ProtoReflect() protoreflect.Message {
+	mi := &file_dorylus_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportedFile.ProtoReflect.Descriptor instead.
+func (*ExportedFile) Descriptor() ([]byte, []int) {
+	return file_dorylus_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ExportedFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExportedFile) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *ExportedFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 // InitRequest describes the model; every graph server sends it, and all must agree.
 type InitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -793,7 +872,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_dorylus_proto_msgTypes[11]
+	mi := &file_dorylus_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +884,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[11]
+	mi := &file_dorylus_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +897,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{11}
+	return file_dorylus_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InitRequest) GetGraphServer() uint32 {
@@ -916,7 +995,7 @@ type InitReply struct {
 
 func (x *InitReply) Reset() {
 	*x = InitReply{}
-	mi := &file_dorylus_proto_msgTypes[12]
+	mi := &file_dorylus_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1007,7 @@ func (x *InitReply) String() string {
 func (*InitReply) ProtoMessage() {}
 
 func (x *InitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[12]
+	mi := &file_dorylus_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1020,7 @@ func (x *InitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitReply.ProtoReflect.Descriptor instead.
 func (*InitReply) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{12}
+	return file_dorylus_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InitReply) GetLayers() []uint32 {
@@ -972,7 +1051,7 @@ type Keep struct {
 
 func (x *Keep) Reset() {
 	*x = Keep{}
-	mi := &file_dorylus_proto_msgTypes[13]
+	mi := &file_dorylus_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1063,7 @@ func (x *Keep) String() string {
 func (*Keep) ProtoMessage() {}
 
 func (x *Keep) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[13]
+	mi := &file_dorylus_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1076,7 @@ func (x *Keep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Keep.ProtoReflect.Descriptor instead.
 func (*Keep) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{13}
+	return file_dorylus_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Keep) GetSeq() uint64 {
@@ -1032,7 +1111,7 @@ type LayerTensor struct {
 
 func (x *LayerTensor) Reset() {
 	*x = LayerTensor{}
-	mi := &file_dorylus_proto_msgTypes[14]
+	mi := &file_dorylus_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1123,7 @@ func (x *LayerTensor) String() string {
 func (*LayerTensor) ProtoMessage() {}
 
 func (x *LayerTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[14]
+	mi := &file_dorylus_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1136,7 @@ func (x *LayerTensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayerTensor.ProtoReflect.Descriptor instead.
 func (*LayerTensor) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{14}
+	return file_dorylus_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LayerTensor) GetLayer() uint32 {
@@ -1086,7 +1165,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_dorylus_proto_msgTypes[15]
+	mi := &file_dorylus_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1177,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[15]
+	mi := &file_dorylus_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1190,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{15}
+	return file_dorylus_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PullRequest) GetGraphServer() uint32 {
@@ -1146,7 +1225,7 @@ type PullReply struct {
 
 func (x *PullReply) Reset() {
 	*x = PullReply{}
-	mi := &file_dorylus_proto_msgTypes[16]
+	mi := &file_dorylus_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1237,7 @@ func (x *PullReply) String() string {
 func (*PullReply) ProtoMessage() {}
 
 func (x *PullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[16]
+	mi := &file_dorylus_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1250,7 @@ func (x *PullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
 func (*PullReply) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{16}
+	return file_dorylus_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PullReply) GetVersion() uint64 {
@@ -1202,7 +1281,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_dorylus_proto_msgTypes[17]
+	mi := &file_dorylus_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1293,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[17]
+	mi := &file_dorylus_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1306,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{17}
+	return file_dorylus_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PushRequest) GetGraphServer() uint32 {
@@ -1275,7 +1354,7 @@ type PushReply struct {
 
 func (x *PushReply) Reset() {
 	*x = PushReply{}
-	mi := &file_dorylus_proto_msgTypes[18]
+	mi := &file_dorylus_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1366,7 @@ func (x *PushReply) String() string {
 func (*PushReply) ProtoMessage() {}
 
 func (x *PushReply) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[18]
+	mi := &file_dorylus_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1379,7 @@ func (x *PushReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushReply.ProtoReflect.Descriptor instead.
 func (*PushReply) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{18}
+	return file_dorylus_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PushReply) GetVersion() uint64 {
@@ -1320,7 +1399,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_dorylus_proto_msgTypes[19]
+	mi := &file_dorylus_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1411,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[19]
+	mi := &file_dorylus_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1424,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{19}
+	return file_dorylus_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchRequest) GetGraphServer() uint32 {
@@ -1366,7 +1445,7 @@ type VersionUpdate struct {
 
 func (x *VersionUpdate) Reset() {
 	*x = VersionUpdate{}
-	mi := &file_dorylus_proto_msgTypes[20]
+	mi := &file_dorylus_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1457,7 @@ func (x *VersionUpdate) String() string {
 func (*VersionUpdate) ProtoMessage() {}
 
 func (x *VersionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[20]
+	mi := &file_dorylus_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1470,7 @@ func (x *VersionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionUpdate.ProtoReflect.Descriptor instead.
 func (*VersionUpdate) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{20}
+	return file_dorylus_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VersionUpdate) GetVersion() uint64 {
@@ -1421,7 +1500,7 @@ type TaskInputsRequest struct {
 
 func (x *TaskInputsRequest) Reset() {
 	*x = TaskInputsRequest{}
-	mi := &file_dorylus_proto_msgTypes[21]
+	mi := &file_dorylus_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1512,7 @@ func (x *TaskInputsRequest) String() string {
 func (*TaskInputsRequest) ProtoMessage() {}
 
 func (x *TaskInputsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[21]
+	mi := &file_dorylus_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1525,7 @@ func (x *TaskInputsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInputsRequest.ProtoReflect.Descriptor instead.
 func (*TaskInputsRequest) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{21}
+	return file_dorylus_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskInputsRequest) GetTask() uint64 {
@@ -1482,7 +1561,7 @@ type TaskInputsReply struct {
 
 func (x *TaskInputsReply) Reset() {
 	*x = TaskInputsReply{}
-	mi := &file_dorylus_proto_msgTypes[22]
+	mi := &file_dorylus_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1573,7 @@ func (x *TaskInputsReply) String() string {
 func (*TaskInputsReply) ProtoMessage() {}
 
 func (x *TaskInputsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_dorylus_proto_msgTypes[22]
+	mi := &file_dorylus_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1586,7 @@ func (x *TaskInputsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInputsReply.ProtoReflect.Descriptor instead.
 func (*TaskInputsReply) Descriptor() ([]byte, []int) {
-	return file_dorylus_proto_rawDescGZIP(), []int{22}
+	return file_dorylus_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskInputsReply) GetRequest() []byte {
@@ -1559,21 +1638,27 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\rR\x05epoch\x12\x12\n" +
 	"\x04loss\x18\x03 \x01(\x01R\x04loss\x12\x1d\n" +
 	"\n" +
-	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\"4\n" +
+	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\"L\n" +
 	"\bEvaluate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"u\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +
+	"\x06export\x18\x03 \x01(\bR\x06export\"u\n" +
 	"\x0eCommandRequest\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x02 \x01(\rR\tstopAfter\x120\n" +
-	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"^\n" +
+	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\x8e\x01\n" +
 	"\n" +
 	"EvalReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\rR\x02id\x12\x18\n" +
 	"\acorrect\x18\x03 \x03(\x04R\acorrect\x12\x12\n" +
-	"\x04loss\x18\x04 \x03(\x01R\x04loss\"\xf4\x02\n" +
+	"\x04loss\x18\x04 \x03(\x01R\x04loss\x12.\n" +
+	"\x05files\x18\x05 \x03(\v2\x18.dorylus.v1.ExportedFileR\x05files\"P\n" +
+	"\fExportedFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xf4\x02\n" +
 	"\vInitRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\rR\x04dims\x12\x12\n" +
@@ -1660,7 +1745,7 @@ func file_dorylus_proto_rawDescGZIP() []byte {
 }
 
 var file_dorylus_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dorylus_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_dorylus_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_dorylus_proto_goTypes = []any{
 	(Flow)(0),                 // 0: dorylus.v1.Flow
 	(*Tensor)(nil),            // 1: dorylus.v1.Tensor
@@ -1674,18 +1759,19 @@ var file_dorylus_proto_goTypes = []any{
 	(*Evaluate)(nil),          // 9: dorylus.v1.Evaluate
 	(*CommandRequest)(nil),    // 10: dorylus.v1.CommandRequest
 	(*EvalReport)(nil),        // 11: dorylus.v1.EvalReport
-	(*InitRequest)(nil),       // 12: dorylus.v1.InitRequest
-	(*InitReply)(nil),         // 13: dorylus.v1.InitReply
-	(*Keep)(nil),              // 14: dorylus.v1.Keep
-	(*LayerTensor)(nil),       // 15: dorylus.v1.LayerTensor
-	(*PullRequest)(nil),       // 16: dorylus.v1.PullRequest
-	(*PullReply)(nil),         // 17: dorylus.v1.PullReply
-	(*PushRequest)(nil),       // 18: dorylus.v1.PushRequest
-	(*PushReply)(nil),         // 19: dorylus.v1.PushReply
-	(*WatchRequest)(nil),      // 20: dorylus.v1.WatchRequest
-	(*VersionUpdate)(nil),     // 21: dorylus.v1.VersionUpdate
-	(*TaskInputsRequest)(nil), // 22: dorylus.v1.TaskInputsRequest
-	(*TaskInputsReply)(nil),   // 23: dorylus.v1.TaskInputsReply
+	(*ExportedFile)(nil),      // 12: dorylus.v1.ExportedFile
+	(*InitRequest)(nil),       // 13: dorylus.v1.InitRequest
+	(*InitReply)(nil),         // 14: dorylus.v1.InitReply
+	(*Keep)(nil),              // 15: dorylus.v1.Keep
+	(*LayerTensor)(nil),       // 16: dorylus.v1.LayerTensor
+	(*PullRequest)(nil),       // 17: dorylus.v1.PullRequest
+	(*PullReply)(nil),         // 18: dorylus.v1.PullReply
+	(*PushRequest)(nil),       // 19: dorylus.v1.PushRequest
+	(*PushReply)(nil),         // 20: dorylus.v1.PushReply
+	(*WatchRequest)(nil),      // 21: dorylus.v1.WatchRequest
+	(*VersionUpdate)(nil),     // 22: dorylus.v1.VersionUpdate
+	(*TaskInputsRequest)(nil), // 23: dorylus.v1.TaskInputsRequest
+	(*TaskInputsReply)(nil),   // 24: dorylus.v1.TaskInputsReply
 }
 var file_dorylus_proto_depIdxs = []int32{
 	0,  // 0: dorylus.v1.RowsBatch.flow:type_name -> dorylus.v1.Flow
@@ -1693,39 +1779,40 @@ var file_dorylus_proto_depIdxs = []int32{
 	1,  // 2: dorylus.v1.RowsBatch.data:type_name -> dorylus.v1.Tensor
 	2,  // 3: dorylus.v1.ProgressReport.done:type_name -> dorylus.v1.TaskRef
 	9,  // 4: dorylus.v1.CommandRequest.evaluate:type_name -> dorylus.v1.Evaluate
-	1,  // 5: dorylus.v1.LayerTensor.tensor:type_name -> dorylus.v1.Tensor
-	14, // 6: dorylus.v1.PullRequest.keep:type_name -> dorylus.v1.Keep
-	15, // 7: dorylus.v1.PullReply.layers:type_name -> dorylus.v1.LayerTensor
-	2,  // 8: dorylus.v1.PushRequest.task:type_name -> dorylus.v1.TaskRef
-	15, // 9: dorylus.v1.PushRequest.grads:type_name -> dorylus.v1.LayerTensor
-	14, // 10: dorylus.v1.PushRequest.keep:type_name -> dorylus.v1.Keep
-	5,  // 11: dorylus.v1.GraphServer.Hello:input_type -> dorylus.v1.HelloRequest
-	3,  // 12: dorylus.v1.GraphServer.PushRows:input_type -> dorylus.v1.RowsBatch
-	7,  // 13: dorylus.v1.GraphServer.Progress:input_type -> dorylus.v1.ProgressReport
-	10, // 14: dorylus.v1.GraphServer.Command:input_type -> dorylus.v1.CommandRequest
-	8,  // 15: dorylus.v1.GraphServer.EpochDone:input_type -> dorylus.v1.EpochReport
-	11, // 16: dorylus.v1.GraphServer.EvalDone:input_type -> dorylus.v1.EvalReport
-	22, // 17: dorylus.v1.TaskSource.Inputs:input_type -> dorylus.v1.TaskInputsRequest
-	12, // 18: dorylus.v1.ParamServer.Init:input_type -> dorylus.v1.InitRequest
-	16, // 19: dorylus.v1.ParamServer.Pull:input_type -> dorylus.v1.PullRequest
-	18, // 20: dorylus.v1.ParamServer.Push:input_type -> dorylus.v1.PushRequest
-	20, // 21: dorylus.v1.ParamServer.Watch:input_type -> dorylus.v1.WatchRequest
-	6,  // 22: dorylus.v1.GraphServer.Hello:output_type -> dorylus.v1.HelloReply
-	4,  // 23: dorylus.v1.GraphServer.PushRows:output_type -> dorylus.v1.Ack
-	4,  // 24: dorylus.v1.GraphServer.Progress:output_type -> dorylus.v1.Ack
-	4,  // 25: dorylus.v1.GraphServer.Command:output_type -> dorylus.v1.Ack
-	4,  // 26: dorylus.v1.GraphServer.EpochDone:output_type -> dorylus.v1.Ack
-	4,  // 27: dorylus.v1.GraphServer.EvalDone:output_type -> dorylus.v1.Ack
-	23, // 28: dorylus.v1.TaskSource.Inputs:output_type -> dorylus.v1.TaskInputsReply
-	13, // 29: dorylus.v1.ParamServer.Init:output_type -> dorylus.v1.InitReply
-	17, // 30: dorylus.v1.ParamServer.Pull:output_type -> dorylus.v1.PullReply
-	19, // 31: dorylus.v1.ParamServer.Push:output_type -> dorylus.v1.PushReply
-	21, // 32: dorylus.v1.ParamServer.Watch:output_type -> dorylus.v1.VersionUpdate
-	22, // [22:33] is the sub-list for method output_type
-	11, // [11:22] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 5: dorylus.v1.EvalReport.files:type_name -> dorylus.v1.ExportedFile
+	1,  // 6: dorylus.v1.LayerTensor.tensor:type_name -> dorylus.v1.Tensor
+	15, // 7: dorylus.v1.PullRequest.keep:type_name -> dorylus.v1.Keep
+	16, // 8: dorylus.v1.PullReply.layers:type_name -> dorylus.v1.LayerTensor
+	2,  // 9: dorylus.v1.PushRequest.task:type_name -> dorylus.v1.TaskRef
+	16, // 10: dorylus.v1.PushRequest.grads:type_name -> dorylus.v1.LayerTensor
+	15, // 11: dorylus.v1.PushRequest.keep:type_name -> dorylus.v1.Keep
+	5,  // 12: dorylus.v1.GraphServer.Hello:input_type -> dorylus.v1.HelloRequest
+	3,  // 13: dorylus.v1.GraphServer.PushRows:input_type -> dorylus.v1.RowsBatch
+	7,  // 14: dorylus.v1.GraphServer.Progress:input_type -> dorylus.v1.ProgressReport
+	10, // 15: dorylus.v1.GraphServer.Command:input_type -> dorylus.v1.CommandRequest
+	8,  // 16: dorylus.v1.GraphServer.EpochDone:input_type -> dorylus.v1.EpochReport
+	11, // 17: dorylus.v1.GraphServer.EvalDone:input_type -> dorylus.v1.EvalReport
+	23, // 18: dorylus.v1.TaskSource.Inputs:input_type -> dorylus.v1.TaskInputsRequest
+	13, // 19: dorylus.v1.ParamServer.Init:input_type -> dorylus.v1.InitRequest
+	17, // 20: dorylus.v1.ParamServer.Pull:input_type -> dorylus.v1.PullRequest
+	19, // 21: dorylus.v1.ParamServer.Push:input_type -> dorylus.v1.PushRequest
+	21, // 22: dorylus.v1.ParamServer.Watch:input_type -> dorylus.v1.WatchRequest
+	6,  // 23: dorylus.v1.GraphServer.Hello:output_type -> dorylus.v1.HelloReply
+	4,  // 24: dorylus.v1.GraphServer.PushRows:output_type -> dorylus.v1.Ack
+	4,  // 25: dorylus.v1.GraphServer.Progress:output_type -> dorylus.v1.Ack
+	4,  // 26: dorylus.v1.GraphServer.Command:output_type -> dorylus.v1.Ack
+	4,  // 27: dorylus.v1.GraphServer.EpochDone:output_type -> dorylus.v1.Ack
+	4,  // 28: dorylus.v1.GraphServer.EvalDone:output_type -> dorylus.v1.Ack
+	24, // 29: dorylus.v1.TaskSource.Inputs:output_type -> dorylus.v1.TaskInputsReply
+	14, // 30: dorylus.v1.ParamServer.Init:output_type -> dorylus.v1.InitReply
+	18, // 31: dorylus.v1.ParamServer.Pull:output_type -> dorylus.v1.PullReply
+	20, // 32: dorylus.v1.ParamServer.Push:output_type -> dorylus.v1.PushReply
+	22, // 33: dorylus.v1.ParamServer.Watch:output_type -> dorylus.v1.VersionUpdate
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_dorylus_proto_init() }
@@ -1733,14 +1820,14 @@ func file_dorylus_proto_init() {
 	if File_dorylus_proto != nil {
 		return
 	}
-	file_dorylus_proto_msgTypes[11].OneofWrappers = []any{}
+	file_dorylus_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dorylus_proto_rawDesc), len(file_dorylus_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

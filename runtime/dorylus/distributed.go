@@ -251,10 +251,14 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 				stats.bytes = append(stats.bytes, float64(ev.Bytes))
 				p.epoch(seed, ev.Epoch, o.epochs, ev.Loss, val, ev.Seconds)
 			case "result":
-				res.TestAcc, res.TrainAcc, res.BestEpoch, res.EpochsRun = ev.TestAcc, ev.TrainAcc, ev.Selected, ev.Epoch
-				if ev.ValAcc != nil {
-					res.ValAcc = *ev.ValAcc
+				res.BestEpoch, res.EpochsRun = ev.Selected, ev.Epoch
+				res.accuracies(ev)
+				if o.outputs.location == "" || seed != o.seed {
+					return res, nil
 				}
+			case "exported":
+				res.accuracies(ev) // of the weights exported: the result's, or an inference's
+				fmt.Fprintf(stderr, "wrote %d files to %s\n", ev.Files, o.outputs.location)
 				return res, nil
 			}
 		case err := <-decodeErr:
@@ -264,6 +268,14 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		case <-ctx.Done():
 			return res, fmt.Errorf("training stopped (seed %d): %w", seed, ctx.Err())
 		}
+	}
+}
+
+// accuracies sets the accuracies an event reports.
+func (res *runResult) accuracies(ev graphserver.Event) {
+	res.TestAcc, res.TrainAcc = ev.TestAcc, ev.TrainAcc
+	if ev.ValAcc != nil {
+		res.ValAcc = *ev.ValAcc
 	}
 }
 

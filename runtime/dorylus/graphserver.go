@@ -18,6 +18,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
@@ -223,6 +224,13 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if o.partition < 0 || o.partition >= len(peers) {
 		return fmt.Errorf("--partition %d: the run config has partitions 0..%d", o.partition, len(peers)-1)
 	}
+	var model *export.Model // an inference's
+	if c.Inference != nil {
+		var err error
+		if model, err = readInferenceModel(ctx, c); err != nil {
+			return err
+		}
+	}
 	st := c.Training.Staleness
 	heads, outHeads := 0, 0
 	if c.Model.Architecture == jobconfig.ArchitectureGAT {
@@ -278,6 +286,9 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	if pull != nil {
 		cfg.Pull = pull
+	}
+	if err := setExport(ctx, &cfg, c, model); err != nil {
+		return err
 	}
 	if o.partition == 0 {
 		cfg.Events, cfg.Log = stdout, stderr

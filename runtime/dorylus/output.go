@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -16,7 +14,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
-	"github.com/dorylus-gnn/dorylus/pkg/npy"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
 )
@@ -78,19 +75,20 @@ func keepOutputs(o trainOptions, tr model.Learner, sel *model.BestValidation, se
 	return nil
 }
 
-// historyPoint is one epoch of history.json; val_accuracy is absent where it was not evaluated.
-type historyPoint struct {
-	Epoch   int      `json:"epoch"`
-	Loss    float64  `json:"loss"`
-	ValAcc  *float64 `json:"val_accuracy,omitempty"`
-	Seconds float64  `json:"seconds"`
-}
-
 // history is history.json: the report of the whole invocation and the curve of the exported run.
-type history struct {
-	Report trainReport    `json:"report"`
-	Seed   uint64         `json:"seed"`
-	Curve  []historyPoint `json:"curve"`
+type history = export.History[trainReport]
+
+// points returns a curve as history.json and the plots hold it.
+func points(curve []epochRecord) []export.Point {
+	out := make([]export.Point, 0, len(curve))
+	for _, r := range curve {
+		pt := export.Point{Epoch: r.Epoch, Loss: r.Loss, Seconds: r.Seconds}
+		if !math.IsNaN(r.ValAcc) {
+			pt.ValAcc = &r.ValAcc
+		}
+		out = append(out, pt)
+	}
+	return out
 }
 
 // writeOutputs writes the model of the first run to --output-dir, the card last.
@@ -122,30 +120,13 @@ func writeOutputs(ctx context.Context, o trainOptions, d *graph.Dataset, rep tra
 		return err
 	}
 	run := rep.PerRun[0]
-	h := history{Report: rep, Seed: run.Seed}
-	for _, r := range run.Curve {
-		pt := historyPoint{Epoch: r.Epoch, Loss: r.Loss, Seconds: r.Seconds}
-		if !math.IsNaN(r.ValAcc) {
-			pt.ValAcc = &r.ValAcc
-		}
-		h.Curve = append(h.Curve, pt)
-	}
-	if err := w.PutJSON(ctx, export.HistoryFile, h); err != nil {
+	curve := points(run.Curve)
+	if err := export.PutHistory(ctx, w, history{Report: rep, Seed: run.Seed, Curve: curve}, d.Name); err != nil {
 		return err
 	}
-	if err := putCurves(ctx, w, run.Curve, d.Name); err != nil {
-		return err
-	}
-	c := export.Card{
-		Architecture: o.model, Layers: o.layers, InFeatures: d.NumFeatures(), Hidden: o.hidden, Classes: d.NumClasses,
-		Activation: export.ActivationGCN, Adjacency: export.AdjacencyGCN, Features: featureNormalisation(d),
-		Dataset: datasetOf(d), Seed: run.Seed, Epochs: run.EpochsRun, Epoch: st.epoch,
-		Training: export.Training{LR: o.lr, WeightDecay: o.weightDecay, Dropout: o.dropout, Patience: o.patience},
-		Accuracy: export.Accuracy{Train: m.TrainAcc, Val: m.ValAcc, Test: m.TestAcc},
-	}
-	if o.model == export.ArchitectureGAT {
-		c.Heads, c.OutHeads, c.Activation, c.Adjacency = o.heads, 1, export.ActivationGAT, export.AdjacencyGAT
-	}
+	c := o.card(datasetOf(d), export.FeatureNormalisation(d.Features))
+	c.Seed, c.Epochs, c.Epoch = run.Seed, run.EpochsRun, st.epoch
+	c.Accuracy = export.Accuracy{Train: m.TrainAcc, Val: m.ValAcc, Test: m.TestAcc}
 	if err := w.PutCard(ctx, c); err != nil {
 		return err
 	}
@@ -154,22 +135,17 @@ func writeOutputs(ctx context.Context, o trainOptions, d *graph.Dataset, rep tra
 	return nil
 }
 
-// putCurves plots the curve of one run and publishes the PNG.
-func putCurves(ctx context.Context, w *export.Writer, curve []epochRecord, name string) error {
-	dir, err := os.MkdirTemp("", "dorylus-curves-")
-	if err != nil {
-		return err
+// card returns the card of the model o trains on a dataset, without what training decides.
+func (o trainOptions) card(d export.Dataset, features string) export.Card {
+	c := export.Card{
+		Architecture: o.model, Layers: o.layers, InFeatures: d.Features, Hidden: o.hidden, Classes: d.Classes,
+		Activation: export.ActivationGCN, Adjacency: export.AdjacencyGCN, Features: features, Dataset: d,
+		Training: export.Training{LR: o.lr, WeightDecay: o.weightDecay, Dropout: o.dropout, Patience: o.patience},
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, export.CurvesFile)
-	if err := plotCurves(path, curve, name); err != nil {
-		return err
+	if o.model == export.ArchitectureGAT {
+		c.Heads, c.OutHeads, c.Activation, c.Adjacency = o.heads, 1, export.ActivationGAT, export.AdjacencyGAT
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return w.Put(ctx, export.CurvesFile, b)
+	return c
 }
 
 // loadPredictor builds the model o describes for d and puts tensors in it; tensors that do not fit
@@ -197,35 +173,7 @@ func loadPredictor(d *graph.Dataset, o trainOptions, seed uint64, tensors []safe
 // from the last evaluation of p.
 func writePredictions(ctx context.Context, w *export.Writer, p model.Predictor) error {
 	logits, emb := p.Outputs()
-	classes, probs := export.Predict(logits)
-	b, err := npy.EncodeInt32([]int{logits.Rows}, classes)
-	if err != nil {
-		return err
-	}
-	if err := w.Put(ctx, export.PredictionsFile, b); err != nil {
-		return err
-	}
-	if b, err = npy.EncodeFloat32([]int{logits.Rows, logits.Cols}, probs); err != nil {
-		return err
-	}
-	if err := w.Put(ctx, export.ProbabilitiesFile, b); err != nil {
-		return err
-	}
-	if emb == nil {
-		return nil // a one-layer model: its input is the features
-	}
-	if b, err = npy.EncodeFloat32([]int{emb.Rows, emb.Cols}, emb.Data); err != nil {
-		return err
-	}
-	return w.Put(ctx, export.EmbeddingsFile, b)
-}
-
-// featureNormalisation names what loading did to d's features.
-func featureNormalisation(d *graph.Dataset) string {
-	if d.Features.Sparse != nil {
-		return export.FeaturesRowSum
-	}
-	return export.FeaturesNone
+	return w.PutOutputs(ctx, logits, emb, func(name string) string { return name })
 }
 
 // datasetOf describes d for a card or manifest.

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
-	"github.com/dorylus-gnn/dorylus/pkg/source"
 )
 
 // runConfig returns the run config dorylus train writes for the servers of one seed's run:
@@ -17,10 +16,6 @@ import (
 // job has no UID: a run outside Kubernetes reports into no GNNTrainingJob's status.
 func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers, shards []string) (*jobconfig.RunConfig, error) {
 	gsPort, err := portOf(peers[0])
-	if err != nil {
-		return nil, err
-	}
-	psPort, err := portOf(shards[0])
 	if err != nil {
 		return nil, err
 	}
@@ -35,20 +30,30 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 			EvalEvery: o.evalEvery, Patience: o.patience},
 		GraphServers: jobconfig.GraphServers{Replicas: len(peers), Port: gsPort, Peers: peers,
 			DeadAfter: jobconfig.Duration(d.deadAfter)},
-		ParameterServers: jobconfig.ParameterServers{Replicas: len(shards), Port: psPort, Service: shards[0], Shards: shards},
-		Backend:          d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
+		Backend: d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
 	}
 	if o.model == "gat" {
 		c.Model.Architecture, c.Model.Heads = jobconfig.ArchitectureGAT, o.heads
+	}
+	if o.inference != "" {
+		c.Inference = &jobconfig.Inference{Model: locationOf(o.inference)}
+	} else {
+		psPort, err := portOf(shards[0])
+		if err != nil {
+			return nil, err
+		}
+		c.ParameterServers = jobconfig.ParameterServers{Replicas: len(shards), Port: psPort, Service: shards[0], Shards: shards}
 	}
 	if o.patience > 0 { // selection by validation evaluates every epoch, as the single-process path does
 		c.Training.EvalEvery = 1
 	}
 	if cp := o.checkpoint; cp.location != "" {
-		c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: cp.every, Keep: cp.keep, Fresh: !cp.resume, Path: cp.location}
-		if bucket, prefix, err := source.ParseS3(cp.location); err == nil {
-			c.Checkpoint.Path, c.Checkpoint.S3 = "", &jobconfig.S3{Bucket: bucket, Prefix: prefix}
-		}
+		l := locationOf(cp.location)
+		c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: cp.every, Keep: cp.keep, Fresh: !cp.resume, Path: l.Path, S3: l.S3}
+	}
+	if o.outputs.location != "" && seed == o.seed { // the first run's model, as without --graph-servers
+		l := locationOf(o.outputs.location)
+		c.Output = &l
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

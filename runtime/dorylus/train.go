@@ -45,6 +45,7 @@ type trainOptions struct {
 	checkpoint  checkpointOptions
 	cost        costOptions
 	outputs     outputOptions
+	inference   string // predict --graph-servers: the model to run instead of training one
 }
 
 func newTrainCommand() *cobra.Command {
@@ -67,10 +68,10 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 				return fmt.Errorf("--dataset: %w", err)
 			}
 			if dist.enabled() {
-				if o.outputs.location != "" {
-					return errors.New("--output-dir needs the single-process trainer: it does not export from --graph-servers yet")
-				}
 				if err := o.validate(); err != nil {
+					return err
+				}
+				if err := o.outputs.validate(cmd.Context()); err != nil {
 					return err
 				}
 				return runDistributed(cmd.Context(), o, *dist, cmd.OutOrStdout(), cmd.ErrOrStderr())

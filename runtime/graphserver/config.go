@@ -9,6 +9,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
 )
 
 // Config is what one graph server needs.
@@ -62,6 +63,12 @@ type Config struct {
 	StatusFlush    time.Duration
 	// Log receives warnings, such as failed status reports; nil discards them.
 	Log io.Writer
+	// Export, when set, has the run write its model and outputs at the end.
+	Export *Export
+	// Weights, when set, make the run an inference: no parameter servers and no training, only
+	// the export pass with these parameters (named as pkg/export names them), which must fit
+	// the model (export.Load). Export then writes the outputs and a manifest, not a model.
+	Weights []safetensors.Tensor
 }
 
 func (c *Config) validate() error {
@@ -70,8 +77,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("partition %d of %d", c.Partition, c.Partitions)
 	case len(c.Peers) != c.Partitions:
 		return fmt.Errorf("%d peer addresses for %d partitions", len(c.Peers), c.Partitions)
-	case len(c.ParamServers) < 1:
+	case len(c.ParamServers) < 1 && c.Weights == nil:
 		return errors.New("no parameter server addresses")
+	case c.Weights != nil && (len(c.ParamServers) > 0 || c.Export == nil):
+		return errors.New("inference needs an output location and no parameter servers")
 	case c.Intervals < 1:
 		return fmt.Errorf("%d intervals", c.Intervals)
 	case c.Epochs < 1:

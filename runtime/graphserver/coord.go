@@ -2,6 +2,7 @@ package graphserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -16,7 +18,7 @@ import (
 
 // Event is one JSON line the coordinator writes to Config.Events.
 type Event struct {
-	Event string `json:"event"` // "epoch" or "result"
+	Event string `json:"event"` // "epoch", "result", or "exported" (Config.Export)
 	// epoch: the epoch (1-based), its training loss, the validation accuracy if evaluated
 	// after it, its duration (between the completions of consecutive epochs across all
 	// servers), and the tensor payload bytes the graph servers sent each other during it.
@@ -32,6 +34,8 @@ type Event struct {
 	TestAcc   float64 `json:"test_accuracy,omitempty"`
 	TrainLoss float64 `json:"train_loss,omitempty"`
 	ValLoss   float64 `json:"val_loss,omitempty"`
+	// exported: the number of files the export wrote, the card included.
+	Files int `json:"files,omitempty"`
 }
 
 // coordinator is graph server 0's bookkeeping of the whole run; loop goroutine only. It does
@@ -55,6 +59,11 @@ type coordinator struct {
 	status   *statusReporter
 	progress jobstatus.Progress
 	sel      *model.BestValidation // with Config.Patience
+	// With Config.Export: the curve so far, the version of the kept epoch's weights (pinned,
+	// with Config.Patience), and the export pass once started.
+	curve []export.Point
+	kept  uint64
+	exp   *pendingExport
 }
 
 type epochAgg struct {
@@ -83,7 +92,7 @@ func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
 	if cfg.Status != nil {
 		c.status = newStatusReporter(cfg.Status, cfg.StatusInterval, cfg.Log)
 	}
-	if cfg.Patience > 0 {
+	if cfg.Patience > 0 && cfg.Weights == nil { // selection is training's
 		c.sel = model.NewBestValidation(cfg.Patience)
 	}
 	return c
@@ -167,6 +176,9 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 	}
 	a.loss[0] += r.Loss[0]
 	a.loss[1] += r.Loss[1]
+	if r.Id == c.cfg.exportID() && int(r.From) < len(c.exp.files) {
+		c.exp.files[r.From] = r.Files
+	}
 	if a.n < c.cfg.Partitions {
 		return nil, nil
 	}
@@ -188,7 +200,20 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 	}
 	var cmds []*rpc.CommandRequest
 	m := model.Metrics{TrainLoss: a.loss[0], ValLoss: a.loss[1], TrainAcc: acc(0), ValAcc: val, TestAcc: acc(2)}
+	if r.Id == c.cfg.exportID() {
+		c.exp.metrics, c.exp.done = m, true
+		return nil, nil
+	}
 	stop := c.sel != nil && c.sel.Observe(e+1, m)
+	if c.sel != nil && c.cfg.Export != nil {
+		if kept, _ := c.sel.Best(); kept == e+1 {
+			c.pins.pin(a.version) // the weights to export, unless a later epoch is kept
+			if c.kept != 0 {
+				c.pins.unpin(c.kept)
+			}
+			c.kept = a.version
+		}
+	}
 	if t := c.cfg.TargetAccuracy; (stop || (t > 0 && val >= t)) && !c.stopped && e < c.last {
 		cmds = append(cmds, c.stop(e))
 	}
@@ -201,9 +226,38 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 			res.Selected, m = c.sel.Best()
 		}
 		res.ValAcc, res.TrainAcc, res.TestAcc, res.TrainLoss, res.ValLoss = &m.ValAcc, m.TrainAcc, m.TestAcc, m.TrainLoss, m.ValLoss
-		return cmds, c.emit(res)
+		if err := c.emit(res); err != nil || c.cfg.Export == nil {
+			return cmds, err
+		}
+		return append(cmds, c.startExport(res, a.version)), nil
 	}
 	return c.startNext(cmds), nil
+}
+
+// startExport returns the command of the export pass with the weights res reports: those of
+// version v, or with Config.Patience those of the kept epoch.
+func (c *coordinator) startExport(res Event, v uint64) *rpc.CommandRequest {
+	if c.sel != nil {
+		v = c.kept // pinned since it was kept, until the model is written
+	} else {
+		c.pins.pin(v) // until the model is written
+	}
+	c.exp = &pendingExport{version: v, result: res, files: make([][]*rpc.ExportedFile, c.cfg.Partitions)}
+	id := c.cfg.exportID()
+	c.evals[id] = &evalAgg{version: v}
+	c.pins.pin(v) // the pass's own, which evalDone drops
+	c.running = true
+	return &rpc.CommandRequest{Evaluate: &rpc.Evaluate{Id: id, Version: v, Export: true}}
+}
+
+// takeExport returns the export pass once every partition has written its share, once.
+func (c *coordinator) takeExport() *pendingExport {
+	if c.exp == nil || !c.exp.done {
+		return nil
+	}
+	x := c.exp
+	c.exp.done = false
+	return x
 }
 
 // stop ends the run after epoch e: it drops the evaluations and lines of later epochs and
@@ -241,6 +295,9 @@ func (c *coordinator) flush() error {
 }
 
 func (c *coordinator) emit(ev Event) error {
+	if ev.Event == "epoch" && c.cfg.Export != nil {
+		c.curve = append(c.curve, export.Point{Epoch: ev.Epoch, Loss: ev.Loss, ValAcc: ev.ValAcc, Seconds: ev.Seconds})
+	}
 	c.report(ev)
 	if c.enc == nil {
 		return nil
@@ -253,7 +310,7 @@ func (c *coordinator) emit(ev Event) error {
 
 // report hands the progress after ev to the status reporter; the result is the final report.
 func (c *coordinator) report(ev Event) {
-	if c.status == nil {
+	if c.status == nil || ev.Event == "exported" {
 		return
 	}
 	p := &c.progress
@@ -282,12 +339,12 @@ func (c *coordinator) checkpointed(e int) {
 // finish reports err, which stopped the run, as its failure when no restart can help — a
 // parameter server lost its checkpoints (codes.DataLoss) or refuses the run as it stands
 // (codes.FailedPrecondition: a graph server restarted in an asynchronous run, a rewind it
-// cannot make) — and waits at most flush for the last status report. The loop has ended.
+// cannot make), or the export failed (ErrExport) — and waits at most flush for the last status report. The loop has ended.
 func (c *coordinator) finish(err error, flush time.Duration) {
 	if c.status == nil {
 		return
 	}
-	if code := status.Code(err); code == codes.DataLoss || code == codes.FailedPrecondition {
+	if code := status.Code(err); code == codes.DataLoss || code == codes.FailedPrecondition || errors.Is(err, ErrExport) {
 		p := c.progress
 		p.FailureMessage = err.Error()
 		c.status.update(p, true)

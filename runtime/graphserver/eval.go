@@ -88,8 +88,13 @@ func (e *evaluator) await(ctx context.Context, id, l int) error {
 	}
 }
 
-// run evaluates the weights of version v and returns this partition's counts.
-func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalReport, error) {
+// sharePublisher writes a partition's logits and embeddings (nil for one layer) and lists the
+// files written.
+type sharePublisher func(ctx context.Context, logits, emb *tensor.Dense) ([]*rpc.ExportedFile, error)
+
+// run evaluates the weights of version v and returns this partition's counts; with publish
+// set, it also publishes the partition's outputs and lists them in the report.
+func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish sharePublisher) (*rpc.EvalReport, error) {
 	b := e.lay
 	w, err := e.weights.at(ctx, int(v))
 	if err != nil {
@@ -120,6 +125,15 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64) (*rpc.EvalRepo
 			if rep.Loss[i], err = model.LossForward(logits, b.part.Labels, rows, b.part.Totals[i], nil); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if publish != nil {
+		var emb *tensor.Dense
+		if L := len(e.bufs); L > 1 {
+			emb = e.model.embeddings(w, e.bufs[L-1].in)
+		}
+		if rep.Files, err = publish(ctx, logits, emb); err != nil {
+			return nil, fmt.Errorf("write the partition's outputs: %w", err)
 		}
 	}
 	return rep, nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -406,4 +407,19 @@ func (g *gat) logits(w []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error) 
 		return nil, err
 	}
 	return g.eval.logits, nil
+}
+
+func (g *gat) embeddings(w []*tensor.Dense, z *tensor.Dense) *tensor.Dense {
+	h := tensor.NewDense(z.Rows, z.Cols)
+	tensor.ELU(h, z, w[4*(g.cfg.Layers-2)+3].Data)
+	return h
+}
+
+// slots names the flat parameter list (W, ADst, ASrc, Bias of every layer).
+func (g *gat) slots(w []*tensor.Dense) []export.Slot {
+	p := make(model.GATParams, g.cfg.Layers)
+	for l := range p {
+		p[l] = model.GATLayer{W: w[4*l], ADst: w[4*l+1], ASrc: w[4*l+2], Bias: w[4*l+3]}
+	}
+	return export.GATSlots(p)
 }

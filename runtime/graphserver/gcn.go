@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -180,6 +181,14 @@ func (g *gcn) evalGather(_ context.Context, _ int, pb passBuffers) error {
 }
 
 func (g *gcn) logits(_ []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error) { return z, nil }
+
+func (g *gcn) embeddings(_ []*tensor.Dense, z *tensor.Dense) *tensor.Dense {
+	h := tensor.NewDense(z.Rows, z.Cols)
+	tensor.ReLU(h, z)
+	return h
+}
+
+func (g *gcn) slots(w []*tensor.Dense) []export.Slot { return export.GCNSlots(w) }
 
 // dwOf returns an interval's dW_l buffers of epoch e.
 func (gi *gcnInterval) dwOf(e int) []*tensor.Dense { return gi.dw[e%len(gi.dw)] }

@@ -36,6 +36,11 @@ type (
 	epochReported struct{ rep *rpc.EpochReport }
 	// evalReported: a partition finished an evaluation pass (coordinator only).
 	evalReported struct{ rep *rpc.EvalReport }
+	// exported: graph server 0 wrote its part of export pass x; files are all the files written.
+	exported struct {
+		x     *pendingExport
+		files []string
+	}
 )
 
 func (taskDone) isEvent()      {}
@@ -47,6 +52,7 @@ func (commanded) isEvent()     {}
 func (evalFinished) isEvent()  {}
 func (epochReported) isEvent() {}
 func (evalReported) isEvent()  {}
+func (exported) isEvent()      {}
 
 // server is one graph server.
 type server struct {
@@ -79,7 +85,9 @@ type server struct {
 func (s *server) drive(ctx context.Context) error {
 	var ready []pipeline.Task
 	for {
-		ready = s.sched.AppendReady(ready[:0])
+		if s.sched != nil { // an inference runs no tasks
+			ready = s.sched.AppendReady(ready[:0])
+		}
 		for _, t := range ready {
 			st, err := s.sched.Start(t)
 			if err != nil {
@@ -153,7 +161,14 @@ func (s *server) step(ev event) error {
 		return s.command(cmds, err)
 	case evalReported:
 		cmds, err := s.coord.evalDone(ev.rep)
+		if x := s.coord.takeExport(); x != nil {
+			s.spawn(func(ctx context.Context) error { return s.writeModel(ctx, x) })
+		}
 		return s.command(cmds, err)
+	case exported:
+		s.keep.unpin(ev.x.version)
+		s.publishKeep()
+		return s.coord.exported(ev.x, ev.files)
 	default:
 		return fmt.Errorf("unknown event %T", ev)
 	}
@@ -201,7 +216,7 @@ func (s *server) apply(r *rpc.CommandRequest) error {
 	if ev := r.Evaluate; ev != nil {
 		s.keep.pin(ev.Version)
 		s.publishKeep()
-		s.spawn(func(ctx context.Context) error { return s.evaluate(ctx, ev.Id, ev.Version) })
+		s.spawn(func(ctx context.Context) error { return s.evaluate(ctx, ev) })
 	}
 	return nil
 }
@@ -224,7 +239,11 @@ func (s *server) command(cmds []*rpc.CommandRequest, err error) error {
 	return err
 }
 
-func (s *server) publishKeep() { s.keep.publish(s.sched.WeightVersion(), s.sched.PinnedVersions()) }
+func (s *server) publishKeep() {
+	if s.sched != nil { // an inference has no weight versions to keep
+		s.keep.publish(s.sched.WeightVersion(), s.sched.PinnedVersions())
+	}
+}
 
 // spawn runs f in the run's group; an error of f ends the run, unless the run is ending anyway.
 func (s *server) spawn(f func(ctx context.Context) error) {
@@ -254,13 +273,22 @@ func (s *server) exec(ctx context.Context, st pipeline.Started) error {
 	return nil
 }
 
-// evaluate runs an evaluation pass at version v beside training and reports it.
-func (s *server) evaluate(ctx context.Context, id uint32, v uint64) error {
-	rep, err := s.eval.run(ctx, id, v)
-	if err != nil {
-		return fmt.Errorf("evaluation after epoch %d: %w", id+1, err)
+// evaluate runs an evaluation pass beside training, or the export pass, and reports it.
+func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
+	var publish sharePublisher
+	if ev.Export {
+		if s.cfg.Export == nil {
+			return fmt.Errorf("graph server %d has no output location for the export pass", s.cfg.Partition)
+		}
+		publish = s.publishShare
 	}
-	s.post(evalFinished{v})
+	rep, err := s.eval.run(ctx, ev.Id, ev.Version, publish)
+	if err != nil && ev.Export {
+		return fmt.Errorf("%w: the export pass: %w", ErrExport, err)
+	} else if err != nil {
+		return fmt.Errorf("evaluation after epoch %d: %w", ev.Id+1, err)
+	}
+	s.post(evalFinished{ev.Version})
 	if s.coord != nil {
 		s.post(evalReported{rep})
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -23,6 +24,10 @@ type variant interface {
 	evalGather(ctx context.Context, l int, b passBuffers) error
 	// logits returns the evaluation's logits, given the output layer's Z.
 	logits(w []*tensor.Dense, z *tensor.Dense) (*tensor.Dense, error)
+	// embeddings returns the input of the last layer, σ(Z_{L-2}), given Z_{L-2}.
+	embeddings(w []*tensor.Dense, z *tensor.Dense) *tensor.Dense
+	// slots names the parameter tensors w by their export names.
+	slots(w []*tensor.Dense) []export.Slot
 }
 
 // modelShape is a model's shape as the rest of the server sees it.

@@ -66,6 +66,11 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 		return nil, err
 	}
 	s.weights.params = s.shape.params
+	if cfg.Weights != nil {
+		if err := s.weights.load(s.model.slots, cfg.Weights, cfg.Data.Meta.Name); err != nil {
+			return nil, err
+		}
+	}
 	if s.peers, err = dialPeers(cfg.Partition, cfg.Peers); err != nil {
 		return nil, err
 	}
@@ -87,6 +92,9 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 func (s *server) run(ctx context.Context) error {
 	if err := s.connect(ctx); err != nil {
 		return err
+	}
+	if s.cfg.Weights != nil {
+		return s.infer(ctx)
 	}
 	first, err := s.shards.firstEpoch(s.cfg.Sync, s.cfg.Epochs)
 	if err != nil {
@@ -125,6 +133,9 @@ func (s *server) connect(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if c.Weights != nil {
+		return nil // inference: no parameter servers
 	}
 	req := &rpc.InitRequest{GraphServer: uint32(c.Partition), Seed: c.Seed, LearningRate: float32(c.LearningRate),
 		WeightDecay: float32(c.WeightDecay), Sync: c.Sync, Contributions: uint32(c.Partitions * c.Intervals),

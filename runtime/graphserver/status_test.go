@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/runtime/paramserver"
@@ -391,5 +393,25 @@ func TestStatusCheckpointStoreGone(t *testing.T) {
 	defer f.mu.Unlock()
 	if n := len(f.reports); n == 0 || !strings.Contains(f.reports[n-1].FailureMessage, "cannot go on without its checkpoints") {
 		t.Fatalf("reports %+v: want a last one with the failure", f.reports)
+	}
+}
+
+// TestStatusExportFailure: a run that stops because its export failed reports the failure, so
+// that the operator fails the job instead of restarting it to train again; the files of a
+// finished export are reported first.
+func TestStatusExportFailure(t *testing.T) {
+	f := newFake()
+	c := newCoordinator(&Config{Epochs: 3, Status: f, StatusInterval: time.Millisecond}, [3]int{1, 1, 1}, newKeeper())
+	x := &pendingExport{metrics: model.Metrics{TestAcc: 0.5}}
+	if err := c.exported(x, []string{"model.safetensors", "model.json"}); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	c.finish(fmt.Errorf("%w: write model.json: disk full", ErrExport), time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.reports); n != 2 || !slices.Equal(f.reports[0].Outputs, []string{"model.safetensors", "model.json"}) ||
+		f.reports[1].FailureMessage != "export failed: write model.json: disk full" {
+		t.Errorf("reports %+v: want the outputs, then the failure", f.reports)
 	}
 }

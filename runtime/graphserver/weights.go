@@ -8,7 +8,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
@@ -106,4 +108,20 @@ func (c *weightCache) release(k *rpc.Keep) {
 			delete(c.byVersion, v)
 		}
 	}
+}
+
+// load makes tensors, named as pkg/export names them (named names a parameter list), version 0
+// of an inference run, which has no parameter servers; tensors that do not fit are refused.
+func (c *weightCache) load(named func([]*tensor.Dense) []export.Slot, tensors []safetensors.Tensor, dataset string) error {
+	w := make([]*tensor.Dense, len(c.params))
+	for i, p := range c.params {
+		w[i] = tensor.NewDense(p[0], p[1])
+	}
+	if err := export.Load(named(w), tensors, dataset); err != nil {
+		return err
+	}
+	ws := &weightSet{ready: make(chan struct{}), w: w}
+	close(ws.ready)
+	c.byVersion[0] = ws
+	return nil
 }

@@ -13,6 +13,8 @@ card describes in float64, and requires that:
   * the exported classes equal the argmax of the exported probabilities, and
   * the test accuracy of the exported classes equals the accuracy the card reports.
 
+The per-vertex outputs of a distributed run (one set of files per partition, listed in
+partitions.json) are merged into vertex-id order by each partition's vertices.npy first.
 With --predictions DIR it checks the output of `dorylus predict` the same way (against predict.json).
 Exit status 0 when every check passes, 1 with a message otherwise.
 
@@ -154,7 +156,35 @@ def gat_forward(card, w, x, edges, n):
 
 
 def load_npy(folder, name):
-    return np.load(os.path.join(folder, name), allow_pickle=False)
+    """Load one output array; from a distributed run (partitions.json), merge the partitions'
+    files into vertex-id order by each partition's vertices.npy."""
+    index = os.path.join(folder, "partitions.json")
+    if not os.path.exists(index):
+        return np.load(os.path.join(folder, name), allow_pickle=False)
+    with open(index) as fh:
+        idx = json.load(fh)
+    key = name.removesuffix(".npy")
+    merged, seen = None, np.zeros(idx["nodes"], dtype=bool)
+    for part in idx["partitions"]:
+        ids = np.load(os.path.join(folder, part["vertices"]), allow_pickle=False)
+        rows = np.load(os.path.join(folder, part[key]), allow_pickle=False)
+        check(ids.dtype == np.int32 and rows.shape[0] == ids.shape[0], f"{part[key]}: {rows.shape[0]} rows for {ids.shape[0]} vertices")
+        if merged is None:
+            merged = np.zeros((idx["nodes"],) + rows.shape[1:], dtype=rows.dtype)
+        check(not seen[ids].any(), f"{part['vertices']}: a vertex listed twice")
+        seen[ids] = True
+        merged[ids] = rows
+    check(seen.all(), f"{index}: {int((~seen).sum())} vertices in no partition")
+    return merged
+
+
+def has_output(folder, name):
+    """Whether any file of output name was written (for a distributed run, any partition's)."""
+    index = os.path.join(folder, "partitions.json")
+    if os.path.exists(index):
+        with open(index) as fh:
+            return any(part.get(name.removesuffix(".npy")) for part in json.load(fh)["partitions"])
+    return os.path.exists(os.path.join(folder, name))
 
 
 def compare(folder, logits, emb, labels, test, want_test, what):
@@ -177,7 +207,7 @@ def compare(folder, logits, emb, labels, test, want_test, what):
         emb_diff = float(np.abs(got - emb.numpy()).max() / max(1.0, float(emb.abs().max())))
         check(emb_diff <= 1e-4, f"{what}: embeddings differ by up to {emb_diff:.3g} of their scale, want <= 1e-4")
     else:
-        check(not os.path.exists(os.path.join(folder, "embeddings.npy")), f"{what}: a one-layer model wrote embeddings")
+        check(not has_output(folder, "embeddings.npy"), f"{what}: a one-layer model wrote embeddings")
     acc = float((classes[test] == labels[test]).mean())
     check(acc == want_test, f"{what}: the exported classes score {acc!r} on the test split, the card says {want_test!r}")
     print(f"{what}: argmax agreement {100 * agree:.3f}%, max probability difference {diff:.2e}, "
