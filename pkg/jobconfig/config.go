@@ -92,6 +92,8 @@ type RunConfig struct {
 	Backend Backend `json:"backend"`
 	// Checkpoint, when set, says where and how often to save weights.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Cost, when set, makes graph server 0 price the run as it goes.
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // JobRef identifies the GNNTrainingJob a run belongs to.

@@ -515,11 +515,15 @@ func (x *ProgressReport) GetDone() []*TaskRef {
 
 // EpochReport tells the coordinator that a partition finished an epoch.
 type EpochReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
-	Epoch         uint32                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Loss          float64                `protobuf:"fixed64,3,opt,name=loss,proto3" json:"loss,omitempty"`                           // the partition's share of the epoch's training loss
-	BytesSent     uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"` // tensor payload bytes the partition sent to peers since its last report
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	From      uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Epoch     uint32                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Loss      float64                `protobuf:"fixed64,3,opt,name=loss,proto3" json:"loss,omitempty"`                           // the partition's share of the epoch's training loss
+	BytesSent uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"` // tensor payload bytes the partition sent to peers since its last report
+	// Billed tensor calls (Lambda, Knative) the partition sent since its last report, retries
+	// and relaunches included, and their summed duration, each call rounded up to a millisecond.
+	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	BilledNs      uint64 `protobuf:"varint,6,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,6 +582,20 @@ func (x *EpochReport) GetLoss() float64 {
 func (x *EpochReport) GetBytesSent() uint64 {
 	if x != nil {
 		return x.BytesSent
+	}
+	return 0
+}
+
+func (x *EpochReport) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *EpochReport) GetBilledNs() uint64 {
+	if x != nil {
+		return x.BilledNs
 	}
 	return 0
 }
@@ -1553,13 +1571,15 @@ const file_dorylus_proto_rawDesc = "" +
 	"HelloReply\"M\n" +
 	"\x0eProgressReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12'\n" +
-	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"j\n" +
+	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"\x9d\x01\n" +
 	"\vEpochReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\rR\x05epoch\x12\x12\n" +
 	"\x04loss\x18\x03 \x01(\x01R\x04loss\x12\x1d\n" +
 	"\n" +
-	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\"4\n" +
+	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\x12\x14\n" +
+	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x1b\n" +
+	"\tbilled_ns\x18\x06 \x01(\x04R\bbilledNs\"4\n" +
 	"\bEvaluate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"u\n" +

@@ -203,6 +203,7 @@ func (o *graphServerOptions) statusReporter(stderr io.Writer) graphserver.Progre
 }
 
 func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io.Writer) error {
+	started := time.Now()
 	c := o.run
 	peers := c.GraphServers.Peers
 	if o.partition < 0 || o.partition >= len(peers) {
@@ -265,7 +266,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		cfg.Pull = pull
 	}
 	if o.partition == 0 {
-		cfg.Events, cfg.Log = stdout, stderr
+		cfg.Events, cfg.Log, cfg.Cost, cfg.Started = stdout, stderr, c.CostRun(), started
 		if r := o.statusReporter(stderr); r != nil {
 			cfg.Status = r
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -62,6 +63,13 @@ type Config struct {
 	StatusFlush    time.Duration
 	// Log receives warnings, such as failed status reports; nil discards them.
 	Log io.Writer
+
+	// Cost, when set on graph server 0, prices the run after every epoch (Event.CostUSD and
+	// EpochCostUSD, the status's cost): its servers held since Started (when Run began if
+	// zero) and the billed tensor calls of every graph server (dispatch.Biller). The first
+	// cost that reaches Cost.BudgetUSD goes to Status at once.
+	Cost    *cost.Run
+	Started time.Time
 }
 
 func (c *Config) validate() error {
@@ -88,6 +96,9 @@ func (c *Config) validate() error {
 		return errors.New("no tensor backend")
 	case c.Heads < 0 || (c.Heads > 0 && c.OutHeads < 1):
 		return fmt.Errorf("GAT with %d heads and %d output heads", c.Heads, c.OutHeads)
+	}
+	if c.Cost != nil {
+		return c.Cost.Validate()
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -25,6 +26,10 @@ type Event struct {
 	ValAcc  *float64 `json:"val_accuracy,omitempty"`
 	Seconds float64  `json:"seconds,omitempty"`
 	Bytes   uint64   `json:"bytes,omitempty"`
+	// epoch and result, with Config.Cost: the run's cost so far, and the part of it since the
+	// previous epoch.
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+	EpochCostUSD float64 `json:"epoch_cost_usd,omitempty"`
 	// result: the accuracies and losses of the final evaluation.
 	TrainAcc float64 `json:"train_accuracy,omitempty"`
 	// Selected is, with Config.Patience, the epoch whose evaluation the result reports.
@@ -55,6 +60,12 @@ type coordinator struct {
 	status   *statusReporter
 	progress jobstatus.Progress
 	sel      *model.BestValidation // with Config.Patience
+	// With Config.Cost: when the servers started, the billed calls reported so far, the cost
+	// at the last epoch, and whether it reached the budget.
+	started  time.Time
+	calls    cost.Calls
+	cost     float64
+	budgeted bool
 }
 
 type epochAgg struct {
@@ -86,6 +97,10 @@ func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
 	if cfg.Patience > 0 {
 		c.sel = model.NewBestValidation(cfg.Patience)
 	}
+	c.started = cfg.Started
+	if c.started.IsZero() {
+		c.started = time.Now()
+	}
 	return c
 }
 
@@ -105,6 +120,8 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	a.n++
 	a.loss += r.Loss
 	a.bytes += r.BytesSent
+	c.calls.Requests += int64(r.Calls)
+	c.calls.Billed += time.Duration(r.BilledNs)
 	var cmds []*rpc.CommandRequest
 	for {
 		a := c.reports[c.next]
@@ -126,6 +143,11 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		}
 		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
 		c.start = now
+		last := c.cost
+		if err := c.price(now); err != nil {
+			return cmds, err
+		}
+		row.ev.CostUSD, row.ev.EpochCostUSD = c.cost, c.cost-last
 		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
 			row.pending = true
 			v := uint64(version)
@@ -142,6 +164,30 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			return cmds, err
 		}
 	}
+}
+
+// price sets the run's cost at now, with Config.Cost, into the progress; the first cost to
+// reach the budget is reported at once.
+func (c *coordinator) price(now time.Time) error {
+	run := c.cfg.Cost
+	if run == nil {
+		return nil
+	}
+	b, err := run.At(now.Sub(c.started), c.calls)
+	if err != nil {
+		return err
+	}
+	c.cost, c.progress.CostUSD = b.TotalUSD, b.TotalUSD
+	if run.Over(c.cost) && !c.budgeted {
+		c.budgeted = true
+		if c.cfg.Log != nil {
+			fmt.Fprintf(c.cfg.Log, "graph server 0: the cost $%.6f reached the budget $%g\n", c.cost, run.BudgetUSD)
+		}
+		if c.status != nil {
+			c.status.update(c.progress, true)
+		}
+	}
+	return nil
 }
 
 // startNext appends to cmds the next queued evaluation unless one is running.
@@ -196,7 +242,10 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return cmds, err
 	}
 	if e == c.last {
-		res := Event{Event: "result", Epoch: e + 1}
+		if err := c.price(time.Now()); err != nil {
+			return cmds, err
+		}
+		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost}
 		if c.sel != nil {
 			res.Selected, m = c.sel.Best()
 		}

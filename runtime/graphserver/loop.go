@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
@@ -71,6 +73,7 @@ type server struct {
 	events chan event
 	sched  *pipeline.Scheduler
 	epochs map[int]*epochTally
+	billed cost.Calls   // the backend's billing at the last epoch report
 	coord  *coordinator // graph server 0 only
 }
 
@@ -122,7 +125,9 @@ func (s *server) step(ev event) error {
 			a := s.tally(t.Epoch)
 			if a.n++; a.n == s.cfg.Intervals {
 				delete(s.epochs, t.Epoch)
-				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss, BytesSent: s.peers.sent.Swap(0)})
+				calls := s.billedSince()
+				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss,
+					BytesSent: s.peers.sent.Swap(0), Calls: uint64(calls.Requests), BilledNs: uint64(calls.Billed)})
 			}
 		}
 	case rowsArrived:
@@ -173,6 +178,18 @@ func (s *server) tally(e int) *epochTally {
 		s.epochs[e] = a
 	}
 	return a
+}
+
+// billedSince returns the billed tensor calls since the last time it was called.
+func (s *server) billedSince() cost.Calls {
+	b, ok := s.cfg.Backend.(dispatch.Biller)
+	if !ok {
+		return cost.Calls{}
+	}
+	now := b.Billing()
+	d := cost.Calls{Requests: now.Requests - s.billed.Requests, Billed: now.Billed - s.billed.Billed}
+	s.billed = now
+	return d
 }
 
 // shardVersion records a shard's newest version; the weight version is the lowest over the

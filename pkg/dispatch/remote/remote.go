@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -142,7 +143,7 @@ type Usage struct {
 }
 
 // Backend runs tensor tasks through a Transport; it implements dispatch.Backend,
-// dispatch.Closer and dispatch.StatsReporter.
+// dispatch.Closer, dispatch.StatsReporter and dispatch.Biller.
 type Backend struct {
 	opts Options
 	tr   Transport
@@ -197,6 +198,13 @@ func (b *Backend) Usage() Usage {
 	u := b.usage
 	u.Limit = b.tune.limit
 	return u
+}
+
+// Billing returns the tries sent so far and their billed duration.
+func (b *Backend) Billing() cost.Calls {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return cost.Calls{Requests: b.usage.Tries, Billed: b.usage.Billed}
 }
 
 // Close stops the calls still running and closes the transport if it is a dispatch.Closer.
