@@ -119,7 +119,7 @@ func progressObject(p Progress, now time.Time) (map[string]any, error) {
 		{"trainAccuracy", p.TrainAccuracy, 'f', 4},
 		{"valAccuracy", p.ValAccuracy, 'f', 4},
 		{"testAccuracy", p.TestAccuracy, 'f', 4},
-		{"costUSD", p.CostUSD, 'f', 4},
+		{"costUSD", p.CostUSD, 'g', 6}, // 6 digits: a cpu epoch of a few micro-dollars shows
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			if failure == "" {
