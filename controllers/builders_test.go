@@ -29,6 +29,7 @@ func TestResolveRunConfig(t *testing.T) {
 			ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: 5100, Service: "cora-ps.ml.svc:5100",
 				Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
 			Backend: jobconfig.Backend{Kind: "cpu", CPU: &jobconfig.CPU{}},
+			Cost:    &jobconfig.Cost{GraphServerInstance: DefaultGraphServerInstance, ParameterServerInstance: DefaultParameterServerInstance},
 		}
 	}
 	secret := &corev1.LocalObjectReference{Name: "aws"}
@@ -137,7 +138,7 @@ func TestResolveRunConfig(t *testing.T) {
 			if tc.want != nil {
 				tc.want(want)
 			}
-			got, err := resolveRunConfig(job)
+			got, err := resolveRunConfig(job, &Pricing{})
 			if err != nil {
 				t.Fatalf("resolveRunConfig: %v", err)
 			}
@@ -150,7 +151,7 @@ func TestResolveRunConfig(t *testing.T) {
 
 func TestResolveRunConfigRefusesBadDecimals(t *testing.T) {
 	job := testJob(func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Model.Dropout = "half" })
-	if _, err := resolveRunConfig(job); err == nil {
+	if _, err := resolveRunConfig(job, &Pricing{}); err == nil {
 		t.Fatal("resolveRunConfig accepted dropout \"half\"")
 	}
 }
