@@ -717,11 +717,14 @@ func (x *CommandRequest) GetEvaluate() *Evaluate {
 
 // EvalReport is a partition's part of an evaluation pass.
 type EvalReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
-	Id            uint32                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	Correct       []uint64               `protobuf:"varint,3,rep,packed,name=correct,proto3" json:"correct,omitempty"` // train, val, test rows classified correctly
-	Loss          []float64              `protobuf:"fixed64,4,rep,packed,name=loss,proto3" json:"loss,omitempty"`      // train, val: the partition's share of the mean loss
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	From    uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Id      uint32                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Correct []uint64               `protobuf:"varint,3,rep,packed,name=correct,proto3" json:"correct,omitempty"` // train, val, test rows classified correctly
+	Loss    []float64              `protobuf:"fixed64,4,rep,packed,name=loss,proto3" json:"loss,omitempty"`      // train, val: the partition's share of the mean loss
+	// Billed tensor calls since the partition's last report, as in EpochReport.
+	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	BilledNs      uint64 `protobuf:"varint,6,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -782,6 +785,20 @@ func (x *EvalReport) GetLoss() []float64 {
 		return x.Loss
 	}
 	return nil
+}
+
+func (x *EvalReport) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *EvalReport) GetBilledNs() uint64 {
+	if x != nil {
+		return x.BilledNs
+	}
+	return 0
 }
 
 // InitRequest describes the model; every graph server sends it, and all must agree.
@@ -1587,13 +1604,15 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x02 \x01(\rR\tstopAfter\x120\n" +
-	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"^\n" +
+	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\x91\x01\n" +
 	"\n" +
 	"EvalReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\rR\x02id\x12\x18\n" +
 	"\acorrect\x18\x03 \x03(\x04R\acorrect\x12\x12\n" +
-	"\x04loss\x18\x04 \x03(\x01R\x04loss\"\xf4\x02\n" +
+	"\x04loss\x18\x04 \x03(\x01R\x04loss\x12\x14\n" +
+	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x1b\n" +
+	"\tbilled_ns\x18\x06 \x01(\x04R\bbilledNs\"\xf4\x02\n" +
 	"\vInitRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\rR\x04dims\x12\x12\n" +

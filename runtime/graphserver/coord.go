@@ -26,10 +26,13 @@ type Event struct {
 	ValAcc  *float64 `json:"val_accuracy,omitempty"`
 	Seconds float64  `json:"seconds,omitempty"`
 	Bytes   uint64   `json:"bytes,omitempty"`
-	// epoch and result, with Config.Cost: the run's cost so far, and the part of it since the
-	// previous epoch.
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-	EpochCostUSD float64 `json:"epoch_cost_usd,omitempty"`
+	// epoch and result, with Config.Cost: the run's cost so far, the part of it since the
+	// previous epoch, and the billed tensor calls of every graph server it counts (requests
+	// and their billed duration) as the graph servers reported them.
+	CostUSD       float64 `json:"cost_usd,omitempty"`
+	EpochCostUSD  float64 `json:"epoch_cost_usd,omitempty"`
+	Calls         int64   `json:"calls,omitempty"`
+	BilledSeconds float64 `json:"billed_seconds,omitempty"`
 	// result: the accuracies and losses of the final evaluation.
 	TrainAcc float64 `json:"train_accuracy,omitempty"`
 	// Selected is, with Config.Patience, the epoch whose evaluation the result reports.
@@ -148,6 +151,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			return cmds, err
 		}
 		row.ev.CostUSD, row.ev.EpochCostUSD = c.cost, c.cost-last
+		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
 		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
 			row.pending = true
 			v := uint64(version)
@@ -208,6 +212,8 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return nil, fmt.Errorf("unexpected evaluation report %d from graph server %d", r.Id, r.From)
 	}
 	a.n++
+	c.calls.Requests += int64(r.Calls)
+	c.calls.Billed += time.Duration(r.BilledNs)
 	for i := range a.correct {
 		a.correct[i] += r.Correct[i]
 	}
@@ -245,7 +251,7 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		if err := c.price(time.Now()); err != nil {
 			return cmds, err
 		}
-		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost}
+		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
 		if c.sel != nil {
 			res.Selected, m = c.sel.Best()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -73,8 +74,8 @@ type server struct {
 	events chan event
 	sched  *pipeline.Scheduler
 	epochs map[int]*epochTally
-	billed cost.Calls   // the backend's billing at the last epoch report
-	coord  *coordinator // graph server 0 only
+	billing *billing
+	coord   *coordinator // graph server 0 only
 }
 
 // drive is the loop: it starts every ready task, steps on every event, and never blocks on
@@ -125,7 +126,7 @@ func (s *server) step(ev event) error {
 			a := s.tally(t.Epoch)
 			if a.n++; a.n == s.cfg.Intervals {
 				delete(s.epochs, t.Epoch)
-				calls := s.billedSince()
+				calls := s.billing.take()
 				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss,
 					BytesSent: s.peers.sent.Swap(0), Calls: uint64(calls.Requests), BilledNs: uint64(calls.Billed)})
 			}
@@ -180,15 +181,29 @@ func (s *server) tally(e int) *epochTally {
 	return a
 }
 
-// billedSince returns the billed tensor calls since the last time it was called.
-func (s *server) billedSince() cost.Calls {
-	b, ok := s.cfg.Backend.(dispatch.Biller)
-	if !ok {
+// billing hands out a backend's billed calls in parts, each call in one part, to the
+// server's epoch and evaluation reports.
+type billing struct {
+	mu    sync.Mutex
+	b     dispatch.Biller // nil: the backend bills nothing
+	taken cost.Calls
+}
+
+func newBilling(b dispatch.Backend) *billing {
+	bl, _ := b.(dispatch.Biller)
+	return &billing{b: bl}
+}
+
+// take returns the calls billed since the last take.
+func (b *billing) take() cost.Calls {
+	if b.b == nil {
 		return cost.Calls{}
 	}
-	now := b.Billing()
-	d := cost.Calls{Requests: now.Requests - s.billed.Requests, Billed: now.Billed - s.billed.Billed}
-	s.billed = now
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.b.Billing()
+	d := cost.Calls{Requests: now.Requests - b.taken.Requests, Billed: now.Billed - b.taken.Billed}
+	b.taken = now
 	return d
 }
 
@@ -277,6 +292,8 @@ func (s *server) evaluate(ctx context.Context, id uint32, v uint64) error {
 	if err != nil {
 		return fmt.Errorf("evaluation after epoch %d: %w", id+1, err)
 	}
+	calls := s.billing.take()
+	rep.Calls, rep.BilledNs = uint64(calls.Requests), uint64(calls.Billed)
 	s.post(evalFinished{v})
 	if s.coord != nil {
 		s.post(evalReported{rep})

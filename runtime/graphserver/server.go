@@ -56,7 +56,8 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), epochs: map[int]*epochTally{}}
+	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), epochs: map[int]*epochTally{},
+		billing: newBilling(cfg.Backend)}
 	s.weights = &weightCache{ctx: ctx, g: g, keep: s.keep, byVersion: map[int]*weightSet{}}
 	env := taskEnv{backend: cfg.Backend, weights: s.weights, seed: cfg.Seed}
 	if cfg.Pull != nil {
