@@ -69,11 +69,11 @@ type server struct {
 	keep    *keeper
 
 	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
-	g      *errgroup.Group
-	ctx    context.Context
-	events chan event
-	sched  *pipeline.Scheduler
-	epochs map[int]*epochTally
+	g       *errgroup.Group
+	ctx     context.Context
+	events  chan event
+	sched   *pipeline.Scheduler
+	epochs  map[int]*epochTally
 	billing *billing
 	coord   *coordinator // graph server 0 only
 }

@@ -109,4 +109,3 @@ func TestCostCountsEveryServersCalls(t *testing.T) {
 	}
 	t.Logf("%d calls, %.3f billed s, cost $%.9f", f.Calls, f.BilledSeconds, f.CostUSD)
 }
-
