@@ -67,15 +67,16 @@ type server struct {
 	shards  *shards
 	weights *weightCache
 	keep    *keeper
+	// What its tensor calls were billed, handed to its epoch and evaluation reports.
+	billing *billing
 
 	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
-	g       *errgroup.Group
-	ctx     context.Context
-	events  chan event
-	sched   *pipeline.Scheduler
-	epochs  map[int]*epochTally
-	billing *billing
-	coord   *coordinator // graph server 0 only
+	g      *errgroup.Group
+	ctx    context.Context
+	events chan event
+	sched  *pipeline.Scheduler
+	epochs map[int]*epochTally
+	coord  *coordinator // graph server 0 only
 }
 
 // drive is the loop: it starts every ready task, steps on every event, and never blocks on
