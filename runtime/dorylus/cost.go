@@ -20,7 +20,6 @@ type costOptions struct {
 	instance, psInstance string
 	lambdaMemoryMB       int
 	pricesFile           string
-	prices               cost.Prices // cost.Default, or read from pricesFile by validate
 }
 
 // addFlags registers the cost flags.
@@ -31,42 +30,64 @@ func (c *costOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.pricesFile, "prices", "", "cost estimate: JSON price list over the built-in one (pkg/cost: spot prices, discounts, another region)")
 }
 
-// validate reads the price list and checks that the instance types have prices.
-func (c *costOptions) validate() error {
-	c.prices = cost.Default
-	if c.pricesFile != "" {
-		f, err := os.Open(c.pricesFile)
-		if err != nil {
-			return fmt.Errorf("--prices: %w", err)
-		}
-		defer f.Close()
-		if c.prices, err = cost.ReadPrices(f); err != nil {
-			return fmt.Errorf("--prices %s: %w", c.pricesFile, err)
-		}
+// list returns the price list: the built-in one, or --prices over it.
+func (c *costOptions) list() (cost.Prices, error) {
+	if c.pricesFile == "" {
+		return cost.Default, nil
 	}
-	_, err := c.prices.Estimate(cost.Usage{LambdaMemoryMB: c.lambdaMemoryMB, Lambda: cost.Calls{Requests: 1},
+	f, err := os.Open(c.pricesFile)
+	if err != nil {
+		return cost.Prices{}, fmt.Errorf("--prices: %w", err)
+	}
+	defer f.Close()
+	p, err := cost.ReadPrices(f)
+	if err != nil {
+		return cost.Prices{}, fmt.Errorf("--prices %s: %w", c.pricesFile, err)
+	}
+	return p, nil
+}
+
+// validate checks the price list and that the instance types have prices.
+func (c *costOptions) validate() error {
+	p, err := c.list()
+	if err != nil {
+		return err
+	}
+	_, err = p.Estimate(cost.Usage{LambdaMemoryMB: c.lambdaMemoryMB, Lambda: cost.Calls{Requests: 1},
 		Servers: []cost.Servers{{Role: "--instance-type", Instance: c.instance}, {Role: "--param-server-instance-type", Instance: c.psInstance}}})
 	return err
 }
 
 // config returns the run config's cost section.
-func (c *costOptions) config() *jobconfig.Cost {
+func (c *costOptions) config() (*jobconfig.Cost, error) {
 	out := &jobconfig.Cost{GraphServerInstance: c.instance, ParameterServerInstance: c.psInstance}
 	if c.pricesFile != "" {
-		out.Prices = &c.prices
+		p, err := c.list()
+		if err != nil {
+			return nil, err
+		}
+		out.Prices = &p
 	}
-	return out
+	return out, nil
 }
 
 // single estimates a run of wall time in this process.
 func (c *costOptions) single(wall time.Duration) (cost.Breakdown, error) {
-	return c.prices.Estimate(cost.Usage{Wall: wall, Servers: []cost.Servers{{Role: "trainer", Instance: c.instance, Count: 1}}})
+	p, err := c.list()
+	if err != nil {
+		return cost.Breakdown{}, err
+	}
+	return p.Estimate(cost.Usage{Wall: wall, Servers: []cost.Servers{{Role: "trainer", Instance: c.instance, Count: 1}}})
 }
 
 // distributed estimates runs of wall time in all on d's servers, whose tensor backends did
 // what usage says, as graph server 0 prices them (jobconfig.RunConfig.CostRun).
 func (c *costOptions) distributed(wall time.Duration, d distOptions, usage []backendUsage) (cost.Breakdown, error) {
-	cfg := jobconfig.RunConfig{Cost: c.config(), Backend: d.backend.toConfig(d.intervals, c.lambdaMemoryMB),
+	section, err := c.config()
+	if err != nil {
+		return cost.Breakdown{}, err
+	}
+	cfg := jobconfig.RunConfig{Cost: section, Backend: d.backend.toConfig(d.intervals, c.lambdaMemoryMB),
 		GraphServers: jobconfig.GraphServers{Replicas: d.graphServers}, ParameterServers: jobconfig.ParameterServers{Replicas: d.paramServers}}
 	var calls cost.Calls
 	for _, b := range usage {
