@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -70,6 +72,10 @@ type Config struct {
 	// cost that reaches Cost.BudgetUSD goes to Status at once.
 	Cost    *cost.Run
 	Started time.Time
+
+	// Metrics, when set, receives the server's Prometheus series (metrics.go), labelled with
+	// its partition.
+	Metrics prometheus.Registerer
 }
 
 func (c *Config) validate() error {

@@ -69,6 +69,7 @@ type coordinator struct {
 	calls    cost.Calls
 	cost     float64
 	budgeted bool
+	metrics  *metrics
 }
 
 type epochAgg struct {
@@ -297,6 +298,7 @@ func (c *coordinator) flush() error {
 
 func (c *coordinator) emit(ev Event) error {
 	c.report(ev)
+	c.metrics.progress(ev)
 	if c.enc == nil {
 		return nil
 	}

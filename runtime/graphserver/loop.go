@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -69,6 +70,7 @@ type server struct {
 	keep    *keeper
 	// What its tensor calls were billed, handed to its epoch and evaluation reports.
 	billing *billing
+	metrics *metrics
 
 	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
 	g      *errgroup.Group
@@ -93,6 +95,7 @@ func (s *server) drive(ctx context.Context) error {
 			if t.Kind == pipeline.KindAV && t.Layer == 0 {
 				s.publishKeep() // the epoch pinned a version
 			}
+			s.metrics.started(st)
 			s.spawn(func(ctx context.Context) error { return s.exec(ctx, st) })
 		}
 		select {
@@ -279,7 +282,9 @@ func (s *server) post(ev event) {
 
 // exec runs one task and reports its completion to the loop.
 func (s *server) exec(ctx context.Context, st pipeline.Started) error {
+	start := time.Now()
 	loss, err := s.tasks.run(ctx, st)
+	s.metrics.finished(st.Task.Kind, time.Since(start))
 	if err != nil {
 		return fmt.Errorf("%v: %w", st.Task, err)
 	}

@@ -140,10 +140,11 @@ type Usage struct {
 	Splits     int64         // tasks cut by rows to fit the payload limits
 	Billed     time.Duration // summed time of every try, each rounded up to a millisecond
 	Limit      int           // calls in flight the tuner allows now
+	InFlight   int           // calls in flight now
 }
 
 // Backend runs tensor tasks through a Transport; it implements dispatch.Backend,
-// dispatch.Closer, dispatch.StatsReporter and dispatch.Biller.
+// dispatch.Closer, dispatch.StatsReporter, dispatch.Biller and prometheus.Collector.
 type Backend struct {
 	opts Options
 	tr   Transport
@@ -196,7 +197,7 @@ func (b *Backend) Usage() Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u := b.usage
-	u.Limit = b.tune.limit
+	u.Limit, u.InFlight = b.tune.limit, b.inflight
 	return u
 }
 

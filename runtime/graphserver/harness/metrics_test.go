@@ -1,0 +1,140 @@
+package harness_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/runtime/function"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
+)
+
+// scrape reads the series served at url as Prometheus would.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// value returns the value of family name's series with labels (key, value pairs), and
+// whether it exists; a histogram's is its count.
+func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(labels); i += 2 {
+			if have[labels[i]] != labels[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsScraped trains on two graph servers with the knative backend (a real function
+// handler over HTTP), serves their registry over HTTP, scrapes it and checks the series
+// against the run's progress lines and the function's own count.
+func TestMetricsScraped(t *testing.T) {
+	h, err := function.NewHandler(function.Faults{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := httptest.NewServer(function.HTTPHandler(h, func() bool { return true }))
+	defer fn.Close()
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	c := gcnConfig(3)
+	c.Intervals = 2
+	c.Cost, _ = costRun(2, cost.Knative)
+	c.Metrics = reg
+	res, err := harness.Run(context.Background(), harness.Options{Dataset: cora(t), GraphServers: 2, ParamServers: 1, Train: c,
+		Backend: func(int) (dispatch.Backend, error) {
+			return knative.New(knative.Options{URLs: []string{fn.URL}, Tuning: remote.Options{MaxConcurrency: 4}})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, srv.URL)
+	last := res.Epochs[len(res.Epochs)-1]
+	for _, w := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"dorylus_run_epoch", nil, float64(c.Epochs)},
+		{"dorylus_run_loss", nil, last.Loss},
+		{"dorylus_run_epoch_seconds", nil, last.Seconds},
+		{"dorylus_run_epoch_cost_usd", nil, last.EpochCostUSD},
+		{"dorylus_run_cost_usd", nil, res.Final.CostUSD},
+		{"dorylus_run_val_accuracy", nil, *res.Final.ValAcc},
+		{"dorylus_run_test_accuracy", nil, res.Final.TestAcc},
+		{"dorylus_graph_server_task_seconds", []string{"partition", "0", "kind", "WU"}, float64(c.Intervals * c.Epochs)},
+		{"dorylus_graph_server_task_seconds", []string{"partition", "1", "kind", "WU"}, float64(c.Intervals * c.Epochs)},
+		{"dorylus_tensor_backend_calls_in_flight", []string{"partition", "1"}, 0},
+	} {
+		got, ok := value(fams, w.name, w.labels...)
+		if !ok || got != w.want {
+			t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.want)
+		}
+	}
+	calls := 0.0
+	for _, p := range []string{"0", "1"} {
+		n, _ := value(fams, "dorylus_tensor_backend_calls_total", "partition", p)
+		calls += n
+		for _, k := range []pipeline.Kind{pipeline.KindGA, pipeline.KindAV, pipeline.KindSC, pipeline.KindBackSC, pipeline.KindBackAV, pipeline.KindBackGA} {
+			if n, _ := value(fams, "dorylus_graph_server_task_seconds", "partition", p, "kind", k.String()); n == 0 {
+				t.Errorf("partition %s: no %v task timed", p, k)
+			}
+		}
+		if n, _ := value(fams, "dorylus_graph_server_peer_sent_bytes_total", "partition", p); n == 0 {
+			t.Errorf("partition %s sent no bytes to its peer", p)
+		}
+	}
+	if calls != float64(h.Calls()) || int64(calls) != res.Final.Calls {
+		t.Errorf("dorylus_tensor_backend_calls_total sums to %v; the function served %d, the result counts %d", calls, h.Calls(), res.Final.Calls)
+	}
+	// Synchronous mode: every Gather reads rows of its own epoch.
+	for _, m := range fams["dorylus_graph_server_gather_staleness_epochs"].GetMetric() {
+		if hs := m.Histogram; hs.GetSampleCount() == 0 || hs.GetSampleSum() != 0 {
+			t.Errorf("gather staleness %v: want samples, all 0", hs)
+		}
+	}
+}
