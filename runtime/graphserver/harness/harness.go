@@ -33,7 +33,8 @@ type Options struct {
 	ParamServers int
 	// Train holds the model and training settings (Intervals, Layers, Hidden, Heads, …,
 	// Epochs, Seed, Sync, Staleness, EvalEvery, …). Run sets the rest: Partition, Partitions,
-	// Data, Peers, ParamServers, Run, Backend, Events, Startup.
+	// Data, Peers, ParamServers, Run, Backend, Events, Startup. Train.Metrics, when set, also
+	// receives the parameter servers' series.
 	Train graphserver.Config
 	// Workers is the cpu backend's workers per graph server (0: Intervals · EpochsInFlight, as
 	// `dorylus graph-server` chooses).
@@ -99,9 +100,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var shards []*paramserver.Shard
 	for i := range o.ParamServers {
 		sh, err := paramserver.New(i, o.ParamServers)
+		if err == nil && cfg.Metrics != nil {
+			err = cfg.Metrics.Register(sh)
+		}
 		if err != nil {
 			closeAll(gsLis)
 			closeAll(psLis)
+			closeBackends(configs)
 			return nil, err
 		}
 		shards = append(shards, sh)

@@ -68,8 +68,9 @@ next:
 }
 
 // TestMetricsScraped trains on two graph servers with the knative backend (a real function
-// handler over HTTP), serves their registry over HTTP, scrapes it and checks the series
-// against the run's progress lines and the function's own count.
+// handler over HTTP), serves the registry of the graph and parameter servers over HTTP,
+// scrapes it and the function's /metrics, and checks the series against the run's progress
+// lines and the function's own count.
 func TestMetricsScraped(t *testing.T) {
 	h, err := function.NewHandler(function.Faults{}, 0)
 	if err != nil {
@@ -109,6 +110,7 @@ func TestMetricsScraped(t *testing.T) {
 		{"dorylus_graph_server_task_seconds", []string{"partition", "0", "kind", "WU"}, float64(c.Intervals * c.Epochs)},
 		{"dorylus_graph_server_task_seconds", []string{"partition", "1", "kind", "WU"}, float64(c.Intervals * c.Epochs)},
 		{"dorylus_tensor_backend_calls_in_flight", []string{"partition", "1"}, 0},
+		{"dorylus_param_server_weight_version", []string{"shard", "0"}, float64(c.Epochs)}, // sync: one update an epoch
 	} {
 		got, ok := value(fams, w.name, w.labels...)
 		if !ok || got != w.want {
@@ -130,6 +132,13 @@ func TestMetricsScraped(t *testing.T) {
 	}
 	if calls != float64(h.Calls()) || int64(calls) != res.Final.Calls {
 		t.Errorf("dorylus_tensor_backend_calls_total sums to %v; the function served %d, the result counts %d", calls, h.Calls(), res.Final.Calls)
+	}
+	fnFams := scrape(t, fn.URL+"/metrics")
+	for name, want := range map[string]float64{"dorylus_function_calls_total": float64(h.Calls()), "dorylus_function_failures_total": 0,
+		"dorylus_function_calls_in_flight": 0, "dorylus_function_call_seconds": float64(h.Calls())} {
+		if got, ok := value(fnFams, name); !ok || got != want {
+			t.Errorf("function's %s = %v (present %v), want %v", name, got, ok, want)
+		}
 	}
 	// Synchronous mode: every Gather reads rows of its own epoch.
 	for _, m := range fams["dorylus_graph_server_gather_staleness_epochs"].GetMetric() {
