@@ -60,8 +60,8 @@ func main() {
 	flag.Float64Var(&cfg.qps, "kube-api-qps", 50, "client-side rate limit on API requests per second")
 	flag.IntVar(&cfg.burst, "kube-api-burst", 100, "burst of the client-side rate limit")
 	flag.StringVar(&cfg.pricesFile, "prices", "", "JSON price list over the built-in one (pkg/cost), written into every job's run config: spot prices, discounts, another region")
-	flag.StringVar(&cfg.pricing.GraphServerInstance, "graph-server-instance-type", controllers.DefaultGraphServerInstance, "instance type of the graph servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
-	flag.StringVar(&cfg.pricing.ParameterServerInstance, "param-server-instance-type", controllers.DefaultParameterServerInstance, "instance type of the parameter servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
+	flag.StringVar(&cfg.pricing.GraphServerInstance, "graph-server-instance-type", cost.DefaultGraphServerInstance, "instance type of the graph servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
+	flag.StringVar(&cfg.pricing.ParameterServerInstance, "param-server-instance-type", cost.DefaultParameterServerInstance, "instance type of the parameter servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
@@ -29,7 +30,7 @@ func TestResolveRunConfig(t *testing.T) {
 			ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: 5100, Service: "cora-ps.ml.svc:5100",
 				Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
 			Backend: jobconfig.Backend{Kind: "cpu", CPU: &jobconfig.CPU{}},
-			Cost:    &jobconfig.Cost{GraphServerInstance: DefaultGraphServerInstance, ParameterServerInstance: DefaultParameterServerInstance},
+			Cost:    &jobconfig.Cost{GraphServerInstance: cost.DefaultGraphServerInstance, ParameterServerInstance: cost.DefaultParameterServerInstance},
 		}
 	}
 	secret := &corev1.LocalObjectReference{Name: "aws"}

@@ -17,19 +17,12 @@ import (
 // job's servers; they read it when they start. The budget itself is enforced
 // by decide (failure.go) on the reported cost.
 
-// Default instance types of the roles whose nodeSelector names none: those
-// `dorylus train` assumes.
-const (
-	DefaultGraphServerInstance     = "c5n.2xlarge"
-	DefaultParameterServerInstance = "c5.xlarge"
-)
-
 // Pricing is what the operator prices jobs with.
 type Pricing struct {
 	// Prices is the price list; a zero value means cost.Default.
 	Prices cost.Prices
 	// GraphServerInstance and ParameterServerInstance are the instance types
-	// of a role whose nodeSelector names none; empty means the Default ones.
+	// of a role whose nodeSelector names none; empty means cost's defaults.
 	GraphServerInstance, ParameterServerInstance string
 }
 
@@ -37,8 +30,8 @@ type Pricing struct {
 // spec.runPolicy.budgetUSD parsed (0: none).
 func (p *Pricing) costSection(job *dorylusv1alpha1.GNNTrainingJob, budget float64) *jobconfig.Cost {
 	c := &jobconfig.Cost{
-		GraphServerInstance:     instanceType(job.Spec.GraphServers.ServerPodSpec, p.GraphServerInstance, DefaultGraphServerInstance),
-		ParameterServerInstance: instanceType(job.Spec.ParameterServers.ServerPodSpec, p.ParameterServerInstance, DefaultParameterServerInstance),
+		GraphServerInstance:     instanceType(job.Spec.GraphServers.ServerPodSpec, p.GraphServerInstance, cost.DefaultGraphServerInstance),
+		ParameterServerInstance: instanceType(job.Spec.ParameterServers.ServerPodSpec, p.ParameterServerInstance, cost.DefaultParameterServerInstance),
 		BudgetUSD:               budget,
 	}
 	if p.Prices.Instances != nil {

@@ -59,6 +59,13 @@ var Default = Prices{
 	},
 }
 
+// The instance types a run is priced with when none is given: those of the paper's graph
+// servers (network-optimised) and of a small parameter server.
+const (
+	DefaultGraphServerInstance     = "c5n.2xlarge"
+	DefaultParameterServerInstance = "c5.xlarge"
+)
+
 // Servers are Count servers of one role on one instance type.
 type Servers struct {
 	Role     string // e.g. "graph servers"

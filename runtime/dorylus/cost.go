@@ -24,8 +24,8 @@ type costOptions struct {
 
 // addFlags registers the cost flags.
 func (c *costOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVar(&c.instance, "instance-type", "c5n.2xlarge", "cost estimate: EC2 instance type of this process, or of each graph server (and of the nodes of a knative function)")
-	f.StringVar(&c.psInstance, "param-server-instance-type", "c5.xlarge", "cost estimate: EC2 instance type of each parameter server")
+	f.StringVar(&c.instance, "instance-type", cost.DefaultGraphServerInstance, "cost estimate: EC2 instance type of this process, or of each graph server (and of the nodes of a knative function)")
+	f.StringVar(&c.psInstance, "param-server-instance-type", cost.DefaultParameterServerInstance, "cost estimate: EC2 instance type of each parameter server")
 	f.IntVar(&c.lambdaMemoryMB, "lambda-memory-mb", defaultLambdaMemoryMB, "cost estimate: memory configured for the Lambda function")
 	f.StringVar(&c.pricesFile, "prices", "", "cost estimate: JSON price list over the built-in one (pkg/cost: spot prices, discounts, another region)")
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -33,6 +38,7 @@ type serverFlags struct {
 	listen      string
 	listenFD    int
 	stopOnStdin bool
+	metricsAddr string
 }
 
 func (f *serverFlags) add(fs *pflag.FlagSet) {
@@ -40,6 +46,35 @@ func (f *serverFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "address to serve gRPC on (default: the run config's port on every interface)")
 	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on this inherited listening socket instead of --listen")
 	fs.BoolVar(&f.stopOnStdin, "stop-on-stdin-eof", false, "stop when standard input closes (set by dorylus train for its child processes)")
+	fs.StringVar(&f.metricsAddr, "metrics-address", "", "serve Prometheus metrics on GET /metrics at this address, e.g. :9090 (empty: none)")
+}
+
+// metrics starts serving the process's Prometheus series at --metrics-address until ctx ends
+// and returns their registry, which holds the Go runtime's and the process's; nil without the
+// flag.
+func (f *serverFlags) metrics(ctx context.Context, stderr io.Writer) (*prometheus.Registry, error) {
+	if f.metricsAddr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", f.metricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "dorylus: metrics at %s: %v\n", lis.Addr(), err)
+		}
+	}()
+	return reg, nil
 }
 
 // listener returns the socket to serve on: the inherited one, --listen, or port on every
@@ -253,6 +288,10 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	ctx, cancel := o.context(ctx)
 	defer cancel()
+	reg, err := o.metrics(ctx, stderr)
+	if err != nil {
+		return err
+	}
 	cfg := graphserver.Config{
 		Partition: o.partition, Partitions: len(peers), Intervals: intervals, Data: data,
 		Peers: peers, ParamServers: c.ParameterServers.Shards, Run: c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID,
@@ -264,6 +303,9 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	if pull != nil {
 		cfg.Pull = pull
+	}
+	if reg != nil {
+		cfg.Metrics = reg
 	}
 	if o.partition == 0 {
 		cfg.Events, cfg.Log, cfg.Cost, cfg.Started = stdout, stderr, c.CostRun(), started

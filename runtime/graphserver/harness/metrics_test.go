@@ -2,16 +2,14 @@ package harness_test
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/dorylus-gnn/dorylus/internal/scrape"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
@@ -21,16 +19,10 @@ import (
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
 )
 
-// scrape reads the series served at url as Prometheus would.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+// families reads the series served at url.
+func families(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := scrape.Families(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +85,7 @@ func TestMetricsScraped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fams := scrape(t, srv.URL)
+	fams := families(t, srv.URL)
 	last := res.Epochs[len(res.Epochs)-1]
 	for _, w := range []struct {
 		name   string
@@ -133,7 +125,7 @@ func TestMetricsScraped(t *testing.T) {
 	if calls != float64(h.Calls()) || int64(calls) != res.Final.Calls {
 		t.Errorf("dorylus_tensor_backend_calls_total sums to %v; the function served %d, the result counts %d", calls, h.Calls(), res.Final.Calls)
 	}
-	fnFams := scrape(t, fn.URL+"/metrics")
+	fnFams := families(t, fn.URL+"/metrics")
 	for name, want := range map[string]float64{"dorylus_function_calls_total": float64(h.Calls()), "dorylus_function_failures_total": 0,
 		"dorylus_function_calls_in_flight": 0, "dorylus_function_call_seconds": float64(h.Calls())} {
 		if got, ok := value(fnFams, name); !ok || got != want {
