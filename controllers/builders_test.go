@@ -194,8 +194,9 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 						Name:    "graph-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)"},
-						Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP}},
+						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--metrics-address", ":9090"},
+						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -323,8 +324,9 @@ func TestBuildParamDeployment(t *testing.T) {
 						Name:    "param-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1"},
-						Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP}},
+						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1", "--metrics-address", ":9090"},
+						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},

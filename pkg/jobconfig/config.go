@@ -27,6 +27,9 @@ const (
 	ParamServerPort = 5100
 	// FunctionPort is the HTTP port of `dorylus function --listen`.
 	FunctionPort = 8080
+	// MetricsPort is where the operator's server pods serve Prometheus metrics
+	// (--metrics-address).
+	MetricsPort = 9090
 
 	// EnvJobName holds the GNNTrainingJob's name.
 	EnvJobName = "DORYLUS_JOB_NAME"
