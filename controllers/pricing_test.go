@@ -1,17 +1,11 @@
 package controllers
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
@@ -90,56 +84,5 @@ func TestConfigDigestIgnoresCost(t *testing.T) {
 	}
 	if d := digest(Pricing{}, func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Training.Epochs++ }); d == base {
 		t.Error("digest kept with another epoch count")
-	}
-}
-
-// TestChartPrices renders the chart with a price list in cost.prices and
-// reads the operator's --prices file from the rendered ConfigMap as the
-// operator does: the override replaces its instance type, the rest of the
-// built-in list stays.
-func TestChartPrices(t *testing.T) {
-	helm := helmBinary(t)
-	home := t.TempDir()
-	cmd := exec.Command(helm, "template", "dorylus", filepath.Join("..", "charts", "dorylus-operator"), "--kube-version", "1.37.2",
-		"--set-json", `cost.prices={"source":"spot","asOf":"2026-12-01","instances":{"c5n.2xlarge":{"vcpus":8,"memoryGiB":21,"hourUSD":0.15}}}`,
-		"--set", "cost.graphServerInstanceType=c5n.2xlarge")
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/c", "HELM_CONFIG_HOME="+home+"/f", "HELM_DATA_HOME="+home+"/d")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, out)
-	}
-	var data, args, mount string
-	for _, u := range decodeAll(t, out) {
-		switch {
-		case u.GetKind() == "ConfigMap" && u.GetName() == "dorylus-dorylus-operator-prices":
-			data, _, _ = unstructured.NestedString(u.Object, "data", "prices.json")
-		case u.GetKind() == "Deployment":
-			var dep appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dep); err != nil {
-				t.Fatal(err)
-			}
-			c := dep.Spec.Template.Spec.Containers[0]
-			args = strings.Join(c.Args, " ")
-			for _, m := range c.VolumeMounts {
-				if m.Name == "prices" {
-					mount = m.MountPath
-				}
-			}
-		}
-	}
-	if want := "--prices=" + mount + "/prices.json"; mount == "" || !strings.Contains(args, want) {
-		t.Errorf("operator args %q, prices mounted at %q: want %s", args, mount, want)
-	}
-	p, err := cost.ReadPrices(strings.NewReader(data))
-	if err != nil {
-		t.Fatalf("prices.json %q: %v", data, err)
-	}
-	if p.Source != "spot" || p.AsOf != "2026-12-01" || p.Instances["c5n.2xlarge"].HourUSD != 0.15 ||
-		p.Instances["c5.xlarge"] != cost.Default.Instances["c5.xlarge"] || p.LambdaGBSecondUSD != cost.Default.LambdaGBSecondUSD {
-		t.Errorf("prices read from the chart: %+v", p)
-	}
-	pricing := Pricing{Prices: p, GraphServerInstance: "c5n.2xlarge", ParameterServerInstance: "c5.xlarge"}
-	if err := pricing.Validate(); err != nil {
-		t.Error(err)
 	}
 }
