@@ -39,8 +39,8 @@ type Progress struct {
 	Loss float64
 	// TrainAccuracy, ValAccuracy and TestAccuracy are in [0, 1].
 	TrainAccuracy, ValAccuracy, TestAccuracy float64
-	// CostUSD is the estimated cost so far.
-	CostUSD float64
+	// CostUSD is the estimated cost so far, EpochCostUSD that of the last epoch.
+	CostUSD, EpochCostUSD float64
 	// LastCheckpointEpoch is the epoch of the newest checkpoint, if any.
 	LastCheckpointEpoch *int
 	// FailureMessage, when set, reports an unrecoverable error and where it
@@ -120,6 +120,7 @@ func progressObject(p Progress, now time.Time) (map[string]any, error) {
 		{"valAccuracy", p.ValAccuracy, 'f', 4},
 		{"testAccuracy", p.TestAccuracy, 'f', 4},
 		{"costUSD", p.CostUSD, 'g', 6}, // 6 digits: a cpu epoch of a few micro-dollars shows
+		{"epochCostUSD", p.EpochCostUSD, 'g', 6},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			if failure == "" {

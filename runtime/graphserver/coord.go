@@ -147,11 +147,12 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		}
 		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
 		c.start = now
-		last := c.cost
-		if err := c.price(now); err != nil {
+		epochCost, err := c.price(now)
+		if err != nil {
 			return cmds, err
 		}
-		row.ev.CostUSD, row.ev.EpochCostUSD = c.cost, c.cost-last
+		row.ev.CostUSD, row.ev.EpochCostUSD, c.progress.EpochCostUSD = c.cost, epochCost, epochCost
+		c.checkBudget()
 		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
 		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
 			row.pending = true
@@ -171,19 +172,25 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	}
 }
 
-// price sets the run's cost at now, with Config.Cost, into the progress; the first cost to
-// reach the budget is reported at once.
-func (c *coordinator) price(now time.Time) error {
+// price sets the run's cost at now, with Config.Cost, into the progress and returns the part
+// of it since the last time.
+func (c *coordinator) price(now time.Time) (float64, error) {
 	run := c.cfg.Cost
 	if run == nil {
-		return nil
+		return 0, nil
 	}
 	b, err := run.At(now.Sub(c.started), c.calls)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	added := b.TotalUSD - c.cost
 	c.cost, c.progress.CostUSD = b.TotalUSD, b.TotalUSD
-	if run.Over(c.cost) && !c.budgeted {
+	return added, nil
+}
+
+// checkBudget reports the progress at once the first time its cost reaches the budget.
+func (c *coordinator) checkBudget() {
+	if run := c.cfg.Cost; run != nil && run.Over(c.cost) && !c.budgeted {
 		c.budgeted = true
 		if c.cfg.Log != nil {
 			fmt.Fprintf(c.cfg.Log, "graph server 0: the cost $%.6f reached the budget $%g\n", c.cost, run.BudgetUSD)
@@ -192,7 +199,6 @@ func (c *coordinator) price(now time.Time) error {
 			c.status.update(c.progress, true)
 		}
 	}
-	return nil
 }
 
 // startNext appends to cmds the next queued evaluation unless one is running.
@@ -249,7 +255,7 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return cmds, err
 	}
 	if e == c.last {
-		if err := c.price(time.Now()); err != nil {
+		if _, err := c.price(time.Now()); err != nil {
 			return cmds, err
 		}
 		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}

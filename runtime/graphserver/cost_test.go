@@ -53,6 +53,9 @@ func TestBudgetReportedAtOnce(t *testing.T) {
 			t.Errorf("report %d: $%.12g, want $%.12g (%d epochs of calls)", i, got, want.TotalUSD, e)
 		}
 	}
+	if got := reports[1].EpochCostUSD; !near(got, perEpoch.TotalUSD) {
+		t.Errorf("the budget's report: epoch cost $%.12g, want $%.12g", got, perEpoch.TotalUSD)
+	}
 	if !run.Over(reports[1].CostUSD) || run.Over(3*perEpoch.TotalUSD) {
 		t.Errorf("budget $%g: reported $%g", run.BudgetUSD, reports[1].CostUSD)
 	}
