@@ -12,6 +12,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dorylus-gnn/dorylus/internal/loopback"
 	"github.com/dorylus-gnn/dorylus/internal/scrape"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
@@ -32,7 +33,7 @@ func TestServersServeMetrics(t *testing.T) {
 		lis[i], addrs[i] = l, l.Addr().String()
 	}
 	defer closeAll(lis)
-	gsMetrics, psMetrics := freeAddr(t), freeAddr(t)
+	gsMetrics, psMetrics := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	run := serverConfig(t, dir, addrs, 2, func(c *jobconfig.RunConfig) { c.Training.Epochs, c.Training.EvalEvery = 3, 3 })
 	r, w := io.Pipe()
 	logs := &syncWriter{w: &strings.Builder{}}
@@ -103,15 +104,4 @@ func TestServersServeMetrics(t *testing.T) {
 	if gs["dorylus_graph_server_task_seconds"] == nil {
 		t.Error("no task times")
 	}
-}
-
-// freeAddr returns a loopback address no one listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -51,22 +51,26 @@ func TestCostFromServerHours(t *testing.T) {
 	t.Logf("cost after %d epochs: $%.9f (%.3g $/s of servers)", len(res.Epochs), res.Final.CostUSD, rate)
 }
 
-// TestCostCountsEveryServersCalls trains on two graph servers whose tensor tasks go to a real
-// function handler over HTTP (the knative backend): graph server 0's cost counts the calls
-// of both, training and evaluation, and prices their billed time as vCPU-seconds.
-func TestCostCountsEveryServersCalls(t *testing.T) {
+// functionRun is a run whose tensor tasks went to a function: its handler and URL, the graph
+// servers' backends, and the result.
+type functionRun struct {
+	h        *function.Handler
+	url      string
+	backends []*remote.Backend
+	res      *harness.Result
+}
+
+// trainOnFunction trains c on two graph servers and a parameter server whose tensor tasks go
+// through the knative backend to a real function handler served over HTTP on loopback.
+func trainOnFunction(t *testing.T, c graphserver.Config) functionRun {
+	t.Helper()
 	h, err := function.NewHandler(function.Faults{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(function.HTTPHandler(h, func() bool { return true }))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	var backends []*remote.Backend // Run builds them one after the other
-	c := gcnConfig(3)
-	c.Intervals = 2
-	var rate float64
-	c.Cost, rate = costRun(2, cost.Knative)
-	vcpu := cost.Default.Instances["c5n.2xlarge"].HourUSD / float64(cost.Default.Instances["c5n.2xlarge"].VCPUs) / 3600
 	res, err := harness.Run(context.Background(), harness.Options{Dataset: cora(t), GraphServers: 2, ParamServers: 1, Train: c,
 		Backend: func(int) (dispatch.Backend, error) {
 			b, err := knative.New(knative.Options{URLs: []string{srv.URL}, Tuning: remote.Options{MaxConcurrency: 4}})
@@ -79,6 +83,20 @@ func TestCostCountsEveryServersCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return functionRun{h, srv.URL, backends, res}
+}
+
+// TestCostCountsEveryServersCalls trains on two graph servers whose tensor tasks go to a real
+// function handler over HTTP (the knative backend): graph server 0's cost counts the calls
+// of both, training and evaluation, and prices their billed time as vCPU-seconds.
+func TestCostCountsEveryServersCalls(t *testing.T) {
+	c := gcnConfig(3)
+	c.Intervals = 2
+	var rate float64
+	c.Cost, rate = costRun(2, cost.Knative)
+	vcpu := cost.Default.Instances["c5n.2xlarge"].HourUSD / float64(cost.Default.Instances["c5n.2xlarge"].VCPUs) / 3600
+	run := trainOnFunction(t, c)
+	h, backends, res := run.h, run.backends, run.res
 	var sum cost.Calls
 	for i, b := range backends {
 		bl := b.Billing()

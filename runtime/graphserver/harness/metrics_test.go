@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"net/http/httptest"
 	"testing"
 
@@ -11,12 +10,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/internal/scrape"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
-	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
-	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
-	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
-	"github.com/dorylus-gnn/dorylus/runtime/function"
-	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
 )
 
 // families reads the series served at url.
@@ -64,27 +58,15 @@ next:
 // scrapes it and the function's /metrics, and checks the series against the run's progress
 // lines and the function's own count.
 func TestMetricsScraped(t *testing.T) {
-	h, err := function.NewHandler(function.Faults{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn := httptest.NewServer(function.HTTPHandler(h, func() bool { return true }))
-	defer fn.Close()
 	reg := prometheus.NewRegistry()
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
-
 	c := gcnConfig(3)
 	c.Intervals = 2
 	c.Cost, _ = costRun(2, cost.Knative)
 	c.Metrics = reg
-	res, err := harness.Run(context.Background(), harness.Options{Dataset: cora(t), GraphServers: 2, ParamServers: 1, Train: c,
-		Backend: func(int) (dispatch.Backend, error) {
-			return knative.New(knative.Options{URLs: []string{fn.URL}, Tuning: remote.Options{MaxConcurrency: 4}})
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := trainOnFunction(t, c)
+	h, res := run.h, run.res
 	fams := families(t, srv.URL)
 	last := res.Epochs[len(res.Epochs)-1]
 	for _, w := range []struct {
@@ -125,7 +107,7 @@ func TestMetricsScraped(t *testing.T) {
 	if calls != float64(h.Calls()) || int64(calls) != res.Final.Calls {
 		t.Errorf("dorylus_tensor_backend_calls_total sums to %v; the function served %d, the result counts %d", calls, h.Calls(), res.Final.Calls)
 	}
-	fnFams := families(t, fn.URL+"/metrics")
+	fnFams := families(t, run.url+"/metrics")
 	for name, want := range map[string]float64{"dorylus_function_calls_total": float64(h.Calls()), "dorylus_function_failures_total": 0,
 		"dorylus_function_calls_in_flight": 0, "dorylus_function_call_seconds": float64(h.Calls())} {
 		if got, ok := value(fnFams, name); !ok || got != want {
