@@ -99,6 +99,24 @@ func (r *Reporter) Report(ctx context.Context, p Progress) error {
 	return nil
 }
 
+// CostUSD returns the cost status.progress holds (0 if none): what earlier launches of the
+// run reported, for a restarted graph server 0 to go on from.
+func (r *Reporter) CostUSD(ctx context.Context) (float64, error) {
+	u, err := r.client.Resource(GroupVersionResource).Namespace(r.namespace).Get(ctx, r.name, metav1.GetOptions{}, "status")
+	if err != nil {
+		return 0, fmt.Errorf("jobstatus: read the status of %s/%s: %w", r.namespace, r.name, err)
+	}
+	s, found, err := unstructured.NestedString(u.Object, "status", "progress", "costUSD")
+	if err != nil || !found {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("jobstatus: status.progress.costUSD %q: %w", s, err)
+	}
+	return f, nil
+}
+
 // progressObject renders p in the API's form: decimals as strings.
 func progressObject(p Progress, now time.Time) (map[string]any, error) {
 	if p.Epoch < 0 {

@@ -221,7 +221,7 @@ func (o *graphServerOptions) statusJob() (namespace, name string, ok bool) {
 
 // statusReporter returns the reporter of graph server 0 inside a job, nil elsewhere or when
 // the API server cannot be configured (which is logged: status reports are best effort).
-func (o *graphServerOptions) statusReporter(stderr io.Writer) graphserver.ProgressReporter {
+func (o *graphServerOptions) statusReporter(stderr io.Writer) *jobstatus.Reporter {
 	ns, name, ok := o.statusJob()
 	if o.partition != 0 || !ok {
 		return nil
@@ -235,6 +235,13 @@ func (o *graphServerOptions) statusReporter(stderr io.Writer) graphserver.Progre
 	}
 	fmt.Fprintf(stderr, "dorylus graph-server: no status reports to GNNTrainingJob %s/%s: %v\n", ns, name, err)
 	return nil
+}
+
+// costBefore reads the cost earlier launches of graph server 0 reported into the job's status.
+func costBefore(ctx context.Context, r *jobstatus.Reporter) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return r.CostUSD(ctx)
 }
 
 func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io.Writer) error {
@@ -311,6 +318,9 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		cfg.Events, cfg.Log, cfg.Cost, cfg.Started = stdout, stderr, c.CostRun(), started
 		if r := o.statusReporter(stderr); r != nil {
 			cfg.Status = r
+			if cfg.CostBefore, err = costBefore(ctx, r); err != nil {
+				fmt.Fprintf(stderr, "dorylus graph-server: the cost starts from 0: %v\n", err)
+			}
 		}
 	}
 	return graphserver.Run(ctx, cfg, lis)

@@ -72,6 +72,9 @@ type Config struct {
 	// cost that reaches Cost.BudgetUSD goes to Status at once.
 	Cost    *cost.Run
 	Started time.Time
+	// CostBefore is the cost of the run's earlier launches, which Cost's adds to: what the
+	// job's status held when graph server 0 (re)started.
+	CostBefore float64
 
 	// Metrics, when set, receives the server's Prometheus series (metrics.go), labelled with
 	// its partition.

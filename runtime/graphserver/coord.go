@@ -101,7 +101,7 @@ func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
 	if cfg.Patience > 0 {
 		c.sel = model.NewBestValidation(cfg.Patience)
 	}
-	c.started = cfg.Started
+	c.started, c.cost = cfg.Started, cfg.CostBefore
 	if c.started.IsZero() {
 		c.started = time.Now()
 	}
@@ -183,8 +183,9 @@ func (c *coordinator) price(now time.Time) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	added := b.TotalUSD - c.cost
-	c.cost, c.progress.CostUSD = b.TotalUSD, b.TotalUSD
+	total := c.cfg.CostBefore + b.TotalUSD
+	added := total - c.cost
+	c.cost, c.progress.CostUSD = total, total
 	return added, nil
 }
 

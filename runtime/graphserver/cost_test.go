@@ -2,6 +2,7 @@ package graphserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -67,3 +68,27 @@ func TestBudgetReportedAtOnce(t *testing.T) {
 
 // near reports a ≈ b to 1e-9 relative.
 func near(a, b float64) bool { return a == b || (a-b)*(a-b) <= 1e-18*b*b }
+
+// TestCostGoesOn: a restarted graph server 0 adds its launch's cost to what the job's status
+// held, and the first epoch's cost is its own.
+func TestCostGoesOn(t *testing.T) {
+	run := &cost.Run{Prices: cost.Default, Function: cost.Lambda, Base: cost.Usage{LambdaMemoryMB: 1024}}
+	epoch, err := run.At(0, cost.Calls{Requests: 4, Billed: 4 * 25 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events bytes.Buffer
+	cfg := &Config{Partitions: 1, Epochs: 10, EvalEvery: 10, Cost: run, CostBefore: 0.75, Events: &events}
+	c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper())
+	c.begin(0)
+	if _, err := c.epochDone(&rpc.EpochReport{Epoch: 0, Calls: 4, BilledNs: uint64(4 * 25 * time.Millisecond)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var ev Event
+	if err := json.Unmarshal(events.Bytes(), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if !near(ev.CostUSD, 0.75+epoch.TotalUSD) || !near(ev.EpochCostUSD, epoch.TotalUSD) || !near(c.progress.CostUSD, ev.CostUSD) {
+		t.Errorf("epoch 1: $%.12g (+$%.12g), progress $%.12g; want $0.75 + $%.12g", ev.CostUSD, ev.EpochCostUSD, c.progress.CostUSD, epoch.TotalUSD)
+	}
+}
