@@ -1,7 +1,13 @@
 package harness_test
 
 import (
+	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,10 +120,50 @@ func TestMetricsScraped(t *testing.T) {
 			t.Errorf("function's %s = %v (present %v), want %v", name, got, ok, want)
 		}
 	}
+	// Every series the chart's dashboard queries is one the servers expose.
+	for _, name := range dashboardSeries(t) {
+		if fams[name] == nil && fnFams[name] == nil {
+			t.Errorf("the dashboard queries %s, which no server exposes", name)
+		}
+	}
 	// Synchronous mode: every Gather reads rows of its own epoch.
 	for _, m := range fams["dorylus_graph_server_gather_staleness_epochs"].GetMetric() {
 		if hs := m.Histogram; hs.GetSampleCount() == 0 || hs.GetSampleSum() != 0 {
 			t.Errorf("gather staleness %v: want samples, all 0", hs)
 		}
 	}
+}
+
+// dashboardSeries returns the metric families the chart's Grafana dashboard queries.
+func dashboardSeries(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "charts", "dorylus-operator", "dashboards", "dorylus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range regexp.MustCompile(`dorylus_[a-z_]+`).FindAllString(tg.Expr, -1) {
+				m = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count"), "_sum")
+				if m != "dorylus_dev_job_name" && !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("the dashboard queries only %v", out)
+	}
+	return out
 }
