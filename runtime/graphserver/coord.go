@@ -69,7 +69,8 @@ type coordinator struct {
 	calls    cost.Calls
 	cost     float64
 	budgeted bool
-	metrics  *metrics
+	// metrics, when set, receives the progress as Prometheus series.
+	metrics *metrics
 }
 
 type epochAgg struct {
