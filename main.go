@@ -4,11 +4,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,6 +26,7 @@ import (
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/controllers"
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 )
 
 // config holds the command-line settings.
@@ -39,6 +42,8 @@ type config struct {
 	maxConcurrentReconciles int
 	qps                     float64
 	burst                   int
+	pricesFile              string
+	pricing                 controllers.Pricing
 }
 
 func main() {
@@ -54,12 +59,19 @@ func main() {
 	flag.IntVar(&cfg.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "jobs reconciled at once")
 	flag.Float64Var(&cfg.qps, "kube-api-qps", 50, "client-side rate limit on API requests per second")
 	flag.IntVar(&cfg.burst, "kube-api-burst", 100, "burst of the client-side rate limit")
+	flag.StringVar(&cfg.pricesFile, "prices", "", "JSON price list over the built-in one (pkg/cost), written into every job's run config: spot prices, discounts, another region")
+	flag.StringVar(&cfg.pricing.GraphServerInstance, "graph-server-instance-type", cost.DefaultGraphServerInstance, "instance type of the graph servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
+	flag.StringVar(&cfg.pricing.ParameterServerInstance, "param-server-instance-type", cost.DefaultParameterServerInstance, "instance type of the parameter servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
-	restCfg, err := ctrl.GetConfig()
+	err := cfg.readPrices()
+	var restCfg *rest.Config
+	if err == nil {
+		restCfg, err = ctrl.GetConfig()
+	}
 	if err == nil {
 		err = run(ctrl.SetupSignalHandler(), restCfg, cfg)
 	}
@@ -67,6 +79,22 @@ func main() {
 		ctrl.Log.Error(err, "operator stopped")
 		os.Exit(1)
 	}
+}
+
+// readPrices reads --prices over the built-in price list and checks that the default
+// instance types have prices.
+func (c *config) readPrices() error {
+	if c.pricesFile != "" {
+		f, err := os.Open(c.pricesFile)
+		if err != nil {
+			return fmt.Errorf("--prices: %w", err)
+		}
+		defer f.Close()
+		if c.pricing.Prices, err = cost.ReadPrices(f); err != nil {
+			return fmt.Errorf("--prices %s: %w", c.pricesFile, err)
+		}
+	}
+	return c.pricing.Validate()
 }
 
 // run starts the manager against the API server of restCfg and blocks until
@@ -104,7 +132,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("discover Knative Serving: %w", err)
 	}
-	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "knativeServing", knative)
+	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "knativeServing", knative, "prices", cmp.Or(cfg.pricesFile, "built-in"))
 
 	r := &controllers.GNNTrainingJobReconciler{
 		Client:           mgr.GetClient(),
@@ -113,6 +141,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 		RuntimeImage:     cfg.runtimeImage,
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
+		Pricing:          cfg.pricing,
 	}
 	if err := r.SetupWithManager(mgr, controllers.Options{MaxConcurrentReconciles: cfg.maxConcurrentReconciles}); err != nil {
 		return fmt.Errorf("controller: %w", err)

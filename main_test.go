@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dorylus-gnn/dorylus/internal/loopback"
 )
 
 // TestOperatorServesProbesMetricsAndLeads runs the operator's manager as
@@ -44,7 +45,7 @@ func TestOperatorServesProbesMetricsAndLeads(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -128,16 +129,6 @@ func TestOperatorServesProbesMetricsAndLeads(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func get(c *http.Client, url, token string) (string, error) {

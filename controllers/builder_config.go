@@ -28,8 +28,9 @@ const (
 func secretDir(purpose string) string { return path.Join(jobconfig.SecretsDir, purpose) }
 
 // resolveRunConfig turns a job's spec into the run config its pods read:
-// defaults applied, decimals parsed, addresses spelled out. It is pure.
-func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob) (*jobconfig.RunConfig, error) {
+// defaults applied, decimals parsed, addresses spelled out, the cost
+// section priced by pricing. It is pure.
+func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*jobconfig.RunConfig, error) {
 	s := &job.Spec
 	p := decimalParser{}
 	cfg := &jobconfig.RunConfig{
@@ -101,6 +102,11 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob) (*jobconfig.RunConfig
 			cfg.Checkpoint.S3 = resolveS3(c.S3, secretCheckpoint)
 		}
 	}
+	budget := 0.0
+	if b := s.RunPolicy.BudgetUSD; b != nil {
+		budget = p.parse("spec.runPolicy.budgetUSD", *b)
+	}
+	cfg.Cost = pricing.costSection(job, budget)
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -188,7 +194,19 @@ func buildConfigMap(job *dorylusv1alpha1.GNNTrainingJob, runJSON []byte) *corev1
 		WithData(map[string]string{jobconfig.ConfigMapKey: string(runJSON)})
 }
 
-// configHash is a short digest of run.json, stamped on pod templates.
+// configDigest is the digest of cfg but its cost section (pricing.go),
+// stamped on pod templates so that the servers restart when it changes.
+func configDigest(cfg *jobconfig.RunConfig) (string, error) {
+	c := *cfg
+	c.Cost = nil
+	data, err := jobconfig.Marshal(&c)
+	if err != nil {
+		return "", err
+	}
+	return configHash(data), nil
+}
+
+// configHash is a short digest of a run.json.
 func configHash(runJSON []byte) string {
 	sum := sha256.Sum256(runJSON)
 	return hex.EncodeToString(sum[:8])

@@ -64,7 +64,8 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 		WithImage(image).
 		WithCommand(jobconfig.Command).
 		WithArgs("graph-server", "--config", jobconfig.DefaultPath, "--partition", "$("+jobconfig.EnvPartition+")").
-		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithArgs(metricsArgs...).
+		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
 		WithEnv(env...).
 		WithResources(resources(job.Spec.GraphServers.Resources)).
 		WithReadinessProbe(grpcReadiness(jobconfig.GraphServerPort)).

@@ -50,7 +50,8 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 		WithImage(image).
 		WithCommand(jobconfig.Command).
 		WithArgs("param-server", "--config", jobconfig.DefaultPath, "--shard", strconv.Itoa(int(shard))).
-		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.ParamServerPort).WithProtocol(corev1.ProtocolTCP)).
+		WithArgs(metricsArgs...).
+		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.ParamServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
 		WithEnv(commonEnv(job)...).
 		WithResources(resources(job.Spec.ParameterServers.Resources)).
 		WithReadinessProbe(grpcReadiness(jobconfig.ParamServerPort)).

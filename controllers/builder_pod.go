@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -53,6 +55,13 @@ func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 		WithAllowPrivilegeEscalation(false).
 		WithReadOnlyRootFilesystem(true).
 		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
+}
+
+// metricsArgs and metricsPort are a server container's Prometheus endpoint.
+var metricsArgs = []string{"--metrics-address", fmt.Sprintf(":%d", jobconfig.MetricsPort)}
+
+func metricsPort() *corev1ac.ContainerPortApplyConfiguration {
+	return corev1ac.ContainerPort().WithName("metrics").WithContainerPort(jobconfig.MetricsPort).WithProtocol(corev1.ProtocolTCP)
 }
 
 // commonEnv is the downward-API environment of every server container.

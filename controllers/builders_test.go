@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
@@ -29,6 +30,7 @@ func TestResolveRunConfig(t *testing.T) {
 			ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: 5100, Service: "cora-ps.ml.svc:5100",
 				Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
 			Backend: jobconfig.Backend{Kind: "cpu", CPU: &jobconfig.CPU{}},
+			Cost:    &jobconfig.Cost{GraphServerInstance: cost.DefaultGraphServerInstance, ParameterServerInstance: cost.DefaultParameterServerInstance},
 		}
 	}
 	secret := &corev1.LocalObjectReference{Name: "aws"}
@@ -150,7 +152,7 @@ func TestResolveRunConfig(t *testing.T) {
 			if tc.want != nil {
 				tc.want(want)
 			}
-			got, err := resolveRunConfig(job)
+			got, err := resolveRunConfig(job, &Pricing{})
 			if err != nil {
 				t.Fatalf("resolveRunConfig: %v", err)
 			}
@@ -163,7 +165,7 @@ func TestResolveRunConfig(t *testing.T) {
 
 func TestResolveRunConfigRefusesBadDecimals(t *testing.T) {
 	job := testJob(func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Model.Dropout = "half" })
-	if _, err := resolveRunConfig(job); err == nil {
+	if _, err := resolveRunConfig(job, &Pricing{}); err == nil {
 		t.Fatal("resolveRunConfig accepted dropout \"half\"")
 	}
 }
@@ -205,8 +207,9 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 						Name:    "graph-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)"},
-						Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP}},
+						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--metrics-address", ":9090"},
+						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -346,8 +349,9 @@ func TestBuildParamDeployment(t *testing.T) {
 						Name:    "param-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1"},
-						Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP}},
+						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1", "--metrics-address", ":9090"},
+						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},

@@ -35,7 +35,7 @@ func managedKnative(job *dorylusv1alpha1.GNNTrainingJob) bool {
 // desiredChildren builds every child of the job. running selects the
 // replica counts: the spec's, or zero while suspended or finished.
 func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrainingJob, running bool) ([]runtime.ApplyConfiguration, error) {
-	cfg, err := resolveRunConfig(job)
+	cfg, err := resolveRunConfig(job, &r.Pricing)
 	if err != nil {
 		return nil, fmt.Errorf("resolve run config: %w", err)
 	}
@@ -43,7 +43,10 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 	if err != nil {
 		return nil, fmt.Errorf("encode run config: %w", err)
 	}
-	hash := configHash(runJSON)
+	hash, err := configDigest(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode run config: %w", err)
+	}
 	image := runtimeImage(job, r.RuntimeImage)
 	gsReplicas, psReplicas := int32(0), int32(0)
 	if running {

@@ -29,6 +29,8 @@ func TestCreateMakesEveryChild(t *testing.T) {
 	job := createJob(t, userJob(ns, "cora", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.GraphServers.Replicas = 2
 		j.Spec.ParameterServers.Replicas = 2
+		j.Spec.GraphServers.NodeSelector = map[string]string{corev1.LabelInstanceTypeStable: "r5.xlarge"}
+		j.Spec.RunPolicy.BudgetUSD = ptr.To[dorylusv1alpha1.Decimal]("0.25")
 	}))
 	got := waitCondition(t, ns, "cora", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, dorylusv1alpha1.ReasonChildrenCreated)
 
@@ -91,6 +93,13 @@ func TestCreateMakesEveryChild(t *testing.T) {
 	if cfg.Job.UID != string(got.UID) || cfg.Training.Epochs != 200 || cfg.Model.Dropout != 0.5 {
 		t.Errorf("run config job/training/model: %+v %+v %+v", cfg.Job, cfg.Training, cfg.Model)
 	}
+	// The cost section: the operator's price list, the graph servers' type from their node
+	// selector, the parameter servers' from the operator's default, the budget.
+	wantCost := &jobconfig.Cost{Prices: &testPricing.Prices, GraphServerInstance: "r5.xlarge",
+		ParameterServerInstance: testPricing.ParameterServerInstance, BudgetUSD: 0.25}
+	if diff := cmp.Diff(wantCost, cfg.Cost); diff != "" {
+		t.Errorf("cost (-want +got):\n%s", diff)
+	}
 
 	// The graph servers: the builder's output, with the API server's defaults on top.
 	var sts appsv1.StatefulSet
@@ -101,10 +110,10 @@ func TestCreateMakesEveryChild(t *testing.T) {
 		t.Errorf("StatefulSet replicas %d service %q policy %q", *sts.Spec.Replicas, sts.Spec.ServiceName, sts.Spec.PodManagementPolicy)
 	}
 	c := sts.Spec.Template.Spec.Containers[0]
-	if c.Image != testImage || !cmp.Equal(c.Args, []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)"}) {
+	if c.Image != testImage || !cmp.Equal(c.Args, []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--metrics-address", ":9090"}) {
 		t.Errorf("graph-server container image %q args %q", c.Image, c.Args)
 	}
-	if sts.Spec.Template.Annotations[AnnotationConfigHash] != configHash([]byte(cm.Data[jobconfig.ConfigMapKey])) {
+	if d, err := configDigest(cfg); err != nil || sts.Spec.Template.Annotations[AnnotationConfigHash] != d {
 		t.Errorf("pod template config hash %q does not match run.json", sts.Spec.Template.Annotations[AnnotationConfigHash])
 	}
 	var gsSvc corev1.Service

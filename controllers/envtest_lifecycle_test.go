@@ -56,7 +56,7 @@ func TestConditionsThroughALife(t *testing.T) {
 	report(t, ns, "life", jobstatus.Progress{Epoch: 3, Loss: 0.9, TrainAccuracy: 0.7, ValAccuracy: 0.6, TestAccuracy: 0.55, CostUSD: 0.01})
 	eventually(t, "progress visible", func() error {
 		p := getJob(t, ns, "life").Status.Progress
-		if p == nil || p.Epoch != 3 || *p.ValAccuracy != "0.6000" || *p.CostUSD != "0.0100" {
+		if p == nil || p.Epoch != 3 || *p.ValAccuracy != "0.6000" || *p.CostUSD != "0.01" {
 			return fmt.Errorf("progress %+v", p)
 		}
 		return nil
@@ -222,7 +222,7 @@ func TestBudgetStop(t *testing.T) {
 	}
 	report(t, ns, "budget", jobstatus.Progress{Epoch: 11, CostUSD: 1.5})
 	job := waitCondition(t, ns, "budget", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonBudgetExceeded)
-	if c := findCond(job, dorylusv1alpha1.ConditionFailed); c.Message != "cost 1.5000 USD reached spec.runPolicy.budgetUSD 1.50" {
+	if c := findCond(job, dorylusv1alpha1.ConditionFailed); c.Message != "cost 1.5 USD reached spec.runPolicy.budgetUSD 1.50" {
 		t.Errorf("Failed message %q", c.Message)
 	}
 	waitScaled(t, ns, "budget", 0, 0)

@@ -143,7 +143,7 @@ func TestHelmChartApplies(t *testing.T) {
 		kinds[u.GetKind()]++
 	}
 	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 1,
-		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1}
+		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1, "ConfigMap": 1} // the ConfigMap: the dashboard
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("rendered kinds (-want +got):\n%s", diff)
 	}

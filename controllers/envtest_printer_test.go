@@ -51,7 +51,7 @@ func TestPrinterColumns(t *testing.T) {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}
 	cells := table.Rows[0].Cells
-	want := []any{"shown", float64(9), "0.8125", "0.5000", "False", "True"}
+	want := []any{"shown", float64(9), "0.8125", "0.5", "False", "True"}
 	if diff := cmp.Diff(want, cells[:6]); diff != "" {
 		t.Errorf("row (-want +got):\n%s", diff)
 	}

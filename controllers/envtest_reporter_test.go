@@ -47,6 +47,10 @@ func TestReporterHasLeastPrivilege(t *testing.T) {
 	if p := job.Status.Progress; p == nil || p.Epoch != 2 || *p.Loss != "1.2" {
 		t.Fatalf("progress %+v", p)
 	}
+	// A restarted graph server 0 reads the cost so far back.
+	if c, err := mine.CostUSD(ctx); err != nil || c != 0.001 {
+		t.Errorf("cost read back as the job's ServiceAccount: %v, %v; want 0.001", c, err)
+	}
 	owners := map[string]bool{}
 	for _, mf := range job.ManagedFields {
 		if mf.Subresource == "status" && strings.Contains(string(mf.FieldsV1.GetRawBytes()), `"f:progress"`) {

@@ -58,6 +58,8 @@ type GNNTrainingJobReconciler struct {
 	// KnativeAvailable says whether the cluster serves serving.knative.dev/v1
 	// Services; without it, managed Knative backends are refused in status.
 	KnativeAvailable bool
+	// Pricing prices the jobs (pricing.go).
+	Pricing Pricing
 }
 
 // Reconcile brings one job's children and status in line with its spec.

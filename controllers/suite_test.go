@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 )
 
 // The envtest suite: one real kube-apiserver and etcd for the package, one
@@ -46,6 +48,15 @@ var (
 )
 
 const testImage = "dorylus-gnn/dorylus:test"
+
+// testPricing is the operator's pricing in the suite: a price list read over the default
+// one, as the chart's cost.prices value gives it, and default instance types.
+var testPricing = func() Pricing {
+	p, err := cost.ReadPrices(strings.NewReader(`{"source": "test spot prices", "asOf": "2026-03-01",
+		"instances": {"c5.xlarge": {"vcpus": 4, "memoryGiB": 8, "hourUSD": 0.07}}}`))
+	utilruntime.Must(err)
+	return Pricing{Prices: p, GraphServerInstance: "c5n.xlarge", ParameterServerInstance: "c5.xlarge"}
+}()
 
 // The manager's client-side rate limit and concurrency: main.go's defaults.
 const (
@@ -169,6 +180,7 @@ func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (c
 		RuntimeImage:     testImage,
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
+		Pricing:          testPricing,
 	}
 	if err := r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: managerConcurrency}); err != nil {
 		return nil, nil, err

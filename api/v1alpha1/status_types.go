@@ -87,6 +87,9 @@ type Progress struct {
 	// CostUSD is the estimated cost so far (servers and function calls).
 	// +optional
 	CostUSD *Decimal `json:"costUSD,omitempty"`
+	// EpochCostUSD is the estimated cost of the last completed epoch.
+	// +optional
+	EpochCostUSD *Decimal `json:"epochCostUSD,omitempty"`
 	// LastCheckpointEpoch is the epoch of the newest saved checkpoint.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -480,6 +480,11 @@ func (in *Progress) DeepCopyInto(out *Progress) {
 		*out = new(Decimal)
 		**out = **in
 	}
+	if in.EpochCostUSD != nil {
+		in, out := &in.EpochCostUSD, &out.EpochCostUSD
+		*out = new(Decimal)
+		**out = **in
+	}
 	if in.LastCheckpointEpoch != nil {
 		in, out := &in.LastCheckpointEpoch, &out.LastCheckpointEpoch
 		*out = new(int32)

@@ -13,23 +13,25 @@ import (
 	"time"
 )
 
-// Instance is an EC2 instance type's size and on-demand price.
+// Instance is an EC2 instance type's size and hourly price.
 type Instance struct {
-	VCPUs     int
-	MemoryGiB float64
-	HourUSD   float64
+	VCPUs     int     `json:"vcpus"`
+	MemoryGiB float64 `json:"memoryGiB"`
+	HourUSD   float64 `json:"hourUSD"`
 }
 
 // Prices is a price list.
 type Prices struct {
-	// Source says where the prices come from and as of when.
-	Source string
+	// Source says where the prices come from.
+	Source string `json:"source"`
+	// AsOf is when the prices were read off their source: a year or a date (YYYY-MM-DD).
+	AsOf string `json:"asOf"`
 	// LambdaGBSecondUSD is the price of one GB-second of Lambda duration.
-	LambdaGBSecondUSD float64
+	LambdaGBSecondUSD float64 `json:"lambdaGBSecondUSD"`
 	// LambdaRequestUSD is the price of one Lambda request.
-	LambdaRequestUSD float64
+	LambdaRequestUSD float64 `json:"lambdaRequestUSD"`
 	// Instances are the known instance types by name.
-	Instances map[string]Instance
+	Instances map[string]Instance `json:"instances"`
 }
 
 // Default is the price list of AWS us-east-1: on-demand Linux instances and Lambda on x86
@@ -38,6 +40,7 @@ type Prices struct {
 // 2024). Check them before quoting a figure.
 var Default = Prices{
 	Source:            "AWS us-east-1 on-demand Linux and Lambda x86 prices as listed in 2024 (aws.amazon.com/ec2/pricing/on-demand, aws.amazon.com/lambda/pricing)",
+	AsOf:              "2024",
 	LambdaGBSecondUSD: 0.0000166667,
 	LambdaRequestUSD:  0.20 / 1e6,
 	Instances: map[string]Instance{
@@ -55,6 +58,13 @@ var Default = Prices{
 		"p3.2xlarge":  {8, 61, 3.06},
 	},
 }
+
+// The instance types a run is priced with when none is given: those of the paper's graph
+// servers (network-optimised) and of a small parameter server.
+const (
+	DefaultGraphServerInstance     = "c5n.2xlarge"
+	DefaultParameterServerInstance = "c5.xlarge"
+)
 
 // Servers are Count servers of one role on one instance type.
 type Servers struct {
@@ -115,7 +125,7 @@ func (p Prices) instance(name, what string) (Instance, error) {
 
 // Estimate prices a run's usage. Lines with nothing used are left out.
 func (p Prices) Estimate(u Usage) (Breakdown, error) {
-	b := Breakdown{Prices: p.Source}
+	b := Breakdown{Prices: p.Source + ", as of " + p.AsOf}
 	add := func(name string, q float64, unit string, price float64) {
 		if q > 0 {
 			b.Items = append(b.Items, Item{Name: name, Quantity: q, Unit: unit, UnitUSD: price, USD: q * price})

@@ -5,7 +5,7 @@
 // calls the single-process trainer makes.
 //
 // A Backend has two required methods, Run and Concurrency; what only some backends have is an
-// optional interface (Closer, StatsReporter) checked with a type assertion.
+// optional interface (Closer, StatsReporter, Biller) checked with a type assertion.
 //
 // # Wire format
 //
@@ -23,6 +23,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -158,6 +159,12 @@ type Stats struct {
 // StatsReporter is implemented by backends that count their work.
 type StatsReporter interface {
 	Stats() Stats
+}
+
+// Biller is implemented by backends whose calls are billed (Lambda, Knative): Billing returns
+// the calls sent so far and their billed duration.
+type Biller interface {
+	Billing() cost.Calls
 }
 
 // ErrRequest wraps every error Execute returns for a malformed request.

@@ -27,6 +27,9 @@ const (
 	ParamServerPort = 5100
 	// FunctionPort is the HTTP port of `dorylus function --listen`.
 	FunctionPort = 8080
+	// MetricsPort is where the operator's server pods serve Prometheus metrics
+	// (--metrics-address).
+	MetricsPort = 9090
 
 	// EnvJobName holds the GNNTrainingJob's name.
 	EnvJobName = "DORYLUS_JOB_NAME"
@@ -98,6 +101,8 @@ type RunConfig struct {
 	// Inference, when set, runs a saved model on the dataset instead of
 	// training it; Output is then required.
 	Inference *Inference `json:"inference,omitempty"`
+	// Cost, when set, makes graph server 0 price the run as it goes.
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // JobRef identifies the GNNTrainingJob a run belongs to.

@@ -34,6 +34,7 @@ func (cfg *RunConfig) Validate() error {
 		v.nonEmpty(fmt.Sprintf("parameterServers.shards[%d]", i), s)
 	}
 	cfg.Backend.validate(&v)
+	cfg.validateCost(&v)
 	if cfg.Checkpoint != nil {
 		c := cfg.Checkpoint
 		v.check(c.IntervalEpochs >= 1, "checkpoint.intervalEpochs", "must be at least 1, got %d", c.IntervalEpochs)

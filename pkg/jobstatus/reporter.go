@@ -39,8 +39,8 @@ type Progress struct {
 	Loss float64
 	// TrainAccuracy, ValAccuracy and TestAccuracy are in [0, 1].
 	TrainAccuracy, ValAccuracy, TestAccuracy float64
-	// CostUSD is the estimated cost so far.
-	CostUSD float64
+	// CostUSD is the estimated cost so far, EpochCostUSD that of the last epoch.
+	CostUSD, EpochCostUSD float64
 	// LastCheckpointEpoch is the epoch of the newest checkpoint, if any.
 	LastCheckpointEpoch *int
 	// FailureMessage, when set, reports an unrecoverable error and where it
@@ -102,6 +102,24 @@ func (r *Reporter) Report(ctx context.Context, p Progress) error {
 	return nil
 }
 
+// CostUSD returns the cost status.progress holds (0 if none): what earlier launches of the
+// run reported, for a restarted graph server 0 to go on from.
+func (r *Reporter) CostUSD(ctx context.Context) (float64, error) {
+	u, err := r.client.Resource(GroupVersionResource).Namespace(r.namespace).Get(ctx, r.name, metav1.GetOptions{}, "status")
+	if err != nil {
+		return 0, fmt.Errorf("jobstatus: read the status of %s/%s: %w", r.namespace, r.name, err)
+	}
+	s, found, err := unstructured.NestedString(u.Object, "status", "progress", "costUSD")
+	if err != nil || !found {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("jobstatus: status.progress.costUSD %q: %w", s, err)
+	}
+	return f, nil
+}
+
 // progressObject renders p in the API's form: decimals as strings.
 func progressObject(p Progress, now time.Time) (map[string]any, error) {
 	if p.Epoch < 0 {
@@ -122,7 +140,8 @@ func progressObject(p Progress, now time.Time) (map[string]any, error) {
 		{"trainAccuracy", p.TrainAccuracy, 'f', 4},
 		{"valAccuracy", p.ValAccuracy, 'f', 4},
 		{"testAccuracy", p.TestAccuracy, 'f', 4},
-		{"costUSD", p.CostUSD, 'f', 4},
+		{"costUSD", p.CostUSD, 'g', 6}, // 6 digits: a cpu epoch of a few micro-dollars shows
+		{"epochCostUSD", p.EpochCostUSD, 'g', 6},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			if failure == "" {

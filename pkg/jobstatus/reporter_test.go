@@ -18,25 +18,25 @@ func TestProgressObject(t *testing.T) {
 		want map[string]any
 	}{
 		{"full report", Progress{Epoch: 12, Loss: 0.6931471805599453, TrainAccuracy: 0.95, ValAccuracy: 0.8123, TestAccuracy: 0.80556,
-			CostUSD: 0.0123, LastCheckpointEpoch: &ckpt}, map[string]any{
+			CostUSD: 0.0123, EpochCostUSD: 2.5e-4, LastCheckpointEpoch: &ckpt}, map[string]any{
 			"epoch": int64(12), "updateTime": "2026-05-06T06:08:09Z", "loss": "0.693147", "trainAccuracy": "0.9500",
-			"valAccuracy": "0.8123", "testAccuracy": "0.8056", "costUSD": "0.0123", "lastCheckpointEpoch": int64(10),
+			"valAccuracy": "0.8123", "testAccuracy": "0.8056", "costUSD": "0.0123", "epochCostUSD": "0.00025", "lastCheckpointEpoch": int64(10),
 		}},
 		{"outputs written", Progress{Epoch: 3, Outputs: []string{"model.safetensors", "model.json"}}, map[string]any{
 			"epoch": int64(3), "updateTime": "2026-05-06T06:08:09Z", "loss": "0", "trainAccuracy": "0.0000",
-			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000", "outputs": []any{"model.safetensors", "model.json"},
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0", "epochCostUSD": "0", "outputs": []any{"model.safetensors", "model.json"},
 		}},
-		{"tiny loss uses an exponent the API accepts", Progress{Epoch: 1, Loss: 1.5e-9}, map[string]any{
+		{"tiny loss and cost use an exponent the API accepts", Progress{Epoch: 1, Loss: 1.5e-9, CostUSD: 2.5e-6}, map[string]any{
 			"epoch": int64(1), "updateTime": "2026-05-06T06:08:09Z", "loss": "1.5e-09", "trainAccuracy": "0.0000",
-			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000",
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "2.5e-06", "epochCostUSD": "0",
 		}},
 		{"NaN loss becomes a failure naming the epoch", Progress{Epoch: 7, Loss: math.NaN(), ValAccuracy: 0.5}, map[string]any{
 			"epoch": int64(7), "updateTime": "2026-05-06T06:08:09Z", "trainAccuracy": "0.0000",
-			"valAccuracy": "0.5000", "testAccuracy": "0.0000", "costUSD": "0.0000", "failureMessage": "loss is NaN at epoch 7",
+			"valAccuracy": "0.5000", "testAccuracy": "0.0000", "costUSD": "0", "epochCostUSD": "0", "failureMessage": "loss is NaN at epoch 7",
 		}},
 		{"the caller's failure message wins", Progress{Epoch: 7, Loss: math.Inf(1), FailureMessage: "NaN in layer 1 AV"}, map[string]any{
 			"epoch": int64(7), "updateTime": "2026-05-06T06:08:09Z", "trainAccuracy": "0.0000",
-			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0.0000", "failureMessage": "NaN in layer 1 AV",
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0", "epochCostUSD": "0", "failureMessage": "NaN in layer 1 AV",
 		}},
 	}
 	for _, tc := range tests {

@@ -515,11 +515,15 @@ func (x *ProgressReport) GetDone() []*TaskRef {
 
 // EpochReport tells the coordinator that a partition finished an epoch.
 type EpochReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
-	Epoch         uint32                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Loss          float64                `protobuf:"fixed64,3,opt,name=loss,proto3" json:"loss,omitempty"`                           // the partition's share of the epoch's training loss
-	BytesSent     uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"` // tensor payload bytes the partition sent to peers since its last report
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	From      uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Epoch     uint32                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Loss      float64                `protobuf:"fixed64,3,opt,name=loss,proto3" json:"loss,omitempty"`                           // the partition's share of the epoch's training loss
+	BytesSent uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"` // tensor payload bytes the partition sent to peers since its last report
+	// Billed tensor calls (Lambda, Knative) the partition sent since its last report, retries
+	// and relaunches included, and their summed duration, each call rounded up to a millisecond.
+	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	BilledNs      uint64 `protobuf:"varint,6,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,6 +582,20 @@ func (x *EpochReport) GetLoss() float64 {
 func (x *EpochReport) GetBytesSent() uint64 {
 	if x != nil {
 		return x.BytesSent
+	}
+	return 0
+}
+
+func (x *EpochReport) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *EpochReport) GetBilledNs() uint64 {
+	if x != nil {
+		return x.BilledNs
 	}
 	return 0
 }
@@ -709,12 +727,15 @@ func (x *CommandRequest) GetEvaluate() *Evaluate {
 
 // EvalReport is a partition's part of an evaluation pass.
 type EvalReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
-	Id            uint32                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	Correct       []uint64               `protobuf:"varint,3,rep,packed,name=correct,proto3" json:"correct,omitempty"` // train, val, test rows classified correctly
-	Loss          []float64              `protobuf:"fixed64,4,rep,packed,name=loss,proto3" json:"loss,omitempty"`      // train, val: the partition's share of the mean loss
-	Files         []*ExportedFile        `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`             // of an export pass: the files the partition wrote
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	From    uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Id      uint32                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Correct []uint64               `protobuf:"varint,3,rep,packed,name=correct,proto3" json:"correct,omitempty"` // train, val, test rows classified correctly
+	Loss    []float64              `protobuf:"fixed64,4,rep,packed,name=loss,proto3" json:"loss,omitempty"`      // train, val: the partition's share of the mean loss
+	Files   []*ExportedFile        `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`             // of an export pass: the files the partition wrote
+	// Billed tensor calls since the partition's last report, as in EpochReport.
+	Calls         uint64 `protobuf:"varint,6,opt,name=calls,proto3" json:"calls,omitempty"`
+	BilledNs      uint64 `protobuf:"varint,7,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -782,6 +803,20 @@ func (x *EvalReport) GetFiles() []*ExportedFile {
 		return x.Files
 	}
 	return nil
+}
+
+func (x *EvalReport) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *EvalReport) GetBilledNs() uint64 {
+	if x != nil {
+		return x.BilledNs
+	}
+	return 0
 }
 
 // ExportedFile is one file an export pass wrote, with its size and SHA-256 (hex).
@@ -1632,13 +1667,15 @@ const file_dorylus_proto_rawDesc = "" +
 	"HelloReply\"M\n" +
 	"\x0eProgressReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12'\n" +
-	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"j\n" +
+	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"\x9d\x01\n" +
 	"\vEpochReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\rR\x05epoch\x12\x12\n" +
 	"\x04loss\x18\x03 \x01(\x01R\x04loss\x12\x1d\n" +
 	"\n" +
-	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\"L\n" +
+	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\x12\x14\n" +
+	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x1b\n" +
+	"\tbilled_ns\x18\x06 \x01(\x04R\bbilledNs\"L\n" +
 	"\bEvaluate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +
@@ -1647,14 +1684,16 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x02 \x01(\rR\tstopAfter\x120\n" +
-	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\x8e\x01\n" +
+	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\xc1\x01\n" +
 	"\n" +
 	"EvalReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\rR\x02id\x12\x18\n" +
 	"\acorrect\x18\x03 \x03(\x04R\acorrect\x12\x12\n" +
 	"\x04loss\x18\x04 \x03(\x01R\x04loss\x12.\n" +
-	"\x05files\x18\x05 \x03(\v2\x18.dorylus.v1.ExportedFileR\x05files\"P\n" +
+	"\x05files\x18\x05 \x03(\v2\x18.dorylus.v1.ExportedFileR\x05files\x12\x14\n" +
+	"\x05calls\x18\x06 \x01(\x04R\x05calls\x12\x1b\n" +
+	"\tbilled_ns\x18\a \x01(\x04R\bbilledNs\"P\n" +
 	"\fExportedFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x16\n" +

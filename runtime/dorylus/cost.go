@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,46 +19,82 @@ const defaultLambdaMemoryMB = 3008
 type costOptions struct {
 	instance, psInstance string
 	lambdaMemoryMB       int
+	pricesFile           string
 }
 
 // addFlags registers the cost flags.
 func (c *costOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVar(&c.instance, "instance-type", "c5n.2xlarge", "cost estimate: EC2 instance type of this process, or of each graph server (and of the nodes of a knative function)")
-	f.StringVar(&c.psInstance, "param-server-instance-type", "c5.xlarge", "cost estimate: EC2 instance type of each parameter server")
+	f.StringVar(&c.instance, "instance-type", cost.DefaultGraphServerInstance, "cost estimate: EC2 instance type of this process, or of each graph server (and of the nodes of a knative function)")
+	f.StringVar(&c.psInstance, "param-server-instance-type", cost.DefaultParameterServerInstance, "cost estimate: EC2 instance type of each parameter server")
 	f.IntVar(&c.lambdaMemoryMB, "lambda-memory-mb", defaultLambdaMemoryMB, "cost estimate: memory configured for the Lambda function")
+	f.StringVar(&c.pricesFile, "prices", "", "cost estimate: JSON price list over the built-in one (pkg/cost: spot prices, discounts, another region)")
 }
 
-// validate checks that the instance types have prices.
+// list returns the price list: the built-in one, or --prices over it.
+func (c *costOptions) list() (cost.Prices, error) {
+	if c.pricesFile == "" {
+		return cost.Default, nil
+	}
+	f, err := os.Open(c.pricesFile)
+	if err != nil {
+		return cost.Prices{}, fmt.Errorf("--prices: %w", err)
+	}
+	defer f.Close()
+	p, err := cost.ReadPrices(f)
+	if err != nil {
+		return cost.Prices{}, fmt.Errorf("--prices %s: %w", c.pricesFile, err)
+	}
+	return p, nil
+}
+
+// validate checks the price list and that the instance types have prices.
 func (c *costOptions) validate() error {
-	_, err := cost.Default.Estimate(cost.Usage{LambdaMemoryMB: c.lambdaMemoryMB, Lambda: cost.Calls{Requests: 1},
+	p, err := c.list()
+	if err != nil {
+		return err
+	}
+	_, err = p.Estimate(cost.Usage{LambdaMemoryMB: c.lambdaMemoryMB, Lambda: cost.Calls{Requests: 1},
 		Servers: []cost.Servers{{Role: "--instance-type", Instance: c.instance}, {Role: "--param-server-instance-type", Instance: c.psInstance}}})
 	return err
 }
 
+// config returns the run config's cost section.
+func (c *costOptions) config() (*jobconfig.Cost, error) {
+	out := &jobconfig.Cost{GraphServerInstance: c.instance, ParameterServerInstance: c.psInstance}
+	if c.pricesFile != "" {
+		p, err := c.list()
+		if err != nil {
+			return nil, err
+		}
+		out.Prices = &p
+	}
+	return out, nil
+}
+
 // single estimates a run of wall time in this process.
 func (c *costOptions) single(wall time.Duration) (cost.Breakdown, error) {
-	return cost.Default.Estimate(cost.Usage{Wall: wall, Servers: []cost.Servers{{Role: "trainer", Instance: c.instance, Count: 1}}})
+	p, err := c.list()
+	if err != nil {
+		return cost.Breakdown{}, err
+	}
+	return p.Estimate(cost.Usage{Wall: wall, Servers: []cost.Servers{{Role: "trainer", Instance: c.instance, Count: 1}}})
 }
 
 // distributed estimates runs of wall time in all on d's servers, whose tensor backends did
-// what usage says.
+// what usage says, as graph server 0 prices them (jobconfig.RunConfig.CostRun).
 func (c *costOptions) distributed(wall time.Duration, d distOptions, usage []backendUsage) (cost.Breakdown, error) {
-	u := cost.Usage{Wall: wall, LambdaMemoryMB: c.lambdaMemoryMB, KnativeInstance: c.instance, Servers: []cost.Servers{
-		{Role: "graph servers", Instance: c.instance, Count: d.graphServers},
-		{Role: "parameter servers", Instance: c.psInstance, Count: d.paramServers}}}
+	section, err := c.config()
+	if err != nil {
+		return cost.Breakdown{}, err
+	}
+	cfg := jobconfig.RunConfig{Cost: section, Backend: d.backend.toConfig(d.intervals, c.lambdaMemoryMB),
+		GraphServers: jobconfig.GraphServers{Replicas: d.graphServers}, ParameterServers: jobconfig.ParameterServers{Replicas: d.paramServers}}
+	var calls cost.Calls
 	for _, b := range usage {
-		calls := &u.Lambda
-		switch b.Backend {
-		case jobconfig.BackendLambda:
-		case jobconfig.BackendKnative:
-			calls = &u.Knative
-		default:
-			continue
-		}
 		calls.Requests += b.Tries
 		calls.Billed += time.Duration(b.BilledSeconds * float64(time.Second))
 	}
-	return cost.Default.Estimate(u)
+	return cfg.CostRun().At(wall, calls)
 }
 
 // reportCost puts an estimate into the report and says it on log.

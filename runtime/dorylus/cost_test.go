@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,5 +21,23 @@ func TestTrainReportsCost(t *testing.T) {
 	cmd.SetErr(&bytes.Buffer{})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), `--param-server-instance-type instance type "z9.huge": no price known`) {
 		t.Errorf("unknown instance type: %v", err)
+	}
+}
+
+// TestTrainPricesFile: --prices replaces the built-in prices it names, in the single-process
+// report and in the distributed one, whose servers read them from the run config.
+func TestTrainPricesFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(file, []byte(`{"source": "spot test", "asOf": "2026-12-01", "instances": {"c5.xlarge": {"vcpus": 4, "memoryGiB": 8, "hourUSD": 0.05}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--graph-servers", "2"}} {
+		rep := runCLI(t, append([]string{"train", "--epochs", "2", "--output", "json", "--instance-type", "c5.xlarge", "--prices", file}, args...)...)
+		if rep.Cost == nil || rep.Cost.Prices != "spot test, as of 2026-12-01" || len(rep.Cost.Items) == 0 {
+			t.Fatalf("%v: cost %+v", args, rep.Cost)
+		}
+		if it := rep.Cost.Items[0]; it.UnitUSD != 0.05 || !strings.Contains(it.Name, "c5.xlarge") {
+			t.Errorf("%v: first item %+v, want c5.xlarge at the file's $0.05 an hour", args, it)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -34,6 +39,7 @@ type serverFlags struct {
 	listen      string
 	listenFD    int
 	stopOnStdin bool
+	metricsAddr string
 }
 
 func (f *serverFlags) add(fs *pflag.FlagSet) {
@@ -41,6 +47,35 @@ func (f *serverFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "address to serve gRPC on (default: the run config's port on every interface)")
 	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on this inherited listening socket instead of --listen")
 	fs.BoolVar(&f.stopOnStdin, "stop-on-stdin-eof", false, "stop when standard input closes (set by dorylus train for its child processes)")
+	fs.StringVar(&f.metricsAddr, "metrics-address", "", "serve Prometheus metrics on GET /metrics at this address, e.g. :9090 (empty: none)")
+}
+
+// metrics starts serving the process's Prometheus series at --metrics-address until ctx ends
+// and returns their registry, which holds the Go runtime's and the process's; nil without the
+// flag.
+func (f *serverFlags) metrics(ctx context.Context, stderr io.Writer) (*prometheus.Registry, error) {
+	if f.metricsAddr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", f.metricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "dorylus: metrics at %s: %v\n", lis.Addr(), err)
+		}
+	}()
+	return reg, nil
 }
 
 // listener returns the socket to serve on: the inherited one, --listen, or port on every
@@ -202,7 +237,7 @@ func (o *graphServerOptions) statusJob() (namespace, name string, ok bool) {
 
 // statusReporter returns the reporter of graph server 0 inside a job, nil elsewhere or when
 // the API server cannot be configured (which is logged: status reports are best effort).
-func (o *graphServerOptions) statusReporter(stderr io.Writer) graphserver.ProgressReporter {
+func (o *graphServerOptions) statusReporter(stderr io.Writer) *jobstatus.Reporter {
 	ns, name, ok := o.statusJob()
 	if o.partition != 0 || !ok {
 		return nil
@@ -218,7 +253,15 @@ func (o *graphServerOptions) statusReporter(stderr io.Writer) graphserver.Progre
 	return nil
 }
 
+// costBefore reads the cost earlier launches of graph server 0 reported into the job's status.
+func costBefore(ctx context.Context, r *jobstatus.Reporter) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return r.CostUSD(ctx)
+}
+
 func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io.Writer) error {
+	started := time.Now()
 	c := o.run
 	peers := c.GraphServers.Peers
 	if o.partition < 0 || o.partition >= len(peers) {
@@ -275,6 +318,10 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	ctx, cancel := o.context(ctx)
 	defer cancel()
+	reg, err := o.metrics(ctx, stderr)
+	if err != nil {
+		return err
+	}
 	cfg := graphserver.Config{
 		Partition: o.partition, Partitions: len(peers), Intervals: intervals, Data: data,
 		Peers: peers, ParamServers: c.ParameterServers.Shards, Run: c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID,
@@ -290,10 +337,16 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err := setExport(ctx, &cfg, c, model); err != nil {
 		return err
 	}
+	if reg != nil {
+		cfg.Metrics = reg
+	}
 	if o.partition == 0 {
-		cfg.Events, cfg.Log = stdout, stderr
+		cfg.Events, cfg.Log, cfg.Cost, cfg.Started = stdout, stderr, c.CostRun(), started
 		if r := o.statusReporter(stderr); r != nil {
 			cfg.Status = r
+			if cfg.CostBefore, err = costBefore(ctx, r); err != nil {
+				fmt.Fprintf(stderr, "dorylus graph-server: the cost starts from 0: %v\n", err)
+			}
 		}
 	}
 	return graphserver.Run(ctx, cfg, lis)

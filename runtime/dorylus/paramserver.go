@@ -99,6 +99,13 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 	}
 	ctx, cancel := o.context(ctx)
 	defer cancel()
+	reg, err := o.metrics(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		reg.MustRegister(sh)
+	}
 	srv, h := rpc.NewServer()
 	rpc.RegisterParamServerServer(srv, sh)
 	err = rpc.Serve(ctx, lis, srv, h)

@@ -32,6 +32,9 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 			DeadAfter: jobconfig.Duration(d.deadAfter)},
 		Backend: d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
 	}
+	if c.Cost, err = o.cost.config(); err != nil {
+		return nil, err
+	}
 	if o.model == "gat" {
 		c.Model.Architecture, c.Model.Heads = jobconfig.ArchitectureGAT, o.heads
 	}

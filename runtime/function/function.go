@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -75,6 +77,9 @@ type Handler struct {
 	maxRequest int
 	calls      atomic.Int64
 	pull       fetcher
+	inFlight   atomic.Int64
+	failures   atomic.Int64
+	seconds    prometheus.Histogram
 }
 
 // NewHandler returns a handler that refuses requests over maxRequest bytes (0: no limit) and
@@ -86,7 +91,9 @@ func NewHandler(faults Faults, maxRequest int) (*Handler, error) {
 	if maxRequest < 0 {
 		return nil, fmt.Errorf("max request bytes %d: want 0 (no limit) or more", maxRequest)
 	}
-	return &Handler{faults: faults, maxRequest: maxRequest}, nil
+	return &Handler{faults: faults, maxRequest: maxRequest, seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "dorylus_function_call_seconds", Help: "Time of the calls the function handled, from request to result.",
+		Buckets: prometheus.ExponentialBuckets(1e-4, 4, 10)})}, nil
 }
 
 // MaxHTTPRequest is the largest body the HTTP service reads when the handler has no limit of its
@@ -101,12 +108,47 @@ func (h *Handler) bodyLimit() int {
 	return MaxHTTPRequest
 }
 
+// Prometheus series of a handler beside its call-time histogram.
+var (
+	descCalls    = prometheus.NewDesc("dorylus_function_calls_total", "Calls the function received.", nil, nil)
+	descFailures = prometheus.NewDesc("dorylus_function_failures_total", "Calls the function answered with an error.", nil, nil)
+	descInFlight = prometheus.NewDesc("dorylus_function_calls_in_flight", "Calls the function is handling now.", nil, nil)
+)
+
+// Describe sends the handler's series descriptions; a Handler is a prometheus.Collector.
+func (h *Handler) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descCalls
+	ch <- descFailures
+	ch <- descInFlight
+	h.seconds.Describe(ch)
+}
+
+// Collect sends the handler's series.
+func (h *Handler) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descCalls, prometheus.CounterValue, float64(h.calls.Load()))
+	ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(h.failures.Load()))
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(h.inFlight.Load()))
+	h.seconds.Collect(ch)
+}
+
 // Calls returns the number of calls handled so far.
 func (h *Handler) Calls() int64 { return h.calls.Load() }
 
 // Handle runs one encoded request and returns the encoded result.
 func (h *Handler) Handle(ctx context.Context, body []byte) ([]byte, error) {
-	n := h.calls.Add(1)
+	h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
+	start := time.Now()
+	res, err := h.handle(ctx, body, h.calls.Add(1))
+	h.seconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		h.failures.Add(1)
+	}
+	return res, err
+}
+
+// handle runs call n.
+func (h *Handler) handle(ctx context.Context, body []byte, n int64) ([]byte, error) {
 	if f := h.faults; f.Every > 0 && n%int64(f.Every) == 0 {
 		if err := h.inject(ctx, n); err != nil {
 			return nil, err

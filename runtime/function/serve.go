@@ -13,6 +13,8 @@ import (
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambda/messages"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/lambda"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
@@ -52,11 +54,14 @@ func errorType(err error) string {
 	return remote.ErrorTypeFailed
 }
 
-// HTTPHandler returns the HTTP service of h; ready says whether /readyz answers 200. It reads a
-// request body only up to the handler's limit (MaxHTTPRequest when it has none) and answers a
-// larger one 400 without reading it.
+// HTTPHandler returns the HTTP service of h; ready says whether /readyz answers 200, and GET
+// /metrics serves h's Prometheus series. It reads a request body only up to the handler's
+// limit (MaxHTTPRequest when it has none) and answers a larger one 400 without reading it.
 func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {

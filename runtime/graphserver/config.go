@@ -6,6 +6,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -69,6 +72,20 @@ type Config struct {
 	// the export pass with these parameters (named as pkg/export names them), which must fit
 	// the model (export.Load). Export then writes the outputs and a manifest, not a model.
 	Weights []safetensors.Tensor
+
+	// Cost, when set on graph server 0, prices the run after every epoch (Event.CostUSD and
+	// EpochCostUSD, the status's cost): its servers held since Started (when Run began if
+	// zero) and the billed tensor calls of every graph server (dispatch.Biller). The first
+	// cost that reaches Cost.BudgetUSD goes to Status at once.
+	Cost    *cost.Run
+	Started time.Time
+	// CostBefore is the cost of the run's earlier launches, which Cost's adds to: what the
+	// job's status held when graph server 0 (re)started.
+	CostBefore float64
+
+	// Metrics, when set, receives the server's Prometheus series (metrics.go), labelled with
+	// its partition.
+	Metrics prometheus.Registerer
 }
 
 func (c *Config) validate() error {
@@ -97,6 +114,9 @@ func (c *Config) validate() error {
 		return errors.New("no tensor backend")
 	case c.Heads < 0 || (c.Heads > 0 && c.OutHeads < 1):
 		return fmt.Errorf("GAT with %d heads and %d output heads", c.Heads, c.OutHeads)
+	}
+	if c.Cost != nil {
+		return c.Cost.Validate()
 	}
 	return nil
 }

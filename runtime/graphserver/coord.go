@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/export"
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -27,6 +28,13 @@ type Event struct {
 	ValAcc  *float64 `json:"val_accuracy,omitempty"`
 	Seconds float64  `json:"seconds,omitempty"`
 	Bytes   uint64   `json:"bytes,omitempty"`
+	// epoch and result, with Config.Cost: the run's cost so far, the part of it since the
+	// previous epoch, and the billed tensor calls of every graph server it counts (requests
+	// and their billed duration) as the graph servers reported them.
+	CostUSD       float64 `json:"cost_usd,omitempty"`
+	EpochCostUSD  float64 `json:"epoch_cost_usd,omitempty"`
+	Calls         int64   `json:"calls,omitempty"`
+	BilledSeconds float64 `json:"billed_seconds,omitempty"`
 	// result: the accuracies and losses of the final evaluation.
 	TrainAcc float64 `json:"train_accuracy,omitempty"`
 	// Selected is, with Config.Patience, the epoch whose evaluation the result reports.
@@ -64,6 +72,14 @@ type coordinator struct {
 	curve []export.Point
 	kept  uint64
 	exp   *pendingExport
+	// With Config.Cost: when the servers started, the billed calls reported so far, the cost
+	// at the last epoch, and whether it reached the budget.
+	started  time.Time
+	calls    cost.Calls
+	cost     float64
+	budgeted bool
+	// metrics, when set, receives the progress as Prometheus series.
+	metrics *metrics
 }
 
 type epochAgg struct {
@@ -95,6 +111,10 @@ func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
 	if cfg.Patience > 0 && cfg.Weights == nil { // selection is training's
 		c.sel = model.NewBestValidation(cfg.Patience)
 	}
+	c.started, c.cost = cfg.Started, cfg.CostBefore
+	if c.started.IsZero() {
+		c.started = time.Now()
+	}
 	return c
 }
 
@@ -114,6 +134,8 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	a.n++
 	a.loss += r.Loss
 	a.bytes += r.BytesSent
+	c.calls.Requests += int64(r.Calls)
+	c.calls.Billed += time.Duration(r.BilledNs)
 	var cmds []*rpc.CommandRequest
 	for {
 		a := c.reports[c.next]
@@ -135,6 +157,13 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		}
 		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
 		c.start = now
+		epochCost, err := c.price(now)
+		if err != nil {
+			return cmds, err
+		}
+		row.ev.CostUSD, row.ev.EpochCostUSD, c.progress.EpochCostUSD = c.cost, epochCost, epochCost
+		c.checkBudget()
+		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
 		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
 			row.pending = true
 			v := uint64(version)
@@ -149,6 +178,36 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		c.lines = append(c.lines, row)
 		if err := c.flush(); err != nil {
 			return cmds, err
+		}
+	}
+}
+
+// price sets the run's cost at now, with Config.Cost, into the progress and returns the part
+// of it since the last time.
+func (c *coordinator) price(now time.Time) (float64, error) {
+	run := c.cfg.Cost
+	if run == nil {
+		return 0, nil
+	}
+	b, err := run.At(now.Sub(c.started), c.calls)
+	if err != nil {
+		return 0, err
+	}
+	total := c.cfg.CostBefore + b.TotalUSD
+	added := total - c.cost
+	c.cost, c.progress.CostUSD = total, total
+	return added, nil
+}
+
+// checkBudget reports the progress at once the first time its cost reaches the budget.
+func (c *coordinator) checkBudget() {
+	if run := c.cfg.Cost; run != nil && run.Over(c.cost) && !c.budgeted {
+		c.budgeted = true
+		if c.cfg.Log != nil {
+			fmt.Fprintf(c.cfg.Log, "graph server 0: the cost $%.6f reached the budget $%g\n", c.cost, run.BudgetUSD)
+		}
+		if c.status != nil {
+			c.status.update(c.progress, true)
 		}
 	}
 }
@@ -171,6 +230,8 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return nil, fmt.Errorf("unexpected evaluation report %d from graph server %d", r.Id, r.From)
 	}
 	a.n++
+	c.calls.Requests += int64(r.Calls)
+	c.calls.Billed += time.Duration(r.BilledNs)
 	for i := range a.correct {
 		a.correct[i] += r.Correct[i]
 	}
@@ -221,7 +282,10 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return cmds, err
 	}
 	if e == c.last {
-		res := Event{Event: "result", Epoch: e + 1}
+		if _, err := c.price(time.Now()); err != nil {
+			return cmds, err
+		}
+		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
 		if c.sel != nil {
 			res.Selected, m = c.sel.Best()
 		}
@@ -299,6 +363,7 @@ func (c *coordinator) emit(ev Event) error {
 		c.curve = append(c.curve, export.Point{Epoch: ev.Epoch, Loss: ev.Loss, ValAcc: ev.ValAcc, Seconds: ev.Seconds})
 	}
 	c.report(ev)
+	c.metrics.progress(ev)
 	if c.enc == nil {
 		return nil
 	}

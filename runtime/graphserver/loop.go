@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
@@ -70,6 +74,9 @@ type server struct {
 	shards  *shards
 	weights *weightCache
 	keep    *keeper
+	// What its tensor calls were billed, handed to its epoch and evaluation reports.
+	billing *billing
+	metrics *metrics
 
 	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
 	g      *errgroup.Group
@@ -96,6 +103,7 @@ func (s *server) drive(ctx context.Context) error {
 			if t.Kind == pipeline.KindAV && t.Layer == 0 {
 				s.publishKeep() // the epoch pinned a version
 			}
+			s.metrics.started(st)
 			s.spawn(func(ctx context.Context) error { return s.exec(ctx, st) })
 		}
 		select {
@@ -130,7 +138,9 @@ func (s *server) step(ev event) error {
 			a := s.tally(t.Epoch)
 			if a.n++; a.n == s.cfg.Intervals {
 				delete(s.epochs, t.Epoch)
-				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss, BytesSent: s.peers.sent.Swap(0)})
+				calls := s.billing.take()
+				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss,
+					BytesSent: s.peers.sent.Swap(0), Calls: uint64(calls.Requests), BilledNs: uint64(calls.Billed)})
 			}
 		}
 	case rowsArrived:
@@ -188,6 +198,32 @@ func (s *server) tally(e int) *epochTally {
 		s.epochs[e] = a
 	}
 	return a
+}
+
+// billing hands out a backend's billed calls in parts, each call in one part, to the
+// server's epoch and evaluation reports.
+type billing struct {
+	mu    sync.Mutex
+	b     dispatch.Biller // nil: the backend bills nothing
+	taken cost.Calls
+}
+
+func newBilling(b dispatch.Backend) *billing {
+	bl, _ := b.(dispatch.Biller)
+	return &billing{b: bl}
+}
+
+// take returns the calls billed since the last take.
+func (b *billing) take() cost.Calls {
+	if b.b == nil {
+		return cost.Calls{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.b.Billing()
+	d := cost.Calls{Requests: now.Requests - b.taken.Requests, Billed: now.Billed - b.taken.Billed}
+	b.taken = now
+	return d
 }
 
 // shardVersion records a shard's newest version; the weight version is the lowest over the
@@ -265,7 +301,9 @@ func (s *server) post(ev event) {
 
 // exec runs one task and reports its completion to the loop.
 func (s *server) exec(ctx context.Context, st pipeline.Started) error {
+	start := time.Now()
 	loss, err := s.tasks.run(ctx, st)
+	s.metrics.finished(st.Task.Kind, time.Since(start))
 	if err != nil {
 		return fmt.Errorf("%v: %w", st.Task, err)
 	}
@@ -288,6 +326,8 @@ func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
 	} else if err != nil {
 		return fmt.Errorf("evaluation after epoch %d: %w", ev.Id+1, err)
 	}
+	calls := s.billing.take()
+	rep.Calls, rep.BilledNs = uint64(calls.Requests), uint64(calls.Billed)
 	s.post(evalFinished{ev.Version})
 	if s.coord != nil {
 		s.post(evalReported{rep})

@@ -25,9 +25,10 @@ type peer struct {
 
 // peers are the connections to the other graph servers.
 type peers struct {
-	self   int
-	byPart []*peer       // [partition]: nil for this server's own
-	sent   atomic.Uint64 // tensor payload bytes sent since the last swap
+	self    int
+	byPart  []*peer       // [partition]: nil for this server's own
+	sent    atomic.Uint64 // tensor payload bytes sent since the last swap
+	metrics *metrics
 }
 
 // dialPeers connects (lazily) to the graph server of every other partition.
@@ -88,7 +89,9 @@ func (ps *peers) push(ctx context.Context, build func(q int) *rpc.RowsBatch) err
 		if _, err := c.PushRows(ctx, b); err != nil {
 			return err
 		}
-		ps.sent.Add(uint64(len(b.Data.Data) + len(b.Rows)))
+		n := len(b.Data.Data) + len(b.Rows)
+		ps.sent.Add(uint64(n))
+		ps.metrics.sentTo(q, n)
 		return nil
 	})
 }

@@ -56,7 +56,11 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), epochs: map[int]*epochTally{}}
+	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), epochs: map[int]*epochTally{},
+		billing: newBilling(cfg.Backend)}
+	if s.metrics, err = newMetrics(cfg.Metrics, cfg.Partition, cfg.Partition == 0, cfg.Backend); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	s.weights = &weightCache{ctx: ctx, g: g, keep: s.keep, byVersion: map[int]*weightSet{}}
 	env := taskEnv{backend: cfg.Backend, weights: s.weights, seed: cfg.Seed}
 	if cfg.Pull != nil {
@@ -74,6 +78,7 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	if s.peers, err = dialPeers(cfg.Partition, cfg.Peers); err != nil {
 		return nil, err
 	}
+	s.peers.metrics = s.metrics
 	if s.shards, err = dialShards(cfg.Partition, cfg.ParamServers); err != nil {
 		s.peers.close()
 		return nil, err
@@ -84,6 +89,7 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	s.eval = newEvaluator(s.lay, s.model, s.peers, s.weights)
 	if cfg.Partition == 0 {
 		s.coord = newCoordinator(&s.cfg, part.Totals, s.keep)
+		s.coord.metrics = s.metrics
 	}
 	return s, nil
 }

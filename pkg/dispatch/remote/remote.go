@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -139,10 +140,11 @@ type Usage struct {
 	Splits     int64         // tasks cut by rows to fit the payload limits
 	Billed     time.Duration // summed time of every try, each rounded up to a millisecond
 	Limit      int           // calls in flight the tuner allows now
+	InFlight   int           // calls in flight now
 }
 
 // Backend runs tensor tasks through a Transport; it implements dispatch.Backend,
-// dispatch.Closer and dispatch.StatsReporter.
+// dispatch.Closer, dispatch.StatsReporter, dispatch.Biller and prometheus.Collector.
 type Backend struct {
 	opts Options
 	tr   Transport
@@ -195,8 +197,15 @@ func (b *Backend) Usage() Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u := b.usage
-	u.Limit = b.tune.limit
+	u.Limit, u.InFlight = b.tune.limit, b.inflight
 	return u
+}
+
+// Billing returns the tries sent so far and their billed duration.
+func (b *Backend) Billing() cost.Calls {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return cost.Calls{Requests: b.usage.Tries, Billed: b.usage.Billed}
 }
 
 // Close stops the calls still running and closes the transport if it is a dispatch.Closer.

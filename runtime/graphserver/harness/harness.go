@@ -1,6 +1,6 @@
 // Package harness runs a whole distributed training run in one process: graph servers
 // (runtime/graphserver) and parameter servers (runtime/paramserver), each on its own loopback
-// listener, with the cpu tensor backend. Tests use it to drive the graph servers' logic — the
+// listener, with the cpu tensor backend or one the caller builds. Tests use it to drive the graph servers' logic — the
 // pipeline across servers, the ghost exchange, the coordinator, evaluation — without building
 // or starting the dorylus binary.
 package harness
@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
@@ -34,11 +35,15 @@ type Options struct {
 	ParamServers int
 	// Train holds the model and training settings (Intervals, Layers, Hidden, Heads, …,
 	// Epochs, Seed, Sync, Staleness, EvalEvery, …). Run sets the rest: Partition, Partitions,
-	// Data, Peers, ParamServers, Run, Backend, Events, Startup.
+	// Data, Peers, ParamServers, Run, Backend, Events, Startup. Train.Metrics, when set, also
+	// receives the parameter servers' series.
 	Train graphserver.Config
 	// Workers is the cpu backend's workers per graph server (0: Intervals · EpochsInFlight, as
 	// `dorylus graph-server` chooses).
 	Workers int
+	// Backend, when set, builds graph server p's tensor backend instead of the cpu one; Run
+	// closes it (dispatch.Closer) when the servers have stopped.
+	Backend func(p int) (dispatch.Backend, error)
 	// Timeout bounds the run (0: 5 minutes).
 	Timeout time.Duration
 }
@@ -88,23 +93,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			closeAll(psLis)
 			return nil, err
 		}
-		workers := o.Workers
-		if workers == 0 {
-			workers = c.Intervals * graphserver.EpochsInFlight(c.Sync, c.Staleness, c.Heads)
-		}
-		if c.Backend, err = cpu.New(cpu.Options{Workers: workers}); err != nil {
+		if c.Backend, err = o.backend(i, &c); err != nil {
 			closeAll(gsLis)
 			closeAll(psLis)
+			closeBackends(configs)
 			return nil, err
 		}
 		configs = append(configs, c)
 	}
+	defer closeBackends(configs)
 	var shards []*paramserver.Shard
 	for i := range o.ParamServers {
 		sh, err := paramserver.New(i, o.ParamServers)
+		if err == nil && cfg.Metrics != nil {
+			err = cfg.Metrics.Register(sh)
+		}
 		if err != nil {
 			closeAll(gsLis)
 			closeAll(psLis)
+			closeBackends(configs)
 			return nil, err
 		}
 		shards = append(shards, sh)
@@ -150,6 +157,27 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("harness: %w", runErr)
 	}
 	return res, nil
+}
+
+// backend builds graph server p's tensor backend.
+func (o *Options) backend(p int, c *graphserver.Config) (dispatch.Backend, error) {
+	if o.Backend != nil {
+		return o.Backend(p)
+	}
+	workers := o.Workers
+	if workers == 0 {
+		workers = c.Intervals * graphserver.EpochsInFlight(c.Sync, c.Staleness, c.Heads)
+	}
+	return cpu.New(cpu.Options{Workers: workers})
+}
+
+// closeBackends closes the backends that hold resources.
+func closeBackends(configs []graphserver.Config) {
+	for _, c := range configs {
+		if cl, ok := c.Backend.(dispatch.Closer); ok {
+			_ = cl.Close()
+		}
+	}
 }
 
 // lines decodes graph server 0's JSON lines as they are written.

@@ -7,7 +7,6 @@ package remotetest
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dorylus-gnn/dorylus/internal/loopback"
 )
 
 // BuildDorylus builds ./runtime/dorylus of this module into dir and returns the binary.
@@ -120,17 +121,6 @@ func start(t testing.TB, env []string, name string, args ...string) *Process {
 	return p
 }
 
-// freePort returns a loopback address nobody listens on now.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // waitHTTP waits until url answers any HTTP status.
 func waitHTTP(t testing.TB, p *Process, method, url string) {
 	t.Helper()
@@ -150,7 +140,7 @@ func waitHTTP(t testing.TB, p *Process, method, url string) {
 // URL once /healthz answers.
 func HTTPFunction(t testing.TB, dorylus string, flags ...string) (string, *Process) {
 	t.Helper()
-	addr := freePort(t)
+	addr := loopback.FreeAddr(t)
 	p := start(t, nil, dorylus, append([]string{"function", "--listen", addr}, flags...)...)
 	url := "http://" + addr
 	waitHTTP(t, p, http.MethodGet, url+"/healthz")
@@ -162,7 +152,7 @@ func HTTPFunction(t testing.TB, dorylus string, flags ...string) (string, *Proce
 // SDK's BaseEndpoint) once it answers.
 func Emulator(t testing.TB, rie, dorylus string, env []string, flags ...string) (string, *Process) {
 	t.Helper()
-	addr, api := freePort(t), freePort(t)
+	addr, api := loopback.FreeAddr(t), loopback.FreeAddr(t)
 	p := start(t, env, rie, append([]string{"--runtime-interface-emulator-address", addr, "--runtime-api-address", api,
 		dorylus, "function"}, flags...)...)
 	url := "http://" + addr

@@ -1,0 +1,101 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
+)
+
+// TestBudgetFromTheGraphServers trains a job's run on graph and parameter servers in this
+// process (the cpu backend), priced by the run config the operator resolved, with graph
+// server 0 reporting into the job's status: the operator fails the job with reason
+// BudgetExceeded on the report of the epoch whose cost reached the budget.
+func TestBudgetFromTheGraphServers(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	// The servers cost this much a second (the suite's price list and default types).
+	in := testPricing.Prices.Instances
+	rate := (in[testPricing.GraphServerInstance].HourUSD + in[testPricing.ParameterServerInstance].HourUSD) / 3600
+	budget := strconv.FormatFloat(2*rate, 'g', 6, 64) // two seconds of servers
+	createJob(t, userJob(ns, "spend", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Epochs = 100000
+		j.Spec.RunPolicy.BudgetUSD = ptr.To(dorylusv1alpha1.Decimal(budget))
+	}))
+	job := waitCondition(t, ns, "spend", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	cfg, err := resolveRunConfig(job, &testPricing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reporter, err := jobstatus.New(restConfig, ns, "spend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	failed := make(chan *dorylusv1alpha1.GNNTrainingJob, 1)
+	go func() { // stop the servers once the operator has failed the job
+		defer cancel()
+		for ctx.Err() == nil {
+			var j dorylusv1alpha1.GNNTrainingJob
+			err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "spend"}, &j)
+			if err == nil && meta.IsStatusConditionTrue(j.Status.Conditions, dorylusv1alpha1.ConditionFailed) {
+				failed <- &j
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	// 20 ms per tensor task makes an epoch last longer than a status write.
+	res, _ := harness.Run(ctx, harness.Options{Dataset: d, GraphServers: 1, ParamServers: 1, Timeout: time.Minute,
+		Backend: func(int) (dispatch.Backend, error) {
+			return cpu.New(cpu.Options{Workers: 4, Latency: 20 * time.Millisecond})
+		},
+		Train: graphserver.Config{Intervals: 2, Layers: 2, Hidden: 16, Dropout: 0.5, LearningRate: 0.01, Epochs: cfg.Training.Epochs,
+			Seed: 1, Sync: true, EvalEvery: cfg.Training.Epochs, Cost: cfg.CostRun(), Status: reporter}})
+	var j *dorylusv1alpha1.GNNTrainingJob
+	select {
+	case j = <-failed:
+	default:
+		t.Fatalf("the job did not fail; %d epochs trained", len(res.Epochs))
+	}
+	c := meta.FindStatusCondition(j.Status.Conditions, dorylusv1alpha1.ConditionFailed)
+	first := -1 // the first epoch that reached the budget
+	for i, ev := range res.Epochs {
+		if cfg.CostRun().Over(ev.CostUSD) {
+			first = i
+			break
+		}
+	}
+	if first < 0 || first+1 >= len(res.Epochs) {
+		t.Fatalf("budget $%s: reached at epoch %d of the %d trained", budget, first+1, len(res.Epochs))
+	}
+	// The operator decided on that epoch's report, or, within one epoch, on the next one's.
+	var want []string
+	for _, ev := range res.Epochs[first : first+2] {
+		want = append(want, fmt.Sprintf("cost %s USD reached spec.runPolicy.budgetUSD %s", strconv.FormatFloat(ev.CostUSD, 'g', 6, 64), budget))
+	}
+	if c.Reason != dorylusv1alpha1.ReasonBudgetExceeded || !slices.Contains(want, c.Message) {
+		t.Errorf("Failed %s: %q, want BudgetExceeded: one of %q (epochs %d, %d)", c.Reason, c.Message, want, first+1, first+2)
+	}
+	t.Logf("budget $%s reached at epoch %d; %s; %d epochs trained", budget, first+1, c.Message, len(res.Epochs))
+}
