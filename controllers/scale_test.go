@@ -74,7 +74,7 @@ func TestScaleProgress(t *testing.T) {
 		setDeploymentAvailable(t, ns, name+"-ps-0")
 	}
 	waitAll(t, ns, jobs, dorylusv1alpha1.ConditionTraining, 2*time.Minute)
-	drain(t)
+	settle(t, ns)
 	t.Logf("jobs: %d; create requests sent in %v; all Created with every child present after %v; Training after %v",
 		jobs, applied.Round(time.Millisecond), created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	t.Logf("operator requests until all Created: %d (%.1f per job), by verb:%s",
@@ -195,21 +195,6 @@ func waitAll(t *testing.T, ns string, n int, typ string, timeout time.Duration) 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// drain waits until the operator has sent no request for two seconds.
-func drain(t *testing.T) {
-	t.Helper()
-	last := total(requestDelta(nil, operatorRequests.snapshot(), func(string) bool { return true }))
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
-		time.Sleep(2 * time.Second)
-		n := total(requestDelta(nil, operatorRequests.snapshot(), func(string) bool { return true }))
-		if n == last {
-			return
-		}
-		last = n
-	}
-	t.Fatal("the operator still sends requests after 2 min")
 }
 
 // histogram is a snapshot of controller-runtime's reconcile latency histogram
