@@ -146,10 +146,11 @@ func tolerations(ts []corev1.Toleration) []*corev1ac.TolerationApplyConfiguratio
 	return out
 }
 
-// serverPodSpec is the scheduling and security part of a server pod.
+// serverPodSpec is the identity, scheduling and security part of a server
+// pod.
 func serverPodSpec(job *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.ServerPodSpec, automountToken bool) *corev1ac.PodSpecApplyConfiguration {
 	spec := corev1ac.PodSpec().
-		WithServiceAccountName(runtimeName(job)).
+		WithServiceAccountName(serviceAccountName(job, p.PodTemplate)).
 		WithAutomountServiceAccountToken(automountToken).
 		WithEnableServiceLinks(false).
 		WithSecurityContext(podSecurityContext())
@@ -159,5 +160,5 @@ func serverPodSpec(job *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.Serve
 	if len(p.Tolerations) > 0 {
 		spec.WithTolerations(tolerations(p.Tolerations)...)
 	}
-	return spec
+	return withPodTemplate(spec, p.PodTemplate)
 }
