@@ -60,7 +60,7 @@ func TestPodTemplatesReachThePods(t *testing.T) {
 		ownLabels map[string]string
 		ownEnv    int
 	}{
-		{"graph servers", sts.Spec.Template, gs, selectorLabels(&dorylusv1alpha1.GNNTrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "tmpl"}}, RoleGraphServer), 4},
+		{"graph servers", sts.Spec.Template, gs, map[string]string{LabelJobName: "tmpl", LabelRole: RoleGraphServer}, 4},
 		{"parameter servers", dep.Spec.Template, ps, map[string]string{LabelJobName: "tmpl", LabelRole: RoleParamServer, LabelShard: "0"}, 3},
 		{"knative function", fnPod, fn, map[string]string{LabelJobName: "tmpl", LabelRole: RoleFunction}, 0},
 	} {
@@ -217,21 +217,26 @@ func TestPodTemplateAdmission(t *testing.T) {
 		t.Fatalf("a full pod template on every role is refused: %v", err)
 	}
 	for _, tc := range invalidPodTemplates {
-		t.Run(tc.name, func(t *testing.T) {
-			u := manifest(ns, "job")
-			for _, e := range tc.edits {
-				e(u)
-			}
-			err := k8sClient.Create(ctx, u, client.DryRunAll)
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if !apierrors.IsInvalid(err) {
-				t.Fatalf("refused, but not as invalid: %v", err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, tc.field+":") || !strings.Contains(msg, tc.message) {
-				t.Errorf("error %q does not name field %q with %q", msg, tc.field, tc.message)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkRefused(t, ns, tc.edits, tc.field+":", tc.message) })
+	}
+}
+
+// checkRefused sends the base manifest with edits and checks that the API
+// server refuses it as invalid with an error naming field and message.
+func checkRefused(t *testing.T, ns string, edits []edit, field, message string) {
+	t.Helper()
+	u := manifest(ns, "job")
+	for _, e := range edits {
+		e(u)
+	}
+	err := k8sClient.Create(context.Background(), u, client.DryRunAll)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("refused, but not as invalid: %v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, field) || !strings.Contains(msg, message) {
+		t.Errorf("error %q does not name field %q with %q", msg, field, message)
 	}
 }
