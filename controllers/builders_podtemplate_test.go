@@ -52,11 +52,15 @@ func TestPodTemplates(t *testing.T) {
 		set  func(*dorylusv1alpha1.GNNTrainingJob, *dorylusv1alpha1.PodTemplate)
 		pod  func(*testing.T, *dorylusv1alpha1.GNNTrainingJob) corev1.PodTemplateSpec
 	}{
-		{"graph servers", func(j *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.PodTemplate) { j.Spec.GraphServers.PodTemplate = p },
+		{"graph servers", func(j *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.PodTemplate) {
+			j.Spec.GraphServers.PodTemplate = p
+		},
 			func(t *testing.T, j *dorylusv1alpha1.GNNTrainingJob) corev1.PodTemplateSpec {
 				return toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(j, "img:1", "h", 1)).Spec.Template
 			}},
-		{"parameter servers", func(j *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.PodTemplate) { j.Spec.ParameterServers.PodTemplate = p },
+		{"parameter servers", func(j *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.PodTemplate) {
+			j.Spec.ParameterServers.PodTemplate = p
+		},
 			func(t *testing.T, j *dorylusv1alpha1.GNNTrainingJob) corev1.PodTemplateSpec {
 				return toTyped[appsv1.Deployment](t, buildParamDeployment(j, "img:1", "h", 0, 1)).Spec.Template
 			}},
