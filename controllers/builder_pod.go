@@ -64,9 +64,12 @@ func commonEnv(job *dorylusv1alpha1.GNNTrainingJob) []*corev1ac.EnvVarApplyConfi
 	}
 }
 
+// fieldEnv is a downward-API variable. The API version, which the API server
+// would default, is set so that the applied selector (an atomic struct)
+// reads back unchanged.
 func fieldEnv(name, fieldPath string) *corev1ac.EnvVarApplyConfiguration {
 	return corev1ac.EnvVar().WithName(name).
-		WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath(fieldPath)))
+		WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath(fieldPath)))
 }
 
 // podVolumes are the config and scratch volumes of every server pod.

@@ -24,10 +24,22 @@ func templateOf(t *dorylusv1alpha1.PodTemplate) *dorylusv1alpha1.PodTemplate {
 }
 
 // withOwn returns the user's entries with the operator's over them.
-func withOwn(user, own map[string]string) map[string]string {
+func withOwn[V ~string](user map[string]V, own map[string]string) map[string]string {
 	out := make(map[string]string, len(user)+len(own))
-	maps.Copy(out, user)
+	for k, v := range user {
+		out[k] = string(v)
+	}
 	maps.Copy(out, own)
+	return out
+}
+
+// pullSecrets are the template's image pull secrets as the pod spec names
+// them.
+func pullSecrets(s *dorylusv1alpha1.PodTemplateSpec) []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, r := range s.ImagePullSecrets {
+		out = append(out, corev1.LocalObjectReference{Name: r.Name})
+	}
 	return out
 }
 
@@ -80,7 +92,7 @@ func unstructuredPodTemplate(t *dorylusv1alpha1.PodTemplate) (spec map[string]an
 	spec = map[string]any{}
 	s := &templateOf(t).Spec
 	pod, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodSpec{
-		ServiceAccountName: s.ServiceAccountName, ImagePullSecrets: s.ImagePullSecrets, Affinity: s.Affinity,
+		ServiceAccountName: s.ServiceAccountName, ImagePullSecrets: pullSecrets(s), Affinity: s.Affinity,
 		PriorityClassName: s.PriorityClassName, TopologySpreadConstraints: s.TopologySpreadConstraints,
 	})
 	if err != nil {

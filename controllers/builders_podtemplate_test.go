@@ -15,12 +15,12 @@ import (
 func fullPodTemplate() *dorylusv1alpha1.PodTemplate {
 	return &dorylusv1alpha1.PodTemplate{
 		Metadata: dorylusv1alpha1.PodTemplateMetadata{
-			Labels:      map[string]string{"team": "graphs", "example.org/cost-center": "42"},
+			Labels:      map[string]dorylusv1alpha1.LabelValue{"team": "graphs", "example.org/cost-center": "42"},
 			Annotations: map[string]string{"example.org/owner": "ml@example.org"},
 		},
 		Spec: dorylusv1alpha1.PodTemplateSpec{
 			ServiceAccountName: "ml-identity",
-			ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}},
+			ImagePullSecrets:   []dorylusv1alpha1.ImagePullSecret{{Name: "registry"}, {Name: "mirror"}},
 			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}}},
@@ -79,14 +79,14 @@ func TestPodTemplates(t *testing.T) {
 
 			want := base.DeepCopy()
 			for k, v := range tmpl.Metadata.Labels {
-				want.Labels[k] = v
+				want.Labels[k] = string(v)
 			}
 			for k, v := range tmpl.Metadata.Annotations {
 				want.Annotations[k] = v
 			}
 			s := &want.Spec
 			s.ServiceAccountName = "ml-identity"
-			s.ImagePullSecrets = tmpl.Spec.ImagePullSecrets
+			s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}}
 			s.Affinity = tmpl.Spec.Affinity
 			s.PriorityClassName = "training"
 			s.TopologySpreadConstraints = tmpl.Spec.TopologySpreadConstraints
@@ -97,7 +97,7 @@ func TestPodTemplates(t *testing.T) {
 
 			// Were admission bypassed, the operator's keys would still win.
 			clash := fullPodTemplate()
-			clash.Metadata.Labels, clash.Metadata.Annotations = map[string]string{}, map[string]string{}
+			clash.Metadata.Labels, clash.Metadata.Annotations = map[string]dorylusv1alpha1.LabelValue{}, map[string]string{}
 			for k := range base.Labels {
 				clash.Metadata.Labels[k] = "other"
 			}

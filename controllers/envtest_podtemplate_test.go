@@ -78,7 +78,7 @@ func TestPodTemplatesReachThePods(t *testing.T) {
 		if s.ServiceAccountName != c.tmpl.Spec.ServiceAccountName || s.PriorityClassName != "training" {
 			t.Errorf("%s: serviceAccountName %q, priorityClassName %q", c.role, s.ServiceAccountName, s.PriorityClassName)
 		}
-		if diff := cmp.Diff(c.tmpl.Spec.ImagePullSecrets, s.ImagePullSecrets); diff != "" {
+		if diff := cmp.Diff(pullSecrets(&c.tmpl.Spec), s.ImagePullSecrets); diff != "" {
 			t.Errorf("%s: imagePullSecrets (-want +got):\n%s", c.role, diff)
 		}
 		if diff := cmp.Diff(c.tmpl.Spec.Affinity, s.Affinity); diff != "" {
@@ -149,9 +149,9 @@ var invalidPodTemplates = []struct {
 	{"label key with a space", []edit{podTemplateAt("gs", "metadata.labels", obj{"bad key": "x"})},
 		"spec.graphServers.podTemplate.metadata.labels", "label keys must be"},
 	{"label value with a space", []edit{podTemplateAt("gs", "metadata.labels", obj{"team": "a b"})},
-		"spec.graphServers.podTemplate.metadata.labels", "label values must be"},
+		"spec.graphServers.podTemplate.metadata.labels.team", "should match"},
 	{"label value too long", []edit{podTemplateAt("ps", "metadata.labels", obj{"team": strings.Repeat("a", 64)})},
-		"spec.parameterServers.podTemplate.metadata.labels", "label values must be"},
+		"spec.parameterServers.podTemplate.metadata.labels.team", "may not be more than 63 bytes"},
 	{"config-hash annotation", []edit{podTemplateAt("gs", "metadata.annotations", obj{"dorylus.dev/config-hash": "x"})},
 		"spec.graphServers.podTemplate.metadata.annotations", "annotations under dorylus.dev/ and autoscaling.knative.dev/min-scale and max-scale are set by the operator"},
 	{"knative scale annotation", []edit{podTemplateAt("fn", "metadata.annotations", obj{"autoscaling.knative.dev/max-scale": "3"})},
@@ -167,7 +167,7 @@ var invalidPodTemplates = []struct {
 	{"too many env", []edit{podTemplateAt("gs", "spec.env", manyEnv(65))},
 		"spec.graphServers.podTemplate.spec.env", "must have at most 64 items"},
 	{"empty pull secret", []edit{podTemplateAt("gs", "spec.imagePullSecrets", []any{obj{"name": ""}})},
-		"spec.graphServers.podTemplate.spec.imagePullSecrets", "each image pull secret must name a Secret"},
+		"spec.graphServers.podTemplate.spec.imagePullSecrets[0].name", "should be at least 1 chars long"},
 	{"duplicate pull secret", []edit{podTemplateAt("ps", "spec.imagePullSecrets", []any{obj{"name": "r"}, obj{"name": "r"}})},
 		"spec.parameterServers.podTemplate.spec.imagePullSecrets[1]", "Duplicate value"},
 	{"bad service account", []edit{podTemplateAt("gs", "spec.serviceAccountName", "Bad_SA")},

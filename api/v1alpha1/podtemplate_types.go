@@ -27,8 +27,7 @@ type PodTemplateMetadata struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('dorylus.dev/') && !k.contains('.dorylus.dev/') && !(k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/component', 'app.kubernetes.io/managed-by']))",message="labels under dorylus.dev/ and app.kubernetes.io/name, instance, component and managed-by are set by the operator, which selects the job's pods by them",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="label keys must be an optional DNS-subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or '.'",reason=FieldValueInvalid
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63 && self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$'))",message="label values must be at most 63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",reason=FieldValueInvalid
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 	// Annotations are added to the pods' annotations. Keys under dorylus.dev/
 	// and Knative's min-scale and max-scale (set from the function's minScale
 	// and maxScale) are the operator's.
@@ -59,8 +58,7 @@ type PodTemplateSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:XValidation:rule="self.all(s, size(s.name) <= 253 && s.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",message="each image pull secret must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",reason=FieldValueInvalid
-	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	ImagePullSecrets []ImagePullSecret `json:"imagePullSecrets,omitempty"`
 	// Affinity is the pods' node, pod and anti-pod affinity.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
@@ -86,4 +84,20 @@ type PodTemplateSpec struct {
 	// +listMapKey=whenUnsatisfiable
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.maxSkew >= 1 && size(c.topologyKey) > 0 && c.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="each topology spread constraint needs maxSkew of at least 1, a topologyKey, and whenUnsatisfiable DoNotSchedule or ScheduleAnyway",reason=FieldValueInvalid
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+}
+
+// LabelValue is a label value: at most 63 letters, digits, '-', '_' or '.',
+// beginning and ending with a letter or digit.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
+type LabelValue string
+
+// ImagePullSecret names a Secret in the job's namespace holding registry
+// credentials.
+type ImagePullSecret struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
