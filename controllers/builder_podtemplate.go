@@ -73,7 +73,20 @@ func withPodTemplate(spec *corev1ac.PodSpecApplyConfiguration, t *dorylusv1alpha
 
 // templateEnv is the template's environment, added after the operator's.
 func templateEnv(t *dorylusv1alpha1.PodTemplate) []*corev1ac.EnvVarApplyConfiguration {
-	return applyConfigOf[[]*corev1ac.EnvVarApplyConfiguration](templateOf(t).Spec.Env)
+	return applyConfigOf[[]*corev1ac.EnvVarApplyConfiguration](envVars(&templateOf(t).Spec))
+}
+
+// envVars is the template's environment with the API version of field
+// references set, as the API server would default it (see fieldEnv).
+func envVars(s *dorylusv1alpha1.PodTemplateSpec) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, len(s.Env))
+	for i, e := range s.Env {
+		out[i] = *e.DeepCopy()
+		if f := out[i].ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
+			f.FieldRef.APIVersion = "v1"
+		}
+	}
+	return out
 }
 
 // applyConfigOf converts an API value into its apply configuration through
@@ -103,7 +116,7 @@ func unstructuredPodTemplate(t *dorylusv1alpha1.PodTemplate) (spec map[string]an
 			spec[k] = v
 		}
 	}
-	container, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.Container{Env: s.Env})
+	container, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.Container{Env: envVars(s)})
 	if err != nil {
 		return spec, nil
 	}

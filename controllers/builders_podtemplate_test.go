@@ -29,6 +29,7 @@ func fullPodTemplate() *dorylusv1alpha1.PodTemplate {
 			PriorityClassName: "training",
 			Env: []corev1.EnvVar{
 				{Name: "GOGC", Value: "200"},
+				{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 				{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "tokens"}, Key: "t"}}},
 			},
@@ -90,7 +91,8 @@ func TestPodTemplates(t *testing.T) {
 			s.Affinity = tmpl.Spec.Affinity
 			s.PriorityClassName = "training"
 			s.TopologySpreadConstraints = tmpl.Spec.TopologySpreadConstraints
-			s.Containers[0].Env = append(s.Containers[0].Env, tmpl.Spec.Env...)
+			s.Containers[0].Env = append(s.Containers[0].Env, fullPodTemplate().Spec.Env...)
+			s.Containers[0].Env[len(base.Spec.Containers[0].Env)+1].ValueFrom.FieldRef.APIVersion = "v1" // as the API server defaults it
 			if diff := cmp.Diff(*want, got); diff != "" {
 				t.Errorf("pod template (-want +got):\n%s", diff)
 			}

@@ -89,8 +89,19 @@ func TestPodTemplatesReachThePods(t *testing.T) {
 		}
 		if env := s.Containers[0].Env; len(env) != c.ownEnv+len(c.tmpl.Spec.Env) {
 			t.Errorf("%s: env %v, want %d of the operator's then the template's", c.role, env, c.ownEnv)
-		} else if diff := cmp.Diff(c.tmpl.Spec.Env, env[c.ownEnv:]); diff != "" {
+		} else if diff := cmp.Diff(envVars(&c.tmpl.Spec), env[c.ownEnv:]); diff != "" {
 			t.Errorf("%s: env after the operator's (-want +got):\n%s", c.role, diff)
+		}
+	}
+
+	// What was applied reads back unchanged: a reconcile writes nothing
+	// (it may read why the pods are not ready yet).
+	settle(t, ns)
+	before := operatorRequests.snapshot()
+	reconcileNow(t, ns, "tmpl")
+	for k := range requestDelta(before, operatorRequests.snapshot(), func(n string) bool { return n == ns }) {
+		if verb, _, _ := strings.Cut(k, " "); verb != "get" && verb != "list" {
+			t.Errorf("a reconcile of the unchanged job sent %q", k)
 		}
 	}
 
