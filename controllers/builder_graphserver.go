@@ -41,6 +41,7 @@ func buildHeadlessService(job *dorylusv1alpha1.GNNTrainingJob, name, role string
 // finished).
 func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash string, replicas int32) *appsv1ac.StatefulSetApplyConfiguration {
 	name := graphServerName(job)
+	tmpl := templateOf(job.Spec.GraphServers.PodTemplate)
 	volumes := podVolumes(job)
 	mounts := podMounts()
 	if d := job.Spec.Dataset.PVC; d != nil {
@@ -67,6 +68,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 		WithArgs(metricsArgs...).
 		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
 		WithEnv(env...).
+		WithEnv(templateEnv(job.Spec.GraphServers.PodTemplate)...).
 		WithResources(resources(job.Spec.GraphServers.Resources)).
 		WithReadinessProbe(grpcReadiness(jobconfig.GraphServerPort)).
 		WithSecurityContext(containerSecurityContext()).
@@ -85,7 +87,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 			WithPodManagementPolicy(appsv1.ParallelPodManagement).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(job, RoleGraphServer))).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(childLabels(job, RoleGraphServer)).
-				WithAnnotations(map[string]string{AnnotationConfigHash: cfgHash}).
+				WithLabels(withOwn(tmpl.Metadata.Labels, childLabels(job, RoleGraphServer))).
+				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash})).
 				WithSpec(podSpec)))
 }

@@ -62,10 +62,15 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 		res["limits"] = r
 		container["resources"] = res
 	}
-	labels := map[string]any{}
-	for k, v := range childLabels(job, RoleFunction) {
-		labels[k] = v
+	tmpl := templateOf(t.PodTemplate)
+	podSpec, env := unstructuredPodTemplate(tmpl)
+	if env != nil {
+		container["env"] = env
 	}
+	podSpec["containerConcurrency"] = int64(concurrency)
+	podSpec["containers"] = []any{container}
+	own := childLabels(job, RoleFunction)
+	labels := anyMap(own)
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{
 			"name":      knativeServiceName(job),
@@ -83,16 +88,13 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 		"spec": map[string]any{
 			"template": map[string]any{
 				"metadata": map[string]any{
-					"labels": labels,
-					"annotations": map[string]any{
+					"labels": anyMap(withOwn(tmpl.Metadata.Labels, own)),
+					"annotations": anyMap(withOwn(tmpl.Metadata.Annotations, map[string]string{
 						annotationMinScale: strconv.Itoa(int(minScale)),
 						annotationMaxScale: strconv.Itoa(int(t.MaxScale)),
-					},
+					})),
 				},
-				"spec": map[string]any{
-					"containerConcurrency": int64(concurrency),
-					"containers":           []any{container},
-				},
+				"spec": podSpec,
 			},
 		},
 	}}
@@ -107,6 +109,15 @@ func resourceMap(m corev1.ResourceList) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[string(k)] = v.String()
+	}
+	return out
+}
+
+// anyMap is m in unstructured form.
+func anyMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
 	return out
 }

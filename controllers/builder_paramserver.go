@@ -32,6 +32,7 @@ func paramShardLabels(job *dorylusv1alpha1.GNNTrainingJob, shard int32) map[stri
 // so that two pods never hold the shard's hostname at once.
 func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash string, shard, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
 	name := paramShardName(job, shard)
+	tmpl := templateOf(job.Spec.ParameterServers.PodTemplate)
 	volumes := podVolumes(job)
 	mounts := podMounts()
 	if c := job.Spec.Checkpoint; c != nil && c.PVC != nil {
@@ -53,6 +54,7 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 		WithArgs(metricsArgs...).
 		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.ParamServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
 		WithEnv(commonEnv(job)...).
+		WithEnv(templateEnv(job.Spec.ParameterServers.PodTemplate)...).
 		WithResources(resources(job.Spec.ParameterServers.Resources)).
 		WithReadinessProbe(grpcReadiness(jobconfig.ParamServerPort)).
 		WithSecurityContext(containerSecurityContext()).
@@ -72,7 +74,7 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(paramShardLabels(job, shard))).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(podLabels).
-				WithAnnotations(map[string]string{AnnotationConfigHash: cfgHash}).
+				WithLabels(withOwn(tmpl.Metadata.Labels, podLabels)).
+				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash})).
 				WithSpec(podSpec)))
 }

@@ -73,9 +73,12 @@ func commonEnv(job *dorylusv1alpha1.GNNTrainingJob) []*corev1ac.EnvVarApplyConfi
 	}
 }
 
+// fieldEnv is a downward-API variable. The API version, which the API server
+// would default, is set so that the applied selector (an atomic struct)
+// reads back unchanged.
 func fieldEnv(name, fieldPath string) *corev1ac.EnvVarApplyConfiguration {
 	return corev1ac.EnvVar().WithName(name).
-		WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath(fieldPath)))
+		WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath(fieldPath)))
 }
 
 // podVolumes are the config and scratch volumes of every server pod.
@@ -155,10 +158,11 @@ func tolerations(ts []corev1.Toleration) []*corev1ac.TolerationApplyConfiguratio
 	return out
 }
 
-// serverPodSpec is the scheduling and security part of a server pod.
+// serverPodSpec is the identity, scheduling and security part of a server
+// pod.
 func serverPodSpec(job *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.ServerPodSpec, automountToken bool) *corev1ac.PodSpecApplyConfiguration {
 	spec := corev1ac.PodSpec().
-		WithServiceAccountName(runtimeName(job)).
+		WithServiceAccountName(serviceAccountName(job, p.PodTemplate)).
 		WithAutomountServiceAccountToken(automountToken).
 		WithEnableServiceLinks(false).
 		WithSecurityContext(podSecurityContext())
@@ -168,5 +172,5 @@ func serverPodSpec(job *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.Serve
 	if len(p.Tolerations) > 0 {
 		spec.WithTolerations(tolerations(p.Tolerations)...)
 	}
-	return spec
+	return withPodTemplate(spec, p.PodTemplate)
 }

@@ -33,11 +33,17 @@ func buildRole(job *dorylusv1alpha1.GNNTrainingJob) *rbacv1ac.RoleApplyConfigura
 			WithVerbs("get", "patch"))
 }
 
-// buildRoleBinding binds the Role to the job's ServiceAccount.
+// buildRoleBinding binds the Role to the job's ServiceAccount and, when the
+// graph servers run as another one, to that one too: graph server 0 reports
+// progress.
 func buildRoleBinding(job *dorylusv1alpha1.GNNTrainingJob) *rbacv1ac.RoleBindingApplyConfiguration {
-	return rbacv1ac.RoleBinding(runtimeName(job), job.Namespace).
+	b := rbacv1ac.RoleBinding(runtimeName(job), job.Namespace).
 		WithLabels(childLabels(job, RoleRuntime)).
 		WithOwnerReferences(ownerReference(job)).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(runtimeName(job))).
 		WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(runtimeName(job)).WithNamespace(job.Namespace))
+	if sa := serviceAccountName(job, job.Spec.GraphServers.PodTemplate); sa != runtimeName(job) {
+		b.WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(sa).WithNamespace(job.Namespace))
+	}
+	return b
 }

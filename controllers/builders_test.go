@@ -212,9 +212,9 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
-							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-							{Name: "DORYLUS_PARTITION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
+							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+							{Name: "DORYLUS_PARTITION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5000}},
@@ -354,8 +354,8 @@ func TestBuildParamDeployment(t *testing.T) {
 							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
-							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5100}},

@@ -20,9 +20,9 @@ import (
 )
 
 // Children policy: every child is written with server-side apply under
-// FieldOwner, forcing ownership, so an unchanged child costs no write in
-// storage and fields set by others (defaults, HPA-like actors) are left
-// alone. Children that the spec no longer asks for (parameter shards above
+// FieldOwner, forcing ownership, so fields set by others (defaults, HPA-like
+// actors) are left alone; a child whose owned fields already hold the
+// desired values is not sent at all (quiet.go). Children that the spec no longer asks for (parameter shards above
 // the replica count, a Knative Service after switching backends before the
 // start) are deleted.
 
@@ -79,6 +79,9 @@ func (r *GNNTrainingJobReconciler) applyChildren(ctx context.Context, job *doryl
 	}
 	var errs []error
 	for _, c := range children {
+		if r.unchanged(ctx, job.Namespace, c) {
+			continue
+		}
 		if err := r.Apply(ctx, c, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			errs = append(errs, err)
 		}

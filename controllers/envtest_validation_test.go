@@ -237,21 +237,7 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 	refused := 0
 	for _, tc := range invalidManifests {
 		t.Run(tc.name, func(t *testing.T) {
-			u := manifest(ns, "job")
-			for _, e := range tc.edits {
-				e(u)
-			}
-			err := k8sClient.Create(ctx, u, client.DryRunAll)
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if !apierrors.IsInvalid(err) {
-				t.Fatalf("refused, but not as invalid: %v", err)
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, tc.field) || !strings.Contains(msg, tc.message) {
-				t.Errorf("error %q does not name field %q with %q", msg, tc.field, tc.message)
-			}
+			checkRefused(t, ns, tc.edits, tc.field, tc.message)
 			refused++
 		})
 	}

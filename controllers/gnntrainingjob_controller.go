@@ -109,9 +109,9 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		err := r.writeStatus(ctx, job, status)
 		switch {
 		case apierrors.IsConflict(err):
-			// The status was computed from a stale read; the newer
-			// version's watch event brings the job back.
-			return ctrl.Result{}, in.applyErr
+			// The status was computed from a stale read; look again once
+			// the cache holds the newer version.
+			return ctrl.Result{RequeueAfter: conflictRecheck}, in.applyErr
 		case err != nil:
 			return ctrl.Result{}, fmt.Errorf("write status: %w", err)
 		}
@@ -184,7 +184,7 @@ type Options struct {
 }
 
 // SetupWithManager registers the reconciler: it watches jobs managed by this
-// operator, owns every child kind, and maps the job's pods back to it when
+// operator (less progress reports that do not end them), owns every child kind, and maps the job's pods back to it when
 // their restart counts change.
 func (r *GNNTrainingJobReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -192,7 +192,7 @@ func (r *GNNTrainingJobReconciler) SetupWithManager(mgr ctrl.Manager, opts Optio
 		For(&dorylusv1alpha1.GNNTrainingJob{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			job, ok := o.(*dorylusv1alpha1.GNNTrainingJob)
 			return ok && managedByUs(job)
-		}))).
+		}), jobUpdateMatters())).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).

@@ -18,7 +18,8 @@ const ManagedByLabel = "app.kubernetes.io/managed-by"
 
 // CacheOptions restricts the manager's cache of child kinds and pods to the
 // objects this operator manages, so that memory does not grow with the rest
-// of the cluster.
+// of the cluster. It keeps managed fields: the reconciler reads back from
+// them what it last applied, to skip unchanged children (quiet.go).
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: "dorylus-operator"})
 	by := cache.ByObject{Label: sel}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,8 +42,8 @@ var (
 	direct *GNNTrainingJobReconciler
 	// envtestSkip is set when no API server binaries exist outside CI.
 	envtestSkip string
-	// operatorWrites counts every write request the manager's reconciler sends.
-	operatorWrites atomic.Int64
+	// operatorRequests counts every API request the manager sends.
+	operatorRequests = &requestCounter{}
 )
 
 const testImage = "dorylus-gnn/dorylus:test"
@@ -128,7 +127,7 @@ func runSuite(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, r, err := newTestManager(cfg, func(c client.Client) client.Client { return countingClient{c, &operatorWrites} })
+	mgr, r, err := newTestManager(cfg, operatorRequests)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
@@ -149,11 +148,11 @@ func runSuite(m *testing.M) int {
 }
 
 // newTestManager builds a manager like main.go's (same cache, client and
-// controller setup) on the fake clock. wrap, when set, wraps the client the
-// reconciler writes with.
-func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
+// controller setup) on the fake clock; requests counts what it sends.
+func newTestManager(cfg *rest.Config, requests *requestCounter) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = managerQPS, managerBurst // main.go's defaults
+	cfg.Wrap(requests.wrap)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -169,12 +168,8 @@ func newTestManager(cfg *rest.Config, wrap func(client.Client) client.Client) (c
 	if err != nil {
 		return nil, nil, err
 	}
-	c := mgr.GetClient()
-	if wrap != nil {
-		c = wrap(c)
-	}
 	r := &GNNTrainingJobReconciler{
-		Client:           c,
+		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
 		Clock:            fakeClock,
 		RuntimeImage:     testImage,
@@ -221,60 +216,4 @@ func eventually(t *testing.T, what string, f func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: still failing after 20s: %v", what, err)
-}
-
-// countingClient counts write requests (children and status) on the way to
-// the API server.
-type countingClient struct {
-	client.Client
-	n *atomic.Int64
-}
-
-func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.n.Add(1)
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	c.n.Add(1)
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	c.n.Add(1)
-	return c.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (c countingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	c.n.Add(1)
-	return c.Client.Apply(ctx, obj, opts...)
-}
-
-func (c countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	c.n.Add(1)
-	return c.Client.Delete(ctx, obj, opts...)
-}
-
-func (c countingClient) Status() client.SubResourceWriter {
-	return countingStatus{c.Client.Status(), c.n}
-}
-
-type countingStatus struct {
-	client.SubResourceWriter
-	n *atomic.Int64
-}
-
-func (c countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	c.n.Add(1)
-	return c.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
-func (c countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	c.n.Add(1)
-	return c.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-}
-
-func (c countingStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	c.n.Add(1)
-	return c.SubResourceWriter.Apply(ctx, obj, opts...)
 }

@@ -158,4 +158,8 @@ type KnativeServiceTemplate struct {
 	// +kubebuilder:default=100
 	// +optional
 	MaxScale int32 `json:"maxScale,omitempty"`
+	// PodTemplate adds labels, annotations and pod settings to the
+	// function's revision template.
+	// +optional
+	PodTemplate *PodTemplate `json:"podTemplate,omitempty"`
 }

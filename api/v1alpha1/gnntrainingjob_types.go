@@ -71,6 +71,7 @@ type GNNTrainingJobList struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.inference) || has(self.output)",message="spec.inference needs spec.output: where to write the predictions",fieldPath=".inference"
+// +kubebuilder:validation:XValidation:rule="!has(self.tensorBackend) || !has(self.tensorBackend.lambda) || !has(self.tensorBackend.lambda.credentials.roleARN) || !has(self.graphServers) || !has(self.graphServers.podTemplate) || !has(self.graphServers.podTemplate.spec) || !has(self.graphServers.podTemplate.spec.serviceAccountName)",message="spec.tensorBackend.lambda.credentials.roleARN annotates the job's own ServiceAccount, which graph servers with their own serviceAccountName do not use: use credentials.secretRef, or leave the ServiceAccount to the operator",fieldPath=".graphServers.podTemplate.spec.serviceAccountName"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || (has(self.training) && has(self.training.staleness) && type(self.training.staleness) == string && self.training.staleness == 'sync')",message="spec.checkpoint needs spec.training.staleness \"sync\": checkpoints are taken in synchronous mode only",fieldPath=".checkpoint"
 type GNNTrainingJobSpec struct {
 	// ManagedBy names the controller that reconciles this job. Unset or
@@ -269,6 +270,10 @@ type ServerPodSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists must have no value",reason=FieldValueInvalid
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || has(t.effect) && t.effect == 'NoExecute')",message="tolerationSeconds applies only to effect NoExecute",reason=FieldValueInvalid
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// PodTemplate adds labels, annotations and pod settings to the servers'
+	// pods.
+	// +optional
+	PodTemplate *PodTemplate `json:"podTemplate,omitempty"`
 }
 
 // GraphServerSpec describes the graph servers: one pod per partition, in a
