@@ -326,7 +326,7 @@ func containerPid(id string) int {
 // jobs: it deletes what an earlier run left of them now, deletes them again
 // when the test ends and, if the test failed, first prints the jobs'
 // conditions, the events and the last log lines of the operator, of every
-// pod process and of the node agent written since the test started.
+// container, of the kubelet and of containerd written since the test started.
 func setup(t *testing.T, jobs ...string) client.Client {
 	t.Helper()
 	started := time.Now()
