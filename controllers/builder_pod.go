@@ -113,11 +113,14 @@ func pvcVolume(name, claim, mountPath string, readOnly bool) (*corev1ac.VolumeAp
 		corev1ac.VolumeMount().WithName(name).WithMountPath(mountPath).WithReadOnly(readOnly)
 }
 
-// grpcReadiness probes the standard gRPC health service on port.
+// grpcReadiness probes the standard gRPC health service on port, with time
+// to answer on a busy node (the default 1 s timed out with four jobs on two
+// cores).
 func grpcReadiness(port int32) *corev1ac.ProbeApplyConfiguration {
 	return corev1ac.Probe().
 		WithGRPC(corev1ac.GRPCAction().WithPort(port)).
 		WithPeriodSeconds(5).
+		WithTimeoutSeconds(5).
 		WithFailureThreshold(3)
 }
 

@@ -218,7 +218,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5000}},
-							PeriodSeconds: 5, FailureThreshold: 3,
+							PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3,
 						},
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
@@ -359,7 +359,7 @@ func TestBuildParamDeployment(t *testing.T) {
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5100}},
-							PeriodSeconds: 5, FailureThreshold: 3,
+							PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3,
 						},
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),

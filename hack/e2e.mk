@@ -1,28 +1,12 @@
-# End-to-end targets: a local cluster whose node agent runs pods as OS
-# processes (hack/local-cluster), and the e2e test against it (test/e2e, build
-# tag e2e). Included by the top-level Makefile. Needs root.
+# End-to-end targets: a real one-node cluster on this machine
+# (hack/local-cluster: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, containerd with runc and CNI, kubelet, kube-proxy, CoreDNS)
+# running the project's own image, and the e2e test against it (test/e2e,
+# build tag e2e). Included by the top-level Makefile. Needs root.
 
 LOCAL_CLUSTER_DIR ?= $(HOME)/.cache/dorylus/local-cluster
 export LOCAL_CLUSTER_DIR
-
-.PHONY: local-cluster local-cluster-down e2e e2e-timing e2e-binaries
-
-e2e-binaries:
-	go build -o bin/manager .
-	go build -o bin/dorylus ./runtime/dorylus
-	go build -o bin/nodeagent ./test/nodeagent
-
-local-cluster: e2e-binaries helm ## Start etcd, kube-apiserver, controller-manager, scheduler and the process node agent on loopback (root)
-	hack/local-cluster/cluster.sh up
-
-local-cluster-down: ## Stop exactly the processes local-cluster started
-	hack/local-cluster/cluster.sh down
-
-e2e: local-cluster ## helm install the operator on the local cluster, train Cora through it, compare with the single-process run
-	HELM=$(HELM) go test -tags e2e -count=1 -v -timeout 20m ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
-
-e2e-timing: local-cluster ## Print apply→Succeeded for Cora with 2 graph servers and its split, alone and 4 jobs at once
-	HELM=$(HELM) DORYLUS_E2E_TIMING=1 go test -tags e2e -count=1 -v -timeout 20m -run TestTiming ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
+E2E_TIMEOUT ?= 45m
 
 # The runtime image, written without Docker (hack/image): the same bytes for
 # the same commit. Its tag is the chart's appVersion, so the chart's default
@@ -38,16 +22,27 @@ image: ## Write the runtime image (operator, dorylus, builtin datasets; non-root
 	$(GO) run ./hack/image runtime --bin $(BIN)/image --tag $(IMAGE_TAG) --out $(IMAGE_TAR)
 	@echo "image docker.io/dorylus-gnn/dorylus:$(IMAGE_TAG) in $(IMAGE_TAR) ($$(du -h $(IMAGE_TAR) | cut -f1))"
 
-# The real one-node cluster (hack/local-cluster/real.sh): kubelet, containerd
-# with runc and CNI, kube-proxy and CoreDNS, running the image `make image`
-# writes. Not yet what `make e2e` runs: the e2e tests still drive the process
-# node agent above.
-REAL_CLUSTER_DIR ?= $(HOME)/.cache/dorylus/real-cluster
+# The tests' AWS Lambda runtime interface emulator running `dorylus function`
+# (both static), the image of the e2e test's emulator pod.
+EMULATOR_IMAGE ?= docker.io/dorylus-gnn/lambda-emulator:local
+EMULATOR_TAR ?= $(BIN)/lambda-emulator-image.tar
 
-.PHONY: local-cluster-real local-cluster-real-down
-local-cluster-real: image ## Start a real one-node cluster (kubelet, containerd, runc, CNI, kube-proxy, CoreDNS) with the runtime image imported (root)
+.PHONY: emulator-image
+emulator-image: image ## Write the Lambda emulator image (aws-lambda-rie + dorylus function) the e2e test runs in a pod
+	$(GO) run ./hack/image custom --name $(EMULATOR_IMAGE) --add "$$(hack/tools.sh aws-lambda-rie 2>/dev/null)/aws-lambda-rie=/aws-lambda-rie" \
+		--add $(BIN)/image/dorylus=/dorylus --entrypoint /aws-lambda-rie --out $(EMULATOR_TAR)
+
+.PHONY: local-cluster local-cluster-down e2e e2e-timing
+
+local-cluster: image emulator-image helm ## Start the real one-node cluster with the runtime and emulator images imported (root)
 	hack/local-cluster/deps.sh
-	LOCAL_CLUSTER_DIR=$(REAL_CLUSTER_DIR) hack/local-cluster/real.sh up $(IMAGE_TAR)
+	hack/local-cluster/cluster.sh up $(IMAGE_TAR) $(EMULATOR_TAR)
 
-local-cluster-real-down: ## Stop the real cluster and undo its changes to the host (pids, mounts, bridge, sysctls, netfilter)
-	LOCAL_CLUSTER_DIR=$(REAL_CLUSTER_DIR) hack/local-cluster/real.sh down
+local-cluster-down: ## Stop the local cluster and undo its changes to the host (pids, mounts, bridge, sysctls, netfilter)
+	hack/local-cluster/cluster.sh down
+
+e2e: local-cluster build ## helm install the operator on the local cluster, run every sample and the disturbances, compare with dorylus train
+	HELM=$(HELM) go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
+
+e2e-timing: local-cluster ## Print apply→Succeeded for Cora with 2 graph servers and its split, alone and 4 jobs at once
+	HELM=$(HELM) DORYLUS_E2E_TIMING=1 go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run TestTiming ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc

@@ -21,15 +21,18 @@ PROTOC_GEN_GO_GRPC_VERSION=${PROTOC_GEN_GO_GRPC_VERSION:-v1.6.2}
 mkdir -p "$BIN"
 export GOFLAGS=-buildvcs=false
 
-# install NAME PACKAGE MODULE VERSION
+# install NAME PACKAGE MODULE VERSION [static]: go install (with static,
+# CGO_ENABLED=0), unless the binary there was built so from MODULE at VERSION.
 install() {
-	local name=$1 pkg=$2 mod=$3 version=$4
-	if [[ -x "$BIN/$name" ]] && go version -m "$BIN/$name" 2>/dev/null | grep -E "^\s+mod\s+${mod}\s+${version}(\s|$)" >/dev/null; then
+	local name=$1 pkg=$2 mod=$3 version=$4 static=${5:-}
+	local cgo=${static:+0}
+	if [[ -x "$BIN/$name" ]] && go version -m "$BIN/$name" 2>/dev/null | grep -E "^\s+mod\s+${mod}\s+${version}(\s|$)" >/dev/null &&
+		{ [[ -z "$static" ]] || go version -m "$BIN/$name" | grep -E "^\s+build\s+CGO_ENABLED=0$" >/dev/null; }; then
 		echo "tools: $name $version present" >&2
 		return
 	fi
 	echo "tools: installing $name $version" >&2
-	GOBIN="$BIN" go install "${pkg}@${version}"
+	CGO_ENABLED=${cgo:-${CGO_ENABLED:-1}} GOBIN="$BIN" go install "${pkg}@${version}"
 }
 
 want=("$@")
@@ -41,7 +44,7 @@ for t in "${want[@]}"; do
 	golangci-lint) install golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint github.com/golangci/golangci-lint/v2 "$GOLANGCI_LINT_VERSION" ;;
 	protoc-gen-go) install protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/protobuf "$PROTOC_GEN_GO_VERSION" ;;
 	protoc-gen-go-grpc) install protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" ;;
-	aws-lambda-rie) install aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator "$RIE_VERSION" ;;
+	aws-lambda-rie) install aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator "$RIE_VERSION" static ;; # static: the e2e test's emulator image has no C library
 	minio) install minio github.com/minio/minio github.com/minio/minio "$MINIO_VERSION" ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -5,20 +5,17 @@
 # hack/local-cluster/k8s), containerd, containerd-shim-runc-v2 and ctr, and
 # CoreDNS (static, for its image). A binary already there at the pinned version
 # is kept. runc and the CNI plugins come from Debian (hack/local-cluster/deps.sh).
-# Without --node only the control plane's three (what the process node agent's
-# cluster needs) are built.
-# Usage: hack/local-cluster/build.sh [-q] [--node]
+# Usage: hack/local-cluster/build.sh [-q]
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ASSETS=${DORYLUS_ENVTEST_DIR:-$HOME/.cache/dorylus/k8s-${K8S_VERSION}}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quiet="" node=""
+quiet=""
 for a in "$@"; do
 	case $a in
 	-q) quiet=-q ;;
-	--node) node=1 ;;
-	*) echo "usage: $0 [-q] [--node]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-q]" >&2; exit 2 ;;
 	esac
 done
 
@@ -47,10 +44,6 @@ build() {
 build kube-controller-manager --version "Kubernetes ${K8S_VERSION}"
 build kube-scheduler --version "Kubernetes ${K8S_VERSION}"
 build kubectl "version --client" "Client Version: ${K8S_VERSION}"
-if [[ -z "$node" ]]; then
-	echo "$ASSETS"
-	exit 0
-fi
 build kubelet --version "Kubernetes ${K8S_VERSION}"
 build kube-proxy --version "Kubernetes ${K8S_VERSION}"
 

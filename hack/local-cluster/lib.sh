@@ -1,5 +1,5 @@
-# Functions shared by cluster.sh (the process node agent's cluster) and
-# real.sh (the real node's). Sourced, not run. They use $DIR (the state
+# Functions of cluster.sh, kept apart so the script reads top to bottom.
+# Sourced, not run. They use $DIR (the state
 # folder), $API_HOST and $API_PORT (the API server), and
 # START_PATH (a folder put first on the PATH of what start runs, if set).
 

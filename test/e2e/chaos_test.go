@@ -44,23 +44,21 @@ func longJob(t *testing.T, c client.Client, name string, edit func(*dorylusv1alp
 }
 
 // TestGraphServerKilled kills graph server 1's process with SIGKILL
-// mid-training in a job without checkpoints: its pod must restart the
-// process, and the job must then either succeed or fail with a condition
-// that says why, not hang.
+// mid-training in an asynchronous job without checkpoints: the kubelet
+// restarts the container, and the job, which cannot resume an asynchronous
+// run without a checkpoint, must end Failed with a reason and a message
+// saying why, not hang and not claim success.
 func TestGraphServerKilled(t *testing.T) {
 	const name = "cora-kill"
 	c := setup(t, name)
 	tl := longJob(t, c, name, nil)
 	defer tl.close()
-	job := killGraphServer(t, c, name)
-	if c := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed); c != nil && c.Status == "True" {
-		t.Logf("after the kill the job failed: %s: %s", c.Reason, c.Message)
-		if c.Reason == "" || c.Message == "" {
-			t.Errorf("Failed condition without a reason or message: %+v", c)
-		}
-	} else {
-		t.Logf("after the kill the job succeeded at epoch %d: %s", job.Status.Progress.Epoch, conditions(job))
+	job := disturbGraphServer(t, c, name, killProcess)
+	f := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed)
+	if f == nil || f.Status != metav1.ConditionTrue || f.Reason == "" || f.Message == "" {
+		t.Fatalf("after the kill: %s; want Failed with a reason and a message", conditions(job))
 	}
+	t.Logf("after the kill the job failed: %s: %s", f.Reason, f.Message)
 	tl.wait(t, msGone, 120*time.Second)
 	deleteJob(t, name, tl.processes())
 }
@@ -88,13 +86,37 @@ func TestGraphServerKilledCheckpointed(t *testing.T) {
 			SecretRef: &corev1.LocalObjectReference{Name: secret.Name}}}
 	})
 	defer tl.close()
-	job := killGraphServer(t, c, name)
+	resumes(t, c, tl, killProcess)
+}
+
+// TestGraphServerPodDeleted deletes graph server 1's pod mid-training in a
+// job that checkpoints to a PersistentVolume: the StatefulSet makes a new
+// pod, and the job must resume from the checkpoint and succeed.
+func TestGraphServerPodDeleted(t *testing.T) {
+	const name = "cora-pod-deleted"
+	c := setup(t, name)
+	hostVolume(t, c, "cora-checkpoints", "")
+	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Staleness = intstr.FromString("sync") // checkpoints need synchronous training
+		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](10)
+		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10,
+			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "cora-checkpoints", Path: name}}
+	})
+	defer tl.close()
+	resumes(t, c, tl, deletePod)
+}
+
+// resumes disturbs graph server 1 of a checkpointed job with act and checks
+// that the job resumes and succeeds.
+func resumes(t *testing.T, c client.Client, tl *timeline, act disturbance) {
+	t.Helper()
+	job := disturbGraphServer(t, c, tl.name, act)
 	if ok, err := succeeded(job); !ok {
-		t.Fatalf("after the kill the checkpointed job did not resume to Succeeded (%v): %s", err, conditions(job))
+		t.Fatalf("after the disturbance the checkpointed job did not resume to Succeeded (%v): %s", err, conditions(job))
 	}
-	t.Logf("after the kill the job resumed and succeeded: %s", conditions(job))
+	t.Logf("after the disturbance the job resumed and succeeded: %s", conditions(job))
 	tl.wait(t, msGone, 120*time.Second)
-	deleteJob(t, name, tl.processes())
+	deleteJob(t, tl.name, tl.processes())
 }
 
 // relayToNode relays TCP connections from a free port on the node's
@@ -129,17 +151,13 @@ func relayToNode(t *testing.T, c client.Client, target string) string {
 	return lis.Addr().String()
 }
 
-// killGraphServer waits for epoch 5 of job name, kills graph server 1's
-// process with SIGKILL, checks that its pod restarts it, and returns the job
-// once it has succeeded or failed.
-func killGraphServer(t *testing.T, c client.Client, name string) *dorylusv1alpha1.GNNTrainingJob {
-	t.Helper()
-	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
-	ctx := context.Background()
-	pod := &corev1.Pod{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-gs-1"}, pod); err != nil {
-		t.Fatal(err)
-	}
+// A disturbance acts on a running graph-server pod and returns a check that
+// the graph server came back after it.
+type disturbance func(t *testing.T, c client.Client, pod *corev1.Pod) (cameBack func(*corev1.Pod) bool)
+
+// killProcess sends SIGKILL to the pod's container process; the kubelet must
+// restart the container.
+func killProcess(t *testing.T, _ client.Client, pod *corev1.Pod) func(*corev1.Pod) bool {
 	if len(pod.Status.ContainerStatuses) != 1 {
 		t.Fatalf("pod %s: %d container statuses, want 1", pod.Name, len(pod.Status.ContainerStatuses))
 	}
@@ -147,25 +165,51 @@ func killGraphServer(t *testing.T, c client.Client, name string) *dorylusv1alpha
 	if pid == 0 || !processAlive(pid) {
 		t.Fatalf("pod %s: container %q is not a running dorylus process", pod.Name, pod.Status.ContainerStatuses[0].ContainerID)
 	}
-	killedAt := getJob(ctx, t, c, name).Status.Progress.Epoch
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("SIGKILL to graph server 1 (pid %d) after epoch %d", pid, killedAt)
+	t.Logf("SIGKILL to %s's process (pid %d)", pod.Name, pid)
+	return func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount > 0
+	}
+}
 
-	restarted := false
-	job := waitJob(t, c, name, "Succeeded or Failed after the kill", 300*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+// deletePod deletes the pod; the StatefulSet must create it again.
+func deletePod(t *testing.T, c client.Client, pod *corev1.Pod) func(*corev1.Pod) bool {
+	if err := c.Delete(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted pod %s (uid %s)", pod.Name, pod.UID)
+	return func(p *corev1.Pod) bool { return p.UID != pod.UID }
+}
+
+// disturbGraphServer waits for epoch 5 of job name, disturbs graph server
+// 1's pod with act, checks that the graph server came back, and returns the
+// job once it has succeeded or failed.
+func disturbGraphServer(t *testing.T, c client.Client, name string, act disturbance) *dorylusv1alpha1.GNNTrainingJob {
+	t.Helper()
+	waitJob(t, c, name, "epoch 5", 180*time.Second, atEpoch(5))
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: ns, Name: name + "-gs-1"}
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, key, pod); err != nil {
+		t.Fatal(err)
+	}
+	at := getJob(ctx, t, c, name).Status.Progress.Epoch
+	cameBack := act(t, c, pod)
+	t.Logf("graph server 1 disturbed after epoch %d", at)
+
+	back := false
+	job := waitJob(t, c, name, "Succeeded or Failed after the disturbance", 300*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
 		p := &corev1.Pod{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-gs-1"}, p); err == nil {
-			for _, cs := range p.Status.ContainerStatuses {
-				restarted = restarted || cs.RestartCount > 0
-			}
+		if err := c.Get(ctx, key, p); err == nil {
+			back = back || cameBack(p)
 		}
-		restarted = restarted || job.Status.ServerRestarts > 0
+		back = back || job.Status.ServerRestarts > 0
 		return isFinished(job), nil
 	})
-	if !restarted {
-		t.Errorf("graph server 1's pod never reported a restart (status.serverRestarts %d)", job.Status.ServerRestarts)
+	if !back {
+		t.Errorf("graph server 1 never came back (status.serverRestarts %d)", job.Status.ServerRestarts)
 	}
 	return job
 }

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,36 +14,81 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
 
 var (
-	singleOnce sync.Once
-	singleAcc  float64
-	singleErr  error
+	trainMu  sync.Mutex
+	trainAcc = map[string]float64{}
 )
 
-// singleProcessAccuracy is the test accuracy of `dorylus train --output json`
-// with the samples' hyper-parameters (computed once).
-func singleProcessAccuracy(t *testing.T) float64 {
+// trainAccuracy is the test accuracy of `dorylus train --output json` with
+// args on this machine (each set of args run once), the figure a job of the
+// same settings must reach.
+func trainAccuracy(t *testing.T, args ...string) float64 {
 	t.Helper()
-	singleOnce.Do(func() {
-		out, err := runIn(nil, filepath.Join(root, "bin/dorylus"), "train", "--dataset", "cora", "--epochs", "200", "--output", "json")
-		if err != nil {
-			singleErr = fmt.Errorf("dorylus train: %w", err)
-			return
-		}
-		var r struct {
-			TestAccuracy float64 `json:"test_accuracy"`
-		}
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			singleErr = fmt.Errorf("dorylus train output %q: %w", out, err)
-		}
-		singleAcc = r.TestAccuracy
-	})
-	if singleErr != nil {
-		t.Fatal(singleErr)
+	trainMu.Lock()
+	defer trainMu.Unlock()
+	key := strings.Join(args, " ")
+	if acc, ok := trainAcc[key]; ok {
+		return acc
 	}
-	return singleAcc
+	out, err := runIn(nil, filepath.Join(root, "bin/dorylus"), append([]string{"train", "--output", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("dorylus train %s: %v", key, err)
+	}
+	var r struct {
+		TestAccuracy float64 `json:"test_accuracy"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("dorylus train %s: output %q: %v", key, out, err)
+	}
+	trainAcc[key] = r.TestAccuracy
+	return r.TestAccuracy
+}
+
+// singleProcessAccuracy is the test accuracy of one process trained with the
+// Cora samples' hyper-parameters.
+func singleProcessAccuracy(t *testing.T) float64 {
+	return trainAccuracy(t, "--dataset", "cora", "--epochs", "200")
+}
+
+// jobAccuracy reads a finished job's status.progress.testAccuracy and checks
+// it is within 1 point of want.
+func jobAccuracy(t *testing.T, c client.Client, name string, want float64) {
+	t.Helper()
+	job := getJob(context.Background(), t, c, name)
+	if job == nil || job.Status.Progress == nil || job.Status.Progress.TestAccuracy == nil {
+		t.Fatalf("gnnjob %s: no status.progress.testAccuracy: %s", name, conditions(job))
+	}
+	acc, err := strconv.ParseFloat(string(*job.Status.Progress.TestAccuracy), 64)
+	if err != nil {
+		t.Fatalf("gnnjob %s: status.progress.testAccuracy: %v", name, err)
+	}
+	t.Logf("test accuracy: job %s %.4f, dorylus train %.4f", name, acc, want)
+	if math.Abs(acc-want) > 0.01 {
+		t.Errorf("gnnjob %s: test accuracy in .status %.4f, dorylus train %.4f: more than 1 point apart", name, acc, want)
+	}
+}
+
+// runSample applies config/samples/file as job name changed by edit (nil:
+// as shipped), waits for Succeeded and its pods to go, checks its accuracy
+// against want, and deletes it.
+func runSample(t *testing.T, c client.Client, file, name string, edit func(*dorylusv1alpha1.GNNTrainingJob), timeout time.Duration, want func() float64) {
+	t.Helper()
+	job, manifest := sampleJob(t, file, name, edit)
+	start := time.Now()
+	apply(t, manifest)
+	tl := watchJob(c, name, int(job.Spec.GraphServers.Replicas+job.Spec.ParameterServers.Replicas), start)
+	defer tl.close()
+	waitJob(t, c, name, "Succeeded", timeout, succeeded)
+	tl.wait(t, msGone, 120*time.Second)
+	t.Logf("timeline %s", tl.report())
+	jobAccuracy(t, c, name, want())
+	deleteJob(t, name, tl.processes())
 }
 
 // TestCoraCPU is the user's path: kubectl apply the cpu sample, kubectl wait
@@ -61,15 +107,7 @@ func TestCoraCPU(t *testing.T) {
 	tl.wait(t, msGone, 60*time.Second)
 	t.Logf("timeline %s", tl.report())
 
-	acc, err := strconv.ParseFloat(run(t, kubectl, "get", "-n", ns, "gnnjob/"+name, "-o", "jsonpath={.status.progress.testAccuracy}"), 64)
-	if err != nil {
-		t.Fatalf("status.progress.testAccuracy: %v", err)
-	}
-	want := singleProcessAccuracy(t)
-	t.Logf("test accuracy: job %.4f, single process %.4f", acc, want)
-	if math.Abs(acc-want) > 0.01 {
-		t.Errorf("test accuracy in .status %.4f, single-process run %.4f: more than 1 point apart", acc, want)
-	}
+	jobAccuracy(t, c, name, singleProcessAccuracy(t))
 
 	table := run(t, kubectl, "get", "-n", ns, "gnnjob", name)
 	t.Logf("kubectl get gnnjob:\n%s", table)
@@ -79,6 +117,19 @@ func TestCoraCPU(t *testing.T) {
 		}
 	}
 	deleteJob(t, name, tl.processes())
+}
+
+// TestCoraGATCPU runs the GAT sample (synchronous, 2 graph servers): its
+// accuracy must match `dorylus train` with the same graph and parameter
+// servers, which cut the graph and draw dropout masks the same way.
+func TestCoraGATCPU(t *testing.T) {
+	const name = "cora-gat-cpu"
+	c := setup(t, name)
+	runSample(t, c, "cpu_cora_gat.yaml", name, nil, 600*time.Second, func() float64 {
+		return trainAccuracy(t, "--dataset", "cora", "--model", "gat", "--patience", "0", "--epochs", "200", "--hidden", "8",
+			"--heads", "8", "--dropout", "0.6", "--lr", "0.005", "--weight-decay", "5e-4",
+			"--graph-servers", "2", "--param-servers", "1", "--staleness", "sync")
+	})
 }
 
 // TestTiming prints, for Cora with 2 graph servers, the time from kubectl

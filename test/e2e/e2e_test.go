@@ -1,11 +1,14 @@
 //go:build e2e
 
-// Package e2e drives the user's path on a local cluster (hack/local-cluster):
-// helm install the operator chart, kubectl apply a sample job, wait for
-// Succeeded, and compare the result with the single-process run; it also
-// kills a graph server mid-training and suspends and resumes a job. Run it
-// with `make e2e` (build tag e2e), which starts the cluster first and stops
-// it after.
+// Package e2e drives the user's path on a real one-node cluster
+// (hack/local-cluster: kubelet, containerd, runc, CNI, kube-proxy, CoreDNS)
+// running the project's own image: helm install the operator chart, kubectl
+// apply every sample job in a namespace that enforces Pod Security
+// `restricted`, wait for Succeeded, and compare the result with `dorylus
+// train`; it also kills a graph server's process and deletes its pod
+// mid-training, suspends and resumes a job, and applies jobs that cannot
+// start. Run it with `make e2e` (build tag e2e), which starts the cluster
+// first and stops it after.
 package e2e
 
 import (
@@ -41,8 +44,12 @@ var (
 	helm       = envOr("HELM", filepath.Join(os.Getenv("HOME"), ".cache/dorylus/bin/helm"))
 )
 
-// ns is the namespace the tests' jobs run in.
-const ns = "default"
+// ns is the namespace the tests' jobs run in, and operatorNS the operator's;
+// both enforce Pod Security `restricted`.
+const (
+	ns         = "dorylus-e2e"
+	operatorNS = "dorylus-system"
+)
 
 func mustAbs(p string) string {
 	a, err := filepath.Abs(p)
@@ -118,9 +125,13 @@ func cluster(t *testing.T) client.Client {
 			clientErr = err
 			return
 		}
+		if _, err := runIn(restrictedNamespaces(), kubectl, "apply", "-f", "-"); err != nil {
+			clientErr = fmt.Errorf("namespaces: %w", err)
+			return
+		}
 		start := time.Now()
 		if _, err := runIn(nil, helm, "upgrade", "--install", "dorylus", filepath.Join(root, "charts/dorylus-operator"),
-			"--namespace", "dorylus-system", "--create-namespace", "--wait", "--timeout", "180s"); err != nil {
+			"--namespace", operatorNS, "--wait", "--timeout", "180s"); err != nil {
 			clientErr = fmt.Errorf("helm install: %w", err)
 			return
 		}
@@ -131,6 +142,17 @@ func cluster(t *testing.T) client.Client {
 		t.Fatal(clientErr)
 	}
 	return k8sClient
+}
+
+// restrictedNamespaces is the manifest of the operator's and the jobs'
+// namespaces, both enforcing Pod Security `restricted`.
+func restrictedNamespaces() []byte {
+	var b bytes.Buffer
+	for _, name := range []string{operatorNS, ns} {
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n"+
+			"    pod-security.kubernetes.io/enforce: restricted\n    pod-security.kubernetes.io/enforce-version: latest\n---\n", name)
+	}
+	return b.Bytes()
 }
 
 // sampleJob reads a sample from config/samples, renames it and lets edit
@@ -241,8 +263,8 @@ func jobPods(ctx context.Context, c client.Client, name string) ([]corev1.Pod, e
 	return pods.Items, err
 }
 
-// deleteJob deletes a job and waits until its children, its pods' sandboxes
-// and the processes pids (recorded while it ran) are gone.
+// deleteJob deletes a job and waits until its children, its pods and the
+// processes pids (recorded while it ran) are gone.
 func deleteJob(t *testing.T, name string, pids []int) {
 	t.Helper()
 	run(t, kubectl, "delete", "-n", ns, "gnnjob/"+name, "--wait", "--timeout=120s")
@@ -250,18 +272,17 @@ func deleteJob(t *testing.T, name string, pids []int) {
 	for {
 		left := run(t, kubectl, "get", "-n", ns, "pods,statefulsets,deployments,services,configmaps,serviceaccounts,roles,rolebindings",
 			"-l", controllers.LabelJobName+"="+name, "-o", "name")
-		sandboxes, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods", ns+"_"+name+"-*", "volumes"))
 		var alive []int
 		for _, pid := range pids {
 			if processAlive(pid) {
 				alive = append(alive, pid)
 			}
 		}
-		if strings.TrimSpace(left) == "" && len(sandboxes) == 0 && len(alive) == 0 {
+		if strings.TrimSpace(left) == "" && len(alive) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("60 s after deleting gnnjob %s: children %q, pod sandboxes %v, processes %v remain", name, left, sandboxes, alive)
+			t.Fatalf("60 s after deleting gnnjob %s: children %q, processes %v remain", name, left, alive)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -282,15 +303,11 @@ func processAlive(pid int) bool {
 	return bytes.Contains(cmdline, []byte("dorylus"))
 }
 
-// containerPid is the process id behind a container ID the node reported:
-// nodeagent://PID from the process node agent, or containerd://ID from the
-// real node, whose shim records the pid in the task's state folder; 0 when
-// unknown.
+// containerPid is the process id behind a container ID the kubelet
+// reported (containerd://ID), which containerd's shim records in the task's
+// state folder; 0 when unknown.
 func containerPid(id string) int {
 	var pid int
-	if _, err := fmt.Sscanf(id, "nodeagent://%d", &pid); err == nil {
-		return pid
-	}
 	cid, ok := strings.CutPrefix(id, "containerd://")
 	if !ok {
 		return 0
@@ -309,7 +326,7 @@ func containerPid(id string) int {
 // jobs: it deletes what an earlier run left of them now, deletes them again
 // when the test ends and, if the test failed, first prints the jobs'
 // conditions, the events and the last log lines of the operator, of every
-// pod process and of the node agent written since the test started.
+// container, of the kubelet and of containerd written since the test started.
 func setup(t *testing.T, jobs ...string) client.Client {
 	t.Helper()
 	started := time.Now()
@@ -331,8 +348,8 @@ func setup(t *testing.T, jobs ...string) client.Client {
 }
 
 // dumpCluster prints the jobs' conditions, the events, the pods and the last
-// log lines of the processes the node agent ran (written since since) and of
-// the agent itself.
+// log lines of the containers (written since since), of the kubelet and of
+// containerd.
 func dumpCluster(t *testing.T, since time.Time) {
 	t.Helper()
 	for _, args := range [][]string{
@@ -344,18 +361,16 @@ func dumpCluster(t *testing.T, since time.Time) {
 		out, err := runIn(nil, kubectl, args...)
 		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
 	}
-	// The node agent's pod logs, or the real kubelet's (podLogsDir).
-	all, _ := filepath.Glob(filepath.Join(clusterDir, "state/pods/*/logs/*.log"))
-	real, _ := filepath.Glob(filepath.Join(clusterDir, "pod-logs/*/*/*.log"))
-	all = append(all, real...)
+	// The kubelet's container logs (podLogsDir).
+	all, _ := filepath.Glob(filepath.Join(clusterDir, "pod-logs/*/*/*.log"))
 	var logs []string
 	for _, l := range all {
-		if !modTime(l).Before(since) || strings.Contains(l, "dorylus-system_") {
+		if !modTime(l).Before(since) || strings.Contains(l, operatorNS+"_") {
 			logs = append(logs, l)
 		}
 	}
 	sort.Slice(logs, func(i, j int) bool { return modTime(logs[i]).Before(modTime(logs[j])) })
-	for _, l := range []string{"logs/nodeagent.log", "logs/kubelet.log", "logs/containerd.log"} {
+	for _, l := range []string{"logs/kubelet.log", "logs/containerd.log"} {
 		if _, err := os.Stat(filepath.Join(clusterDir, l)); err == nil {
 			logs = append(logs, filepath.Join(clusterDir, l))
 		}

@@ -1,0 +1,128 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// functionPort is where `dorylus function` serves HTTP in its pod.
+const functionPort = 8080
+
+// runtimeImage is the image `make image` writes: the chart's default.
+func runtimeImage(t *testing.T) string {
+	raw, err := os.ReadFile(filepath.Join(root, "charts/dorylus-operator/Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil {
+		t.Fatalf("Chart.yaml: %v", err)
+	}
+	return "docker.io/dorylus-gnn/dorylus:" + chart.AppVersion
+}
+
+// hostVolume makes a PersistentVolume on host folder dir (under the cluster's
+// state folder, owned by the pods' user 65532), filled by a copy of src if
+// not empty, and a PersistentVolumeClaim claim bound to it; all are removed
+// at the end of the test.
+func hostVolume(t *testing.T, c client.Client, claim, src string) string {
+	t.Helper()
+	dir := filepath.Join(clusterDir, "volumes", ns, claim)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if src != "" {
+		if out, err := exec.Command("cp", "-a", src+"/.", dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", src, err, out)
+		}
+	}
+	if out, err := exec.Command("chown", "-R", "65532:65532", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown %s: %v: %s", dir, err, out)
+	}
+	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      size,
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "",
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectory)},
+			},
+		},
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(""),
+			VolumeName:       pv.Name,
+			Resources:        corev1.VolumeResourceRequirements{Requests: size},
+		},
+	}
+	ctx := context.Background()
+	for _, o := range []client.Object{pv, pvc} {
+		_ = c.Delete(ctx, o) // left by an earlier run
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), pvc)
+		_ = c.Delete(context.Background(), pv)
+	})
+	return dir
+}
+
+// TestCiteseerGATKnative runs the Knative sample where no Knative is
+// installed: `dorylus function` serves HTTP from the runtime image as a
+// Deployment and Service, named by URL; the dataset (text CiteSeer) and the
+// checkpoints are on PersistentVolumes. GAT on CiteSeer through an HTTP
+// function takes seconds an epoch on this machine, so the job trains 20 of
+// the sample's 300 epochs. Its accuracy must match `dorylus train` with one
+// graph server, synchronous as the sample, and the checkpoints must be on
+// the volume.
+func TestCiteseerGATKnative(t *testing.T) {
+	const name, epochs = "citeseer-gat-knative", 20
+	c := setup(t, name)
+	hostVolume(t, c, "graph-datasets", filepath.Join(root, "datasets"))
+	checkpoints := hostVolume(t, c, "dorylus-checkpoints", "")
+	servePod(t, c, "dorylus-function", runtimeImage(t), functionPort, "/dorylus", "function", "--listen", ":8080")
+	runSample(t, c, "knative_citeseer.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Epochs = epochs
+		j.Spec.Training.WeightDecay = "5e-4"
+		j.Spec.TensorBackend.Knative.Service = nil
+		j.Spec.TensorBackend.Knative.URL = "http://dorylus-function." + ns + ".svc.cluster.local:8080/"
+	}, 900*time.Second, func() float64 {
+		return trainAccuracy(t, "--dataset", filepath.Join(root, "datasets/citeseer"), "--model", "gat", "--patience", "0",
+			"--epochs", "20", "--hidden", "8", "--heads", "8", "--dropout", "0.6", "--lr", "0.005", "--weight-decay", "5e-4",
+			"--graph-servers", "1", "--param-servers", "1", "--staleness", "sync")
+	})
+	files, _ := filepath.Glob(filepath.Join(checkpoints, "citeseer-gat", "*"))
+	if len(files) == 0 {
+		t.Errorf("no checkpoint on the volume under %s/citeseer-gat", checkpoints)
+	}
+	t.Logf("checkpoints on the volume: %v", files)
+}
