@@ -76,19 +76,41 @@ func jobAccuracy(t *testing.T, c client.Client, name string, want float64) {
 
 // runSample applies config/samples/file as job name changed by edit (nil:
 // as shipped), waits for Succeeded and its pods to go, checks its accuracy
-// against want, and deletes it.
-func runSample(t *testing.T, c client.Client, file, name string, edit func(*dorylusv1alpha1.GNNTrainingJob), timeout time.Duration, want func() float64) {
+// against want (given the job as the API server defaulted it), deletes it
+// and returns it as it finished.
+func runSample(t *testing.T, c client.Client, file, name string, edit func(*dorylusv1alpha1.GNNTrainingJob), timeout time.Duration,
+	want func(*dorylusv1alpha1.GNNTrainingJob) float64) *dorylusv1alpha1.GNNTrainingJob {
 	t.Helper()
 	job, manifest := sampleJob(t, file, name, edit)
 	start := time.Now()
 	apply(t, manifest)
-	tl := watchJob(c, name, int(job.Spec.GraphServers.Replicas+job.Spec.ParameterServers.Replicas), start)
+	pods := job.Spec.GraphServers.Replicas + job.Spec.ParameterServers.Replicas
+	if job.Spec.Inference != nil {
+		pods = job.Spec.GraphServers.Replicas
+	}
+	tl := watchJob(c, name, int(pods), start)
 	defer tl.close()
-	waitJob(t, c, name, "Succeeded", timeout, succeeded)
+	job = waitJob(t, c, name, "Succeeded", timeout, succeeded)
 	tl.wait(t, msGone, 120*time.Second)
 	t.Logf("timeline %s", tl.report())
-	jobAccuracy(t, c, name, want())
+	jobAccuracy(t, c, name, want(job))
 	deleteJob(t, name, tl.processes())
+	return job
+}
+
+// trainArgs are the `dorylus train` flags of a job's model and training as
+// the API server defaulted them, on dataset, with the job's graph and
+// parameter servers (the same cut and dropout masks) and staleness.
+func trainArgs(job *dorylusv1alpha1.GNNTrainingJob, dataset string) []string {
+	m, tr := job.Spec.Model, job.Spec.Training
+	args := []string{"--dataset", dataset, "--model", strings.ToLower(string(m.Architecture)), "--layers", fmt.Sprint(m.Layers),
+		"--hidden", fmt.Sprint(m.Hidden), "--dropout", string(m.Dropout), "--lr", string(tr.LearningRate),
+		"--weight-decay", string(tr.WeightDecay), "--epochs", fmt.Sprint(tr.Epochs), "--staleness", tr.Staleness.String(),
+		"--graph-servers", fmt.Sprint(job.Spec.GraphServers.Replicas), "--param-servers", fmt.Sprint(job.Spec.ParameterServers.Replicas)}
+	if m.Heads != nil {
+		args = append(args, "--heads", fmt.Sprint(*m.Heads), "--patience", "0")
+	}
+	return args
 }
 
 // TestCoraCPU is the user's path: kubectl apply the cpu sample, kubectl wait
@@ -125,10 +147,8 @@ func TestCoraCPU(t *testing.T) {
 func TestCoraGATCPU(t *testing.T) {
 	const name = "cora-gat-cpu"
 	c := setup(t, name)
-	runSample(t, c, "cpu_cora_gat.yaml", name, nil, 600*time.Second, func() float64 {
-		return trainAccuracy(t, "--dataset", "cora", "--model", "gat", "--patience", "0", "--epochs", "200", "--hidden", "8",
-			"--heads", "8", "--dropout", "0.6", "--lr", "0.005", "--weight-decay", "5e-4",
-			"--graph-servers", "2", "--param-servers", "1", "--staleness", "sync")
+	runSample(t, c, "cpu_cora_gat.yaml", name, nil, 600*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {
+		return trainAccuracy(t, trainArgs(job, "cora")...)
 	})
 }
 

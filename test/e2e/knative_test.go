@@ -112,13 +112,10 @@ func TestCiteseerGATKnative(t *testing.T) {
 	servePod(t, c, "dorylus-function", runtimeImage(t), functionPort, "/dorylus", "function", "--listen", ":8080")
 	runSample(t, c, "knative_citeseer.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = epochs
-		j.Spec.Training.WeightDecay = "5e-4"
 		j.Spec.TensorBackend.Knative.Service = nil
 		j.Spec.TensorBackend.Knative.URL = "http://dorylus-function." + ns + ".svc.cluster.local:8080/"
-	}, 900*time.Second, func() float64 {
-		return trainAccuracy(t, "--dataset", filepath.Join(root, "datasets/citeseer"), "--model", "gat", "--patience", "0",
-			"--epochs", "20", "--hidden", "8", "--heads", "8", "--dropout", "0.6", "--lr", "0.005", "--weight-decay", "5e-4",
-			"--graph-servers", "1", "--param-servers", "1", "--staleness", "sync")
+	}, 900*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {
+		return trainAccuracy(t, trainArgs(job, filepath.Join(root, "datasets/citeseer"))...)
 	})
 	files, _ := filepath.Glob(filepath.Join(checkpoints, "citeseer-gat", "*"))
 	if len(files) == 0 {

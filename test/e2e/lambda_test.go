@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
 
 // emulatorPort is where the sample lambda_cora_emulator.yaml expects the
@@ -108,7 +110,7 @@ func TestCoraLambdaEmulator(t *testing.T) {
 	const name = "cora-gcn-lambda-emulator"
 	c := setup(t, name)
 	startEmulator(t, c)
-	runSample(t, c, "lambda_cora_emulator.yaml", name, nil, 600*time.Second, func() float64 { return singleProcessAccuracy(t) })
+	runSample(t, c, "lambda_cora_emulator.yaml", name, nil, 600*time.Second, func(*dorylusv1alpha1.GNNTrainingJob) float64 { return singleProcessAccuracy(t) })
 	logs := run(t, kubectl, "logs", "-n", ns, "deployment/lambda-emulator", "--tail=-1")
 	invokes := strings.Count(logs, "START RequestId: ")
 	job, _ := sampleJob(t, "lambda_cora_emulator.yaml", name, nil)
