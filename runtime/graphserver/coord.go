@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
