@@ -86,12 +86,13 @@ func TestBudgetFromTheGraphServers(t *testing.T) {
 			break
 		}
 	}
-	if first < 0 || first+1 >= len(res.Epochs) {
-		t.Fatalf("budget $%s: reached at epoch %d of the %d trained", budget, first+1, len(res.Epochs))
+	if first < 0 {
+		t.Fatalf("budget $%s: not reached in the %d epochs trained", budget, len(res.Epochs))
 	}
-	// The operator decided on that epoch's report, or, within one epoch, on the next one's.
+	// The operator decided on that epoch's report, or, within one epoch, on the next one's (the
+	// servers stop once it has, so the next one may not have been trained).
 	var want []string
-	for _, ev := range res.Epochs[first : first+2] {
+	for _, ev := range res.Epochs[first:min(first+2, len(res.Epochs))] {
 		want = append(want, fmt.Sprintf("cost %s USD reached spec.runPolicy.budgetUSD %s", strconv.FormatFloat(ev.CostUSD, 'g', 6, 64), budget))
 	}
 	if c.Reason != dorylusv1alpha1.ReasonBudgetExceeded || !slices.Contains(want, c.Message) {

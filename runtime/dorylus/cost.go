@@ -22,6 +22,11 @@ type costOptions struct {
 	pricesFile           string
 }
 
+// defaultCostOptions are the cost flags' defaults, for runs that take no cost flags (predict).
+func defaultCostOptions() costOptions {
+	return costOptions{instance: cost.DefaultGraphServerInstance, psInstance: cost.DefaultParameterServerInstance, lambdaMemoryMB: defaultLambdaMemoryMB}
+}
+
 // addFlags registers the cost flags.
 func (c *costOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.instance, "instance-type", cost.DefaultGraphServerInstance, "cost estimate: EC2 instance type of this process, or of each graph server (and of the nodes of a knative function)")

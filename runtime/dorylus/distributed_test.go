@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
@@ -71,7 +70,7 @@ func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func
 func coraOptions(epochs int) trainOptions {
 	return trainOptions{dataset: "cora", model: "gcn", layers: 2, hidden: 16, dropout: 0.5, lr: 0.01, weightDecay: 5e-4,
 		epochs: epochs, seed: 1, runs: 1, evalEvery: 1, output: "json",
-		cost: costOptions{instance: cost.DefaultGraphServerInstance, psInstance: cost.DefaultParameterServerInstance, lambdaMemoryMB: defaultLambdaMemoryMB}}
+		cost: defaultCostOptions()}
 }
 
 // singleProcess trains seed on Cora with the single-process trainer and returns the training

@@ -120,7 +120,7 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 // cardOptions returns the model a card describes as train's options.
 func cardOptions(c export.Card) trainOptions {
 	return trainOptions{model: c.Architecture, layers: c.Layers, hidden: c.Hidden, heads: c.Heads,
-		dropout: c.Training.Dropout, lr: c.Training.LR, weightDecay: c.Training.WeightDecay}
+		dropout: c.Training.Dropout, lr: c.Training.LR, weightDecay: c.Training.WeightDecay, cost: defaultCostOptions()}
 }
 
 // predictDistributed runs the model card c describes on o.graphServers graph-server processes,
