@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -69,13 +70,25 @@ func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 	return s, h
 }
 
+// redial is how a connection retries a peer that is not there yet: a server's peers start at
+// about the same time, and gRPC's default (1 s, growing to 2 min) made a job wait seconds for
+// peers that had come up long before.
+var redial = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
+}
+
 // Dial returns a client connection to addr (plain TCP: the data plane runs inside one
 // cluster network) with the data plane's limits and keepalive. It does not wait for the peer.
-// Calls fail with codes.ResourceExhausted, without sending or reading the message, when a
-// request or reply is larger than MaxMessage (or WithMaxMessage's size).
+// The address is resolved at every connection attempt (the passthrough resolver), not by
+// gRPC's DNS resolver, which backs off for seconds after a name that does not resolve yet
+// (a peer pod without an address) and re-resolves at most every 30 s (a restarted peer's new
+// address). Calls fail with codes.ResourceExhausted, without sending or reading the message,
+// when a request or reply is larger than MaxMessage (or WithMaxMessage's size).
 func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 	set := apply(opts)
-	conn, err := grpc.NewClient(addr,
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithConnectParams(redial),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.maxMessage), grpc.MaxCallSendMsgSize(set.maxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
