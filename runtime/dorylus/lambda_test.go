@@ -27,8 +27,10 @@ func lambdaEmulators(t *testing.T, n int, env []string, flags ...string) backend
 }
 
 // TestLambdaTrainsCora trains Cora through `dorylus train --graph-servers 2 --backend lambda
-// --staleness 1` on four Lambda emulators and expects the test accuracy of synchronous
-// training on the cpu backend within one point.
+// --staleness 1` on four Lambda emulators and expects no more than one point below the test
+// accuracy of synchronous training on the cpu backend. One asynchronous run is not
+// reproducible, and lands above the synchronous one as often as below (0.831 against 0.820
+// seen): what bounded staleness must not do is lose accuracy.
 func TestLambdaTrainsCora(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains Cora twice")
@@ -39,8 +41,8 @@ func TestLambdaTrainsCora(t *testing.T) {
 	lam := runCLI(t, append(append(common, "--staleness", "1"), b.args()...)...)
 	t.Logf("sync cpu: test accuracy %.4f, median epoch %.1f ms; lambda S=1: %.4f, median epoch %.1f ms",
 		base.TestAccuracy, 1e3*base.EpochSecondsMedian, lam.TestAccuracy, 1e3*lam.EpochSecondsMedian)
-	if math.Abs(lam.TestAccuracy-base.TestAccuracy) > 0.01 {
-		t.Errorf("lambda S=1 test accuracy %.4f, sync cpu %.4f: more than one point apart", lam.TestAccuracy, base.TestAccuracy)
+	if lam.TestAccuracy < base.TestAccuracy-0.01 {
+		t.Errorf("lambda S=1 test accuracy %.4f, sync cpu %.4f: more than one point below", lam.TestAccuracy, base.TestAccuracy)
 	}
 	// The cost reports price the Lambda calls (at least 16 a epoch: 4 intervals, 2 layers,
 	// forward and backward) and only the servers of the cpu run.
