@@ -107,6 +107,10 @@ func loadPath(p string, opts LoadOptions) (*Dataset, error) {
 	case st.IsDir() && isFile(filepath.Join(p, PreparedFileName)):
 		return ReadPrepared(filepath.Join(p, PreparedFileName))
 	case st.IsDir():
+		if parts, ok := partitionedDir(p); ok {
+			return nil, fmt.Errorf("graph: directory %s holds the %d partition files of `dorylus prepare --partitions %d`, not a whole dataset: "+
+				"train it with --graph-servers %d, or load the dataset it was cut from", p, parts, parts, parts)
+		}
 		return nil, fmt.Errorf("graph: directory %s holds neither %s (plain-text dataset) nor %s (prepared dataset)", p, metaFile, PreparedFileName)
 	case IsPreparedFile(p):
 		return ReadPrepared(p)
@@ -131,4 +135,16 @@ func Prepare(srcSpec, dst string) error {
 		dst = filepath.Join(dst, PreparedFileName)
 	}
 	return WritePreparedFile(dst, d)
+}
+
+// partitionedDir reports whether dir holds the file of partition 0 of some partitioning, and
+// the number of parts its name gives.
+func partitionedDir(dir string) (parts int, ok bool) {
+	names, _ := filepath.Glob(filepath.Join(dir, "part-00000-of-*.dorylus"))
+	for _, n := range names {
+		if _, err := fmt.Sscanf(filepath.Base(n), "part-00000-of-%05d.dorylus", &parts); err == nil && parts > 0 {
+			return parts, true
+		}
+	}
+	return 0, false
 }

@@ -99,6 +99,13 @@ func TestLoadErrors(t *testing.T) {
 		t.Fatalf("missing shipped dataset, no env: %v", err)
 	}
 
+	cut := filepath.Join(t.TempDir(), "cut")
+	if err := os.MkdirAll(cut, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cut, PartitionFileName(0, 3)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	junk := filepath.Join(empty, "junk.bin")
 	if err := os.WriteFile(junk, []byte("hello, world"), 0o644); err != nil {
 		t.Fatal(err)
@@ -110,6 +117,7 @@ func TestLoadErrors(t *testing.T) {
 		{"rmat:nodes=10,edges=10,bogus=1", "unknown key"},
 		{"rmat:nodes=x,edges=10", "not a non-negative integer"},
 		{empty, "holds neither meta.json"},
+		{cut, "holds the 3 partition files of `dorylus prepare --partitions 3`, not a whole dataset: train it with --graph-servers 3"},
 		{junk, "not a prepared dataset file"},
 	} {
 		if _, err := Load(tc.spec, LoadOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
