@@ -14,26 +14,32 @@ import (
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
 
-// budgetUSD is a budget the cpu sample spends within seconds: its servers
-// cost a few hundredths of a cent a second at the operator's default prices.
-const budgetUSD = "0.0005"
+// budgetUSD is what the servers of the cpu sample cost in about half a
+// minute at the operator's default prices (≈ $0.0003 a second): past their
+// start-up (seconds, already billed), well before 6000 epochs end.
+const budgetUSD = "0.008"
 
-// TestBudgetExceeded runs a long cpu job with a tiny budget: graph server 0
-// prices the run after every epoch, and the job must end Failed with reason
-// BudgetExceeded within one epoch of reaching the budget — its reported cost
-// at least the budget, and over it by no more than two epochs' cost (the
-// epoch that crossed it, or the next; servers are billed by wall time, so an
-// epoch's increment is a little more than its epochCostUSD).
+// TestBudgetExceeded runs a long cpu job with a small budget: graph server 0
+// prices the run after every epoch and reports the epoch that reaches the
+// budget at once, and the job must end Failed with reason BudgetExceeded at
+// that report — the cost the operator decided on at least the budget and
+// over it by at most 1 % (a fraction of a second of servers; seen: 0.25 %),
+// long before the job's last epoch. Servers are billed by wall time, and in
+// an asynchronous job the wall time between two epochs' reports exceeds one
+// epoch's time (evaluation, bursts), so the bound is on cost, not on
+// epochCostUSD; the envtest TestBudgetFromTheGraphServers checks the exact
+// epoch on the in-process servers.
 func TestBudgetExceeded(t *testing.T) {
-	const name = "cora-budget"
+	const name, budget = "cora-budget", budgetUSD
 	c := setup(t, name)
 	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.RunPolicy.BudgetUSD = ptr.To(dorylusv1alpha1.Decimal(budgetUSD))
+		j.Spec.Training.Epochs = 6000
+		j.Spec.RunPolicy.BudgetUSD = ptr.To(dorylusv1alpha1.Decimal(budget))
 	})
 	defer tl.close()
 	job := waitJob(t, c, name, "Failed", 300*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
 		if meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionSucceeded) {
-			return false, fmt.Errorf("the job succeeded past a budget of $%s", budgetUSD)
+			return false, fmt.Errorf("the job succeeded past a budget of $%s", budget)
 		}
 		return meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionFailed), nil
 	})
@@ -41,22 +47,22 @@ func TestBudgetExceeded(t *testing.T) {
 	if f.Reason != dorylusv1alpha1.ReasonBudgetExceeded {
 		t.Fatalf("Failed with reason %s (%s), want %s", f.Reason, f.Message, dorylusv1alpha1.ReasonBudgetExceeded)
 	}
+	var decided float64
+	var said string
+	if _, err := fmt.Sscanf(f.Message, "cost %g USD reached spec.runPolicy.budgetUSD %s", &decided, &said); err != nil || said != budget {
+		t.Fatalf("Failed message %q: want \"cost C USD reached spec.runPolicy.budgetUSD %s\" (%v)", f.Message, budget, err)
+	}
+	b, _ := strconv.ParseFloat(budget, 64)
 	p := job.Status.Progress
-	if p == nil || p.CostUSD == nil || p.EpochCostUSD == nil {
-		t.Fatalf("no cost in status.progress: %+v", p)
+	if p == nil {
+		t.Fatal("no status.progress")
 	}
-	budget, _ := strconv.ParseFloat(budgetUSD, 64)
-	spent, err := strconv.ParseFloat(string(*p.CostUSD), 64)
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("failed at epoch %d: %s", p.Epoch, f.Message)
+	if decided < b || decided > 1.01*b {
+		t.Errorf("decided at cost $%g: want at least the budget $%g and over it by at most 1 %%", decided, b)
 	}
-	epoch, err := strconv.ParseFloat(string(*p.EpochCostUSD), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("failed at epoch %d: %s; cost $%g (budget $%g), last epoch $%g", p.Epoch, f.Message, spent, budget, epoch)
-	if spent < budget || spent > budget+2*epoch {
-		t.Errorf("cost $%g at the failure: want at least the budget $%g and over it by at most two epochs ($%g each)", spent, budget, epoch)
+	if p.Epoch >= 6000 {
+		t.Errorf("failed at epoch %d: the budget did not stop the job", p.Epoch)
 	}
 	tl.wait(t, msGone, 120*time.Second)
 	deleteJob(t, name, tl.processes())
