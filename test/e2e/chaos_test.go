@@ -69,21 +69,13 @@ func TestGraphServerKilled(t *testing.T) {
 func TestGraphServerKilledCheckpointed(t *testing.T) {
 	const name = "cora-kill-checkpointed"
 	c := setup(t, name)
-	srv := minio.Start(t)
-	bucket := srv.Bucket(t, "checkpoints")
-	endpoint := relayToNode(t, c, strings.TrimPrefix(srv.Endpoint, "http://"))
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-s3", Namespace: ns},
-		StringData: map[string]string{"accessKeyID": srv.AccessKey, "secretAccessKey": srv.SecretKey}}
-	if err := c.Create(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	_, bucket, endpoint := podMinIO(t, c, "checkpoints", name+"-s3")
 	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Staleness = intstr.FromString("sync") // checkpoints need synchronous training
 		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](10)     // the kill restarts every graph server, and may take a few tries
 		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{
-			Bucket: bucket, Prefix: name + "/", Region: minio.Region, Endpoint: "http://" + endpoint,
-			SecretRef: &corev1.LocalObjectReference{Name: secret.Name}}}
+			Bucket: bucket, Prefix: name + "/", Region: minio.Region, Endpoint: endpoint,
+			SecretRef: &corev1.LocalObjectReference{Name: name + "-s3"}}}
 	})
 	defer tl.close()
 	resumes(t, c, tl, killProcess)
@@ -117,6 +109,18 @@ func resumes(t *testing.T, c client.Client, tl *timeline, act disturbance) {
 	t.Logf("after the disturbance the job resumed and succeeded: %s", conditions(job))
 	tl.wait(t, msGone, 120*time.Second)
 	deleteJob(t, tl.name, tl.processes())
+}
+
+// podMinIO starts a MinIO server for a test that pods reach through a relay
+// on the node's address, with a bucket named from prefix and the credentials
+// Secret secretName; it returns the server, the bucket and the endpoint
+// (http://ADDRESS) pods use.
+func podMinIO(t *testing.T, c client.Client, prefix, secretName string) (*minio.Server, string, string) {
+	srv := minio.Start(t)
+	bucket := srv.Bucket(t, prefix)
+	endpoint := "http://" + relayToNode(t, c, strings.TrimPrefix(srv.Endpoint, "http://"))
+	credentialsSecret(t, c, secretName, srv.AccessKey, srv.SecretKey)
+	return srv, bucket, endpoint
 }
 
 // relayToNode relays TCP connections from a free port on the node's

@@ -26,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -176,6 +177,18 @@ func sampleJob(t *testing.T, file, name string, edit func(*dorylusv1alpha1.GNNTr
 		t.Fatal(err)
 	}
 	return job, out
+}
+
+// credentialsSecret creates Secret name with the keys a job's S3 and Lambda
+// credentials are read from, and deletes it at the end of the test.
+func credentialsSecret(t *testing.T, c client.Client, name, accessKeyID, secretAccessKey string) {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		StringData: map[string]string{"accessKeyID": accessKeyID, "secretAccessKey": secretAccessKey}}
+	if err := c.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
 }
 
 // apply runs kubectl apply -f - with manifest.

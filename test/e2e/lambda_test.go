@@ -91,12 +91,7 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, com
 // the Service lambda-emulator, and creates the credentials Secret the sample
 // names (the emulator checks no signature).
 func startEmulator(t *testing.T, c client.Client) {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lambda-emulator-credentials", Namespace: ns},
-		StringData: map[string]string{"accessKeyID": "e2e", "secretAccessKey": "e2e-secret"}}
-	if err := c.Create(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	credentialsSecret(t, c, "lambda-emulator-credentials", "e2e", "e2e-secret")
 	servePod(t, c, "lambda-emulator", emulatorImage, emulatorPort, "/aws-lambda-rie",
 		"--runtime-interface-emulator-address", fmt.Sprintf("0.0.0.0:%d", emulatorPort),
 		"--runtime-api-address", "127.0.0.1:9001", "/dorylus", "function")

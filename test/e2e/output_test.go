@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
@@ -27,15 +25,7 @@ import (
 func TestCoraOutputAndInference(t *testing.T) {
 	const train, infer = "cora-gcn-output", "cora-gcn-inference"
 	c := setup(t, train, infer)
-	srv := minio.Start(t)
-	bucket := srv.Bucket(t, "models")
-	endpoint := "http://" + relayToNode(t, c, strings.TrimPrefix(srv.Endpoint, "http://"))
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: ns},
-		StringData: map[string]string{"accessKeyID": srv.AccessKey, "secretAccessKey": srv.SecretKey}}
-	if err := c.Create(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	srv, bucket, endpoint := podMinIO(t, c, "models", "s3-credentials") // the Secret the samples name
 	toMinIO := func(l *dorylusv1alpha1.OutputLocation) {
 		l.S3.Bucket, l.S3.Endpoint, l.S3.Region = bucket, endpoint, minio.Region
 	}
