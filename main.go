@@ -9,10 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -44,7 +47,14 @@ type config struct {
 	burst                   int
 	pricesFile              string
 	pricing                 controllers.Pricing
+	// watchNamespaces limits the operator to these namespaces; none: all.
+	watchNamespaces []string
+	// metricsScrapers selects the namespaces that may scrape the jobs' servers.
+	metricsScrapers metav1.LabelSelector
 }
+
+// defaultMetricsScrapers is --metrics-scraper-namespaces unless set.
+const defaultMetricsScrapers = "kubernetes.io/metadata.name=monitoring"
 
 func main() {
 	var cfg config
@@ -62,6 +72,9 @@ func main() {
 	flag.StringVar(&cfg.pricesFile, "prices", "", "JSON price list over the built-in one (pkg/cost), written into every job's run config: spot prices, discounts, another region")
 	flag.StringVar(&cfg.pricing.GraphServerInstance, "graph-server-instance-type", cost.DefaultGraphServerInstance, "instance type of the graph servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
 	flag.StringVar(&cfg.pricing.ParameterServerInstance, "param-server-instance-type", cost.DefaultParameterServerInstance, "instance type of the parameter servers of a job whose nodeSelector names no "+corev1.LabelInstanceTypeStable)
+	flag.Func("watch-namespaces", "comma-separated namespaces whose jobs the operator reconciles; unset: every namespace", cfg.setWatchNamespaces)
+	flag.Func("metrics-scraper-namespaces", "label selector of the namespaces whose pods may reach the jobs' metrics port through their NetworkPolicy (default "+defaultMetricsScrapers+"; empty: every namespace)", cfg.setMetricsScrapers)
+	_ = cfg.setMetricsScrapers(defaultMetricsScrapers)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -97,6 +110,29 @@ func (c *config) readPrices() error {
 	return c.pricing.Validate()
 }
 
+// setWatchNamespaces parses --watch-namespaces.
+func (c *config) setWatchNamespaces(v string) error {
+	c.watchNamespaces = nil
+	for ns := range strings.SplitSeq(v, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+		c.watchNamespaces = append(c.watchNamespaces, ns)
+	}
+	return nil
+}
+
+// setMetricsScrapers parses --metrics-scraper-namespaces.
+func (c *config) setMetricsScrapers(v string) error {
+	sel, err := metav1.ParseToLabelSelector(v)
+	if err != nil {
+		return err
+	}
+	c.metricsScrapers = *sel
+	return nil
+}
+
 // run starts the manager against the API server of restCfg and blocks until
 // ctx ends.
 func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
@@ -122,7 +158,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 		LeaderElectionID:              cfg.leaderElectionID,
 		LeaderElectionNamespace:       cfg.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(),
+		Cache:                         controllers.CacheOptions(cfg.watchNamespaces...),
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
 	if err != nil {
@@ -132,7 +168,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("discover Knative Serving: %w", err)
 	}
-	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "knativeServing", knative, "prices", cmp.Or(cfg.pricesFile, "built-in"))
+	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "watchNamespaces", cfg.watchNamespaces, "knativeServing", knative, "prices", cmp.Or(cfg.pricesFile, "built-in"))
 
 	r := &controllers.GNNTrainingJobReconciler{
 		Client:           mgr.GetClient(),
@@ -142,6 +178,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
 		Pricing:          cfg.pricing,
+		MetricsScrapers:  cfg.metricsScrapers,
 	}
 	if err := r.SetupWithManager(mgr, controllers.Options{MaxConcurrentReconciles: cfg.maxConcurrentReconciles}); err != nil {
 		return fmt.Errorf("controller: %w", err)

@@ -60,6 +60,7 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 		buildGraphService(job),
 		buildGraphStatefulSet(job, image, hash, gsReplicas),
 		buildParamService(job),
+		buildNetworkPolicy(job, r.MetricsScrapers),
 	}
 	for n := int32(0); n < paramShards(job); n++ {
 		out = append(out, buildParamDeployment(job, image, hash, n, psReplicas))

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,20 +19,30 @@ const ManagedByLabel = "app.kubernetes.io/managed-by"
 
 // CacheOptions restricts the manager's cache of child kinds and pods to the
 // objects this operator manages, so that memory does not grow with the rest
-// of the cluster. It keeps managed fields: the reconciler reads back from
-// them what it last applied, to skip unchanged children (quiet.go).
-func CacheOptions() cache.Options {
+// of the cluster, and, when namespaces are given, every kind to those
+// namespaces: the operator then sees and reconciles only their jobs. It keeps
+// managed fields: the reconciler reads back from them what it last applied,
+// to skip unchanged children (quiet.go).
+func CacheOptions(namespaces ...string) cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: "dorylus-operator"})
 	by := cache.ByObject{Label: sel}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}:      by,
-		&corev1.Service{}:        by,
-		&corev1.ServiceAccount{}: by,
-		&corev1.Pod{}:            by,
-		&rbacv1.Role{}:           by,
-		&rbacv1.RoleBinding{}:    by,
-		&appsv1.StatefulSet{}:    by,
-		&appsv1.Deployment{}:     by,
+	var only map[string]cache.Config
+	for _, ns := range namespaces {
+		if only == nil {
+			only = map[string]cache.Config{}
+		}
+		only[ns] = cache.Config{}
+	}
+	return cache.Options{DefaultNamespaces: only, ByObject: map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}:           by,
+		&corev1.Service{}:             by,
+		&corev1.ServiceAccount{}:      by,
+		&corev1.Pod{}:                 by,
+		&rbacv1.Role{}:                by,
+		&rbacv1.RoleBinding{}:         by,
+		&networkingv1.NetworkPolicy{}: by,
+		&appsv1.StatefulSet{}:         by,
+		&appsv1.Deployment{}:          by,
 	}}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -82,6 +84,8 @@ func (r *GNNTrainingJobReconciler) unchanged(ctx context.Context, namespace stri
 		applied, err = extract(ctx, r, key(namespace, d.GetName()), &rbacv1.Role{}, rbacv1ac.ExtractRole)
 	case *rbacv1ac.RoleBindingApplyConfiguration:
 		applied, err = extract(ctx, r, key(namespace, d.GetName()), &rbacv1.RoleBinding{}, rbacv1ac.ExtractRoleBinding)
+	case *networkingv1ac.NetworkPolicyApplyConfiguration:
+		applied, err = extract(ctx, r, key(namespace, d.GetName()), &networkingv1.NetworkPolicy{}, networkingv1ac.ExtractNetworkPolicy)
 	case *appsv1ac.StatefulSetApplyConfiguration:
 		applied, err = extract(ctx, r, key(namespace, d.GetName()), &appsv1.StatefulSet{}, appsv1ac.ExtractStatefulSet)
 	case *appsv1ac.DeploymentApplyConfiguration:

@@ -57,6 +57,9 @@ var testPricing = func() Pricing {
 	return Pricing{Prices: p, GraphServerInstance: "c5n.xlarge", ParameterServerInstance: "c5.xlarge"}
 }()
 
+// testScrapers selects the namespaces that may scrape the jobs' metrics in the suite.
+var testScrapers = metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "monitoring"}}
+
 // The manager's client-side rate limit and concurrency: main.go's defaults.
 const (
 	managerQPS         = 50
@@ -176,6 +179,7 @@ func newTestManager(cfg *rest.Config, requests *requestCounter) (ctrl.Manager, *
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
 		Pricing:          testPricing,
+		MetricsScrapers:  testScrapers,
 	}
 	if err := r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: managerConcurrency}); err != nil {
 		return nil, nil, err

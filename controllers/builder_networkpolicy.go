@@ -1,0 +1,67 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// serverDataPorts are the ports on which a job's servers serve each other
+// and its tensor workers; a new data-plane port joins this list.
+var serverDataPorts = []int32{jobconfig.GraphServerPort, jobconfig.ParamServerPort}
+
+// networkPolicyName is the job's NetworkPolicy.
+func networkPolicyName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-servers" }
+
+// buildNetworkPolicy admits ingress to the job's graph and parameter servers
+// only on serverDataPorts from the job's own pods (by LabelJobName), and on
+// the metrics port only from the namespaces scrapers selects. A Lambda
+// function pulling tensors (dataPath Pull) calls the servers from outside
+// the cluster, so for such a job the data ports admit any source and only
+// mutual TLS tells the job's callers apart. Egress stays open: datasets,
+// checkpoints and functions may live anywhere (S3, HTTP, Lambda).
+//
+// The kubelet's readiness probes come from the node, which common CNIs
+// (Calico, Cilium, the AWS VPC CNI) do not subject to policy, so no rule
+// admits them. A managed Knative function is not selected: Knative delivers
+// requests through its activator and ingress gateway to the queue-proxy
+// port, so the job's pods are never the source a function pod sees.
+func buildNetworkPolicy(job *dorylusv1alpha1.GNNTrainingJob, scrapers metav1.LabelSelector) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	data := networkingv1ac.NetworkPolicyIngressRule().WithPorts(policyPorts(serverDataPorts...)...)
+	if l := job.Spec.Backend().Lambda; l == nil || l.DataPath != dorylusv1alpha1.DataPathPull {
+		data.WithFrom(networkingv1ac.NetworkPolicyPeer().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelJobName: job.Name})))
+	}
+	return networkingv1ac.NetworkPolicy(networkPolicyName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleRuntime)).
+		WithOwnerReferences(ownerReference(job)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().
+				WithMatchLabels(map[string]string{LabelJobName: job.Name}).
+				WithMatchExpressions(metav1ac.LabelSelectorRequirement().
+					WithKey(LabelRole).WithOperator(metav1.LabelSelectorOpIn).WithValues(RoleGraphServer, RoleParamServer))).
+			WithPolicyTypes("Ingress").
+			WithIngress(data,
+				networkingv1ac.NetworkPolicyIngressRule().
+					WithPorts(policyPorts(jobconfig.MetricsPort)...).
+					WithFrom(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(labelSelector(scrapers)))))
+}
+
+// policyPorts are TCP ports of a NetworkPolicy rule.
+func policyPorts(ports ...int32) []*networkingv1ac.NetworkPolicyPortApplyConfiguration {
+	out := make([]*networkingv1ac.NetworkPolicyPortApplyConfiguration, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, networkingv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(p)))
+	}
+	return out
+}
+
+// labelSelector converts a typed selector into its apply configuration.
+func labelSelector(s metav1.LabelSelector) *metav1ac.LabelSelectorApplyConfiguration {
+	return applyConfigOf[*metav1ac.LabelSelectorApplyConfiguration](&s)
+}
