@@ -22,7 +22,8 @@ const (
 )
 
 // buildKnativeService is the managed Knative Service <job>-fn running
-// `dorylus function`. While the job is stopped (suspended or finished) its
+// `dorylus function`, with no ServiceAccount token: the function never calls
+// the Kubernetes API. While the job is stopped (suspended or finished) its
 // lower scale bound is 0, so the function scales to zero.
 func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, running bool) *unstructured.Unstructured {
 	t := job.Spec.Backend().Knative.Service
@@ -67,6 +68,7 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 	if env != nil {
 		container["env"] = env
 	}
+	podSpec["automountServiceAccountToken"] = false
 	podSpec["containerConcurrency"] = int64(concurrency)
 	podSpec["containers"] = []any{container}
 	own := childLabels(job, RoleFunction)

@@ -494,7 +494,8 @@ func TestBuildKnativeService(t *testing.T) {
 				"metadata": map[string]any{"labels": labels, "annotations": map[string]any{
 					"autoscaling.knative.dev/min-scale": minScale, "autoscaling.knative.dev/max-scale": "50"}},
 				"spec": map[string]any{
-					"containerConcurrency": int64(3),
+					"automountServiceAccountToken": false,
+					"containerConcurrency":         int64(3),
 					"containers": []any{map[string]any{
 						"name": "function", "image": "img:1",
 						"command": []any{"/dorylus"},

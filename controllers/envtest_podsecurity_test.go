@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
@@ -15,7 +16,9 @@ import (
 
 // TestPodsMeetRestrictedPodSecurity creates, as a dry run, a pod from every
 // pod template the operator builds in a namespace that enforces Pod Security
-// "restricted": the API server's PodSecurity admission must admit each.
+// "restricted": the API server's PodSecurity admission must admit each. Only
+// the graph servers mount a ServiceAccount token (graph server 0 reports;
+// config/admission refuses the others' writes).
 func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 	needEnv(t)
 	ctx := context.Background()
@@ -54,6 +57,9 @@ func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, GenerateName: "psa-"}}
 		if err := json.Unmarshal(raw, &pod.Spec); err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		if got, want := ptr.Deref(pod.Spec.AutomountServiceAccountToken, true), name == "graph server"; got != want {
+			t.Errorf("%s pod automountServiceAccountToken %v, want %v", name, got, want)
 		}
 		if err := k8sClient.Create(ctx, pod, client.DryRunAll); err != nil {
 			t.Errorf("%s pod refused in a restricted namespace: %v", name, err)

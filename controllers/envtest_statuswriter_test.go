@@ -1,0 +1,118 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+)
+
+// TestOnlyGraphServerZeroWritesStatus installs config/admission's policy,
+// creates the pods of graph servers 0 and 1 (no kubelet runs them) and
+// reports progress with tokens of the job's ServiceAccount bound to each:
+// graph server 1's report and an unbound token's are refused with the
+// policy's message, graph server 0's is written.
+func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "cora", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.GraphServers.Replicas = 2 }))
+	waitCondition(t, ns, "cora", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	installStatusWriterPolicy(t, ns)
+
+	cs := kubernetes.NewForConfigOrDie(restConfig)
+	reporter := func(pod string) *jobstatus.Reporter {
+		t.Helper()
+		req := &authenticationv1.TokenRequest{}
+		if pod != "" {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}, Spec: corev1.PodSpec{
+				ServiceAccountName: "cora-runtime", Containers: []corev1.Container{{Name: "graph-server", Image: testImage}}}}
+			if err := k8sClient.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod, UID: p.UID}
+		}
+		tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "cora-runtime", req, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.AnonymousClientConfig(restConfig)
+		cfg.BearerToken = tok.Status.Token
+		r, err := jobstatus.New(cfg, ns, "cora")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	gs0, gs1, unbound := reporter("cora-gs-0"), reporter("cora-gs-1"), reporter("")
+
+	const want = `gnntrainingjobs.dorylus.dev "cora" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod cora-gs-0) may write the status of GNNTrainingJob cora`
+	// The policy and the job's Role take effect shortly after they are written.
+	eventually(t, "graph server 1 refused", func() error { return refusedWith(gs1.Report(ctx, jobstatus.Progress{Epoch: 7}), want) })
+	if err := refusedWith(unbound.Report(ctx, jobstatus.Progress{Epoch: 8}), want); err != nil {
+		t.Errorf("report with a token bound to no pod: %v", err)
+	}
+	if err := gs0.Report(ctx, jobstatus.Progress{Epoch: 3, CostUSD: 0.5}); err != nil {
+		t.Fatalf("graph server 0's report: %v", err)
+	}
+	if p := getJob(t, ns, "cora").Status.Progress; p == nil || p.Epoch != 3 {
+		t.Errorf("progress %+v, want graph server 0's epoch 3", p)
+	}
+}
+
+// refusedWith says how err differs from a Forbidden API error with message want.
+func refusedWith(err error, want string) error {
+	var status *apierrors.StatusError
+	if !errors.As(err, &status) || status.ErrStatus.Reason != metav1.StatusReasonForbidden || status.ErrStatus.Message != want {
+		return fmt.Errorf("got %v, want Forbidden: %s", err, want)
+	}
+	return nil
+}
+
+// installStatusWriterPolicy creates config/admission's policy and binding,
+// the binding limited to namespace ns so that the rest of the suite (which
+// reports as a client-certificate user) is unaffected.
+func installStatusWriterPolicy(t *testing.T, ns string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "config", "admission", "status_writer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range decodeAll(t, data) {
+		var obj client.Object
+		switch u.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		default:
+			t.Fatalf("unexpected %s in config/admission", u.GetKind())
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			t.Fatal(err)
+		}
+		if b, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding); ok {
+			b.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}
+		}
+		if err := k8sClient.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), obj) })
+	}
+}
