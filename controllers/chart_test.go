@@ -1,18 +1,24 @@
 package controllers
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 )
@@ -123,5 +129,81 @@ func TestChartPodMonitor(t *testing.T) {
 	}
 	if sel.Matches(labels.Set(km.Labels)) {
 		t.Errorf("the PodMonitor selects other children's labels %v", km.Labels)
+	}
+}
+
+// TestChartWatchNamespaces renders the chart scoped to two namespaces: the
+// manager's rules are bound in each by a RoleBinding instead of cluster-wide,
+// the manager watches only those, and the cluster-scoped resources among its
+// rules (by the API server's discovery) are exactly what the one
+// ClusterRoleBinding left grants. The default rendering binds cluster-wide.
+func TestChartWatchNamespaces(t *testing.T) {
+	needEnv(t)
+	type rendered struct {
+		args            string
+		roleBindings    []string // namespace/role of RoleBindings to a ClusterRole
+		clusterBindings []string // roles of ClusterRoleBindings
+		roles           map[string][]rbacv1.PolicyRule
+	}
+	render := func(args ...string) rendered {
+		out := rendered{roles: map[string][]rbacv1.PolicyRule{}}
+		for _, u := range helmTemplate(t, args...) {
+			switch u.GetKind() {
+			case "Deployment":
+				out.args = strings.Join(toTyped[appsv1.Deployment](t, u.Object).Spec.Template.Spec.Containers[0].Args, " ")
+			case "RoleBinding":
+				if b := toTyped[rbacv1.RoleBinding](t, u.Object); b.RoleRef.Kind == "ClusterRole" {
+					out.roleBindings = append(out.roleBindings, b.Namespace+"/"+b.RoleRef.Name)
+				}
+			case "ClusterRoleBinding":
+				out.clusterBindings = append(out.clusterBindings, toTyped[rbacv1.ClusterRoleBinding](t, u.Object).RoleRef.Name)
+			case "ClusterRole":
+				out.roles[u.GetName()] = toTyped[rbacv1.ClusterRole](t, u.Object).Rules
+			}
+		}
+		return out
+	}
+	const manager, metricsAuth = "dorylus-dorylus-operator-manager", "dorylus-dorylus-operator-metrics-auth"
+
+	all := render()
+	if diff := cmp.Diff([]string{manager}, all.clusterBindings); diff != "" || all.roleBindings != nil || strings.Contains(all.args, "--watch-namespaces") {
+		t.Errorf("cluster-wide: ClusterRoleBindings (-want +got):\n%s RoleBindings %v, args %q", diff, all.roleBindings, all.args)
+	}
+
+	scoped := render("--set", "watchNamespaces={ml,research}")
+	if diff := cmp.Diff([]string{"ml/" + manager, "research/" + manager}, scoped.roleBindings); diff != "" {
+		t.Errorf("RoleBindings to the manager's ClusterRole (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{metricsAuth}, scoped.clusterBindings); diff != "" {
+		t.Errorf("ClusterRoleBindings (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(scoped.args, "--watch-namespaces=ml,research") {
+		t.Errorf("operator args %q lack --watch-namespaces=ml,research", scoped.args)
+	}
+	clusterScoped := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					gvk, err := k8sClient.RESTMapper().KindFor(schema.GroupVersionResource{Group: g, Resource: strings.Split(res, "/")[0]})
+					if err != nil {
+						t.Fatalf("resource %s/%s: %v", g, res, err)
+					}
+					m, err := k8sClient.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if m.Scope.Name() == meta.RESTScopeNameRoot {
+						out = append(out, fmt.Sprintf("%s/%s %v", g, res, r.Verbs))
+					}
+				}
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	need, granted := clusterScoped(scoped.roles[manager]), clusterScoped(scoped.roles[metricsAuth])
+	if diff := cmp.Diff(need, granted); diff != "" || len(need) == 0 {
+		t.Errorf("cluster-scoped rules the manager needs (-need +granted cluster-wide):\n%s", diff)
 	}
 }

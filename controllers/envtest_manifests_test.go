@@ -45,15 +45,20 @@ func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
 }
 
 // applyAll server-side-applies objects, into ns when they are namespaced
-// and name none.
+// and name none. Admission policies are applied as a dry run: the API server
+// checks them, but applied they would bind every later test's requests
+// (envtest_statuswriter_test.go installs its own, bound to one namespace).
 func applyAll(t *testing.T, objs []*unstructured.Unstructured, ns string) {
 	t.Helper()
 	for _, u := range objs {
 		if ns != "" && u.GetNamespace() == "" && u.GetKind() != "Namespace" && !clusterScoped(u.GetKind()) {
 			u.SetNamespace(ns)
 		}
-		if err := k8sClient.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
-			client.FieldOwner("manifest-test"), client.ForceOwnership); err != nil {
+		opts := []client.ApplyOption{client.FieldOwner("manifest-test"), client.ForceOwnership}
+		if strings.HasPrefix(u.GetAPIVersion(), "admissionregistration.k8s.io/") {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := k8sClient.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
 			t.Errorf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
@@ -61,7 +66,7 @@ func applyAll(t *testing.T, objs []*unstructured.Unstructured, ns string) {
 
 func clusterScoped(kind string) bool {
 	switch kind {
-	case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace":
+	case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 		return true
 	}
 	return false
@@ -143,7 +148,8 @@ func TestHelmChartApplies(t *testing.T) {
 		kinds[u.GetKind()]++
 	}
 	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 1,
-		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1, "ConfigMap": 1} // the ConfigMap: the dashboard
+		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1, "ConfigMap": 1, // the ConfigMap: the dashboard
+		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("rendered kinds (-want +got):\n%s", diff)
 	}
@@ -219,8 +225,8 @@ func TestKustomizeDefaultApplies(t *testing.T) {
 		t.Fatalf("kubectl kustomize: %v", err)
 	}
 	objs := decodeAll(t, out)
-	if len(objs) != 10 {
-		t.Errorf("config/default has %d objects, want 10", len(objs))
+	if len(objs) != 12 {
+		t.Errorf("config/default has %d objects, want 12", len(objs))
 	}
 	applyAll(t, objs, "")
 	var dep appsv1.Deployment

@@ -151,8 +151,9 @@ func runSuite(m *testing.M) int {
 }
 
 // newTestManager builds a manager like main.go's (same cache, client and
-// controller setup) on the fake clock; requests counts what it sends.
-func newTestManager(cfg *rest.Config, requests *requestCounter) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
+// controller setup) on the fake clock, watching namespaces (none: all);
+// requests counts what it sends.
+func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...string) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = managerQPS, managerBurst // main.go's defaults
 	cfg.Wrap(requests.wrap)
@@ -160,7 +161,7 @@ func newTestManager(cfg *rest.Config, requests *requestCounter) (ctrl.Manager, *
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(),
+		Cache:                  CacheOptions(namespaces...),
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Controller:             config.Controller{SkipNameValidation: ptrTrue()},
 	})

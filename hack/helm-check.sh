@@ -25,6 +25,8 @@ podAnnotations: {a: b}
 podLabels: {team: ml}
 priorityClassName: system-cluster-critical
 logLevel: debug
+watchNamespaces: [ml, research]
+networkPolicy: {metricsScraperNamespaces: "kubernetes.io/metadata.name=prometheus"}
 VALUES
 
 "$HELM" lint --strict --kube-version "$KUBE_VERSION" "$chart"
@@ -36,7 +38,7 @@ VALUES
 if grep -q CustomResourceDefinition "$tmp/minimal.yaml"; then
 	echo "helm-check: crds.install=false still renders the CRD" >&2; exit 1
 fi
-for bad in "replicaCount=0" "metrics.port=70000" "logLevel=loud" "image.pullPolicy=Sometimes" "unknownKey=1"; do
+for bad in "replicaCount=0" "metrics.port=70000" "logLevel=loud" "image.pullPolicy=Sometimes" "unknownKey=1" "watchNamespaces={Bad_NS}"; do
 	if "$HELM" template dorylus "$chart" --kube-version "$KUBE_VERSION" --set "$bad" >/dev/null 2>&1; then
 		echo "helm-check: values.schema.json accepted $bad" >&2; exit 1
 	fi
