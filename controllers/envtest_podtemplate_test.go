@@ -175,6 +175,27 @@ var invalidPodTemplates = []struct {
 		"spec.parameterServers.podTemplate.spec.env[1]", "Duplicate value"},
 	{"env without a name", []edit{podTemplateAt("fn", "spec.env", []any{obj{"value": "1"}})},
 		"spec.tensorBackend.knative.service.podTemplate.spec.env[0].name", "Required value"},
+	{"empty env name", []edit{podTemplateAt("ps", "spec.env", []any{obj{"name": "", "value": "1"}})},
+		"spec.parameterServers.podTemplate.spec.env", "environment variable names must not be empty"},
+	{"env value and valueFrom", []edit{podTemplateAt("ps", "spec.env", []any{obj{"name": "A", "value": "1",
+		"valueFrom": obj{"fieldRef": obj{"fieldPath": "metadata.name"}}}})},
+		"spec.parameterServers.podTemplate.spec.env", "an environment variable sets value or valueFrom, not both"},
+	{"env from two sources", []edit{podTemplateAt("gs", "spec.env", []any{obj{"name": "A", "valueFrom": obj{
+		"fieldRef": obj{"fieldPath": "metadata.name"}, "secretKeyRef": obj{"name": "s", "key": "k"}}}})},
+		"spec.graphServers.podTemplate.spec.env", "valueFrom must set exactly one of fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef"},
+	{"env from a file", []edit{podTemplateAt("fn", "spec.env", []any{obj{"name": "A", "valueFrom": obj{
+		"fileKeyRef": obj{"volumeName": "v", "path": "p", "key": "k"}}}})},
+		"spec.tensorBackend.knative.service.podTemplate.spec.env", "valueFrom must set exactly one of fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef"},
+	{"env from a Secret without a name", []edit{podTemplateAt("gs", "spec.env", []any{obj{"name": "A", "valueFrom": obj{"secretKeyRef": obj{"key": "k"}}}})},
+		"spec.graphServers.podTemplate.spec.env", "valueFrom.secretKeyRef.name and valueFrom.configMapKeyRef.name must name a Secret and a ConfigMap"},
+	{"env from a ConfigMap with an empty name", []edit{podTemplateAt("ps", "spec.env", []any{obj{"name": "A", "valueFrom": obj{"configMapKeyRef": obj{"name": "", "key": "k"}}}})},
+		"spec.parameterServers.podTemplate.spec.env", "valueFrom.secretKeyRef.name and valueFrom.configMapKeyRef.name must name a Secret and a ConfigMap"},
+	{"env from a field a pod does not have", []edit{podTemplateAt("gs", "spec.env", []any{obj{"name": "A", "valueFrom": obj{"fieldRef": obj{"fieldPath": "metadata.nme"}}}})},
+		"spec.graphServers.podTemplate.spec.env", "valueFrom.fieldRef.fieldPath must be metadata.name"},
+	{"env from an unsubscripted label field", []edit{podTemplateAt("fn", "spec.env", []any{obj{"name": "A", "valueFrom": obj{"fieldRef": obj{"fieldPath": "metadata.labels"}}}})},
+		"spec.tensorBackend.knative.service.podTemplate.spec.env", "valueFrom.fieldRef.fieldPath must be metadata.name"},
+	{"env from a resource a container has not", []edit{podTemplateAt("ps", "spec.env", []any{obj{"name": "A", "valueFrom": obj{"resourceFieldRef": obj{"resource": "limits.gpu"}}}})},
+		"spec.parameterServers.podTemplate.spec.env", "valueFrom.resourceFieldRef.resource must be limits or requests of cpu, memory, ephemeral-storage or hugepages-<size>"},
 	{"too many env", []edit{podTemplateAt("gs", "spec.env", manyEnv(65))},
 		"spec.graphServers.podTemplate.spec.env", "must have at most 64 items"},
 	{"empty pull secret", []edit{podTemplateAt("gs", "spec.imagePullSecrets", []any{obj{"name": ""}})},
@@ -227,6 +248,19 @@ func TestPodTemplateAdmission(t *testing.T) {
 	if err := k8sClient.Create(ctx, valid, client.DryRunAll); err != nil {
 		t.Fatalf("a full pod template on every role is refused: %v", err)
 	}
+	edges := manifest(ns, "env-edges")
+	podTemplateAt("gs", "spec.env", []any{
+		obj{"name": "my.var-1 x~", "value": ""},
+		obj{"name": "LABEL", "valueFrom": obj{"fieldRef": obj{"fieldPath": "metadata.labels['app.kubernetes.io/name']"}}},
+		obj{"name": "IPS", "valueFrom": obj{"fieldRef": obj{"fieldPath": "status.podIPs"}}},
+		obj{"name": "PAGES", "valueFrom": obj{"resourceFieldRef": obj{"resource": "requests.hugepages-2Mi"}}},
+		obj{"name": "CFG", "value": "", "valueFrom": obj{"configMapKeyRef": obj{"name": "c", "key": "k", "optional": true}}},
+	})(edges)
+	if err := k8sClient.Create(ctx, edges); err != nil {
+		t.Fatalf("valid environment edge cases refused: %v", err)
+	}
+	// The API server also takes the graph servers' StatefulSet with them.
+	waitCondition(t, ns, "env-edges", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, dorylusv1alpha1.ReasonChildrenCreated)
 	for _, tc := range invalidPodTemplates {
 		t.Run(tc.name, func(t *testing.T) { checkRefused(t, ns, tc.edits, tc.field+":", tc.message) })
 	}

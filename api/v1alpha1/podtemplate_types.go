@@ -69,12 +69,20 @@ type PodTemplateSpec struct {
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// Env is added to the environment of the role's container, after the
 	// operator's DORYLUS_ variables (so it may refer to them as $(NAME)).
-	// Names are unique and must not start with DORYLUS_.
+	// Names are unique, non-empty, and must not start with DORYLUS_. A variable has a value or one valueFrom source (fieldRef,
+	// resourceFieldRef, configMapKeyRef or secretKeyRef), which names its
+	// ConfigMap or Secret and a field or resource a container can read.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('DORYLUS_'))",message="environment variables starting with DORYLUS_ are set by the operator",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name != '')",message="environment variable names must not be empty",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.value) || e.value == '')",message="an environment variable sets value or valueFrom, not both",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || [has(e.valueFrom.fieldRef), has(e.valueFrom.resourceFieldRef), has(e.valueFrom.configMapKeyRef), has(e.valueFrom.secretKeyRef)].filter(x, x).size() == 1)",message="valueFrom must set exactly one of fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || (!has(e.valueFrom.secretKeyRef) || e.valueFrom.secretKeyRef.name != '') && (!has(e.valueFrom.configMapKeyRef) || e.valueFrom.configMapKeyRef.name != ''))",message="valueFrom.secretKeyRef.name and valueFrom.configMapKeyRef.name must name a Secret and a ConfigMap",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.fieldRef) || e.valueFrom.fieldRef.fieldPath in ['metadata.name', 'metadata.namespace', 'metadata.uid', 'spec.nodeName', 'spec.serviceAccountName', 'status.hostIP', 'status.hostIPs', 'status.podIP', 'status.podIPs'] || (e.valueFrom.fieldRef.fieldPath.startsWith(\"metadata.labels['\") || e.valueFrom.fieldRef.fieldPath.startsWith(\"metadata.annotations['\")) && e.valueFrom.fieldRef.fieldPath.endsWith(\"']\"))",message="valueFrom.fieldRef.fieldPath must be metadata.name, .namespace, .uid, .labels['KEY'], .annotations['KEY'], spec.nodeName, spec.serviceAccountName, status.hostIP(s) or status.podIP(s)",reason=FieldValueInvalid
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom) || !has(e.valueFrom.resourceFieldRef) || e.valueFrom.resourceFieldRef.resource in ['limits.cpu', 'limits.memory', 'limits.ephemeral-storage', 'requests.cpu', 'requests.memory', 'requests.ephemeral-storage'] || e.valueFrom.resourceFieldRef.resource.startsWith('limits.hugepages-') || e.valueFrom.resourceFieldRef.resource.startsWith('requests.hugepages-'))",message="valueFrom.resourceFieldRef.resource must be limits or requests of cpu, memory, ephemeral-storage or hugepages-<size>",reason=FieldValueInvalid
 	Env []corev1.EnvVar `json:"env,omitempty"`
 	// TopologySpreadConstraints spread the pods across topology domains.
 	// +optional
