@@ -26,40 +26,53 @@ import (
 // creates the pods of graph servers 0 and 1 (no kubelet runs them) and
 // reports progress with tokens of the job's ServiceAccount bound to each:
 // graph server 1's report and an unbound token's are refused with the
-// policy's message, graph server 0's is written.
+// policy's message, graph server 0's is written. The same holds for graph
+// servers running as their podTemplate's ServiceAccount.
 func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
 	needEnv(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "cora", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.GraphServers.Replicas = 2 }))
 	waitCondition(t, ns, "cora", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+
+	// A job whose graph servers run as the podTemplate's ServiceAccount.
+	if err := k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ml-identity", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	createJob(t, userJob(ns, "own", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.GraphServers.Replicas = 2
+		j.Spec.GraphServers.PodTemplate = &dorylusv1alpha1.PodTemplate{Spec: dorylusv1alpha1.PodTemplateSpec{ServiceAccountName: "ml-identity"}}
+	}))
+	waitCondition(t, ns, "own", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
 	installStatusWriterPolicy(t, ns)
 
 	cs := kubernetes.NewForConfigOrDie(restConfig)
-	reporter := func(pod string) *jobstatus.Reporter {
+	// reporter reports into job as sa with a token bound to pod (none: unbound).
+	reporter := func(job, sa, pod string) *jobstatus.Reporter {
 		t.Helper()
 		req := &authenticationv1.TokenRequest{}
 		if pod != "" {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}, Spec: corev1.PodSpec{
-				ServiceAccountName: "cora-runtime", Containers: []corev1.Container{{Name: "graph-server", Image: testImage}}}}
+				ServiceAccountName: sa, Containers: []corev1.Container{{Name: "graph-server", Image: testImage}}}}
 			if err := k8sClient.Create(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 			req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod, UID: p.UID}
 		}
-		tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "cora-runtime", req, metav1.CreateOptions{})
+		tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := rest.AnonymousClientConfig(restConfig)
 		cfg.BearerToken = tok.Status.Token
-		r, err := jobstatus.New(cfg, ns, "cora")
+		r, err := jobstatus.New(cfg, ns, job)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	gs0, gs1, unbound := reporter("cora-gs-0"), reporter("cora-gs-1"), reporter("")
+	gs0, gs1, unbound := reporter("cora", "cora-runtime", "cora-gs-0"), reporter("cora", "cora-runtime", "cora-gs-1"), reporter("cora", "cora-runtime", "")
+	ownGS0, ownGS1 := reporter("own", "ml-identity", "own-gs-0"), reporter("own", "ml-identity", "own-gs-1")
 
 	const want = `gnntrainingjobs.dorylus.dev "cora" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod cora-gs-0) may write the status of GNNTrainingJob cora`
 	// The policy and the job's Role take effect shortly after they are written.
@@ -72,6 +85,13 @@ func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
 	}
 	if p := getJob(t, ns, "cora").Status.Progress; p == nil || p.Epoch != 3 {
 		t.Errorf("progress %+v, want graph server 0's epoch 3", p)
+	}
+	const wantOwn = `gnntrainingjobs.dorylus.dev "own" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod own-gs-0) may write the status of GNNTrainingJob own`
+	if err := refusedWith(ownGS1.Report(ctx, jobstatus.Progress{Epoch: 7}), wantOwn); err != nil {
+		t.Errorf("graph server 1 as the podTemplate's ServiceAccount: %v", err)
+	}
+	if err := ownGS0.Report(ctx, jobstatus.Progress{Epoch: 4}); err != nil {
+		t.Errorf("graph server 0's report as the podTemplate's ServiceAccount: %v", err)
 	}
 }
 
