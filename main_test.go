@@ -176,3 +176,26 @@ func waitFor(t *testing.T, what string, f func() error) {
 	}
 	t.Fatalf("%s: %v", what, err)
 }
+
+// TestScopeFlags parses --watch-namespaces and --metrics-scraper-namespaces
+// as flag.Parse does, and refuses bad values naming them.
+func TestScopeFlags(t *testing.T) {
+	var c config
+	if err := c.setWatchNamespaces("ml, research"); err != nil || strings.Join(c.watchNamespaces, ",") != "ml,research" {
+		t.Errorf("--watch-namespaces 'ml, research': %v, %q", err, c.watchNamespaces)
+	}
+	if err := c.setWatchNamespaces("ml,Bad_NS"); err == nil || !strings.HasPrefix(err.Error(), `namespace "Bad_NS": a lowercase RFC 1123 label`) {
+		t.Errorf("--watch-namespaces ml,Bad_NS: %v", err)
+	}
+	if err := c.setMetricsScrapers("kubernetes.io/metadata.name in (monitoring, ops)"); err != nil {
+		t.Fatal(err)
+	}
+	want := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"monitoring", "ops"}}}}
+	if fmt.Sprint(c.metricsScrapers) != fmt.Sprint(want) {
+		t.Errorf("scrapers %v, want %v", c.metricsScrapers, want)
+	}
+	if err := c.setMetricsScrapers("a in ("); err == nil {
+		t.Error("a bad selector was accepted")
+	}
+}
