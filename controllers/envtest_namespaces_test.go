@@ -7,12 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
@@ -20,9 +21,9 @@ import (
 // TestManagerWatchesOnlyItsNamespaces runs a second manager limited to one
 // namespace (--watch-namespaces), as a user granted config/rbac's manager
 // ClusterRole in that namespace alone, as the chart's watchNamespaces does:
-// its cache syncs without any cluster-wide grant, it applies the children of
-// the job in its namespace, and it neither sees nor touches the job in
-// another.
+// its cache syncs without any cluster-wide grant, its reconciler applies the
+// children and status of a job in its namespace, and it neither sees nor
+// touches the job in another.
 func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
 	needEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,7 +55,7 @@ func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
 	}
 
 	requests := &requestCounter{}
-	mgr, _, err := newTestManager(u.Config(), requests, mine)
+	mgr, r, err := newTestManager(u.Config(), requests, mine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,16 +71,28 @@ func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
 		t.Fatal("the scoped manager's cache did not sync with its namespace's grant alone")
 	}
 
-	createJob(t, userJob(mine, "cora"))
+	// A job in mine that the suite's manager leaves alone, so that what is
+	// written comes from the scoped manager's client and cache.
+	job := createJob(t, userJob(mine, "cora", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.ManagedBy = ptr.To("dorylus.dev/scope-test") }))
 	createJob(t, userJob(other, "cora"))
-	// Both managers reconcile the job in mine; whichever applies a child
-	// first, the other finds it unchanged (quiet.go), but each writes status.
-	eventually(t, "the scoped manager reconciles its job", func() error {
-		if requests.snapshot()[requestKey{namespace: mine, verb: "apply", resource: "gnntrainingjobs/status"}] == 0 {
-			return fmt.Errorf("no status written in %s", mine)
-		}
-		return mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: mine, Name: "cora-gs"}, &appsv1.StatefulSet{})
+	eventually(t, "the scoped manager applies its job's children", func() error {
+		job = getJob(t, mine, "cora")
+		return r.applyChildren(ctx, job, true)
 	})
+	if requests.snapshot()[requestKey{namespace: mine, verb: "apply", resource: "statefulsets"}] == 0 {
+		t.Errorf("the scoped manager applied no StatefulSet in %s", mine)
+	}
+	obs, err := r.observe(ctx, job)
+	if err != nil {
+		t.Fatalf("observe: %v", err)
+	}
+	if err := r.writeStatus(ctx, job, computeStatus(job, statusInput{obs: obs, now: metav1.NewTime(fakeClock.Now()).Rfc3339Copy()})); err != nil {
+		t.Errorf("write status: %v", err)
+	}
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: other, Name: "cora"}})
+	if want := fmt.Sprintf("unable to get: %s/cora because of unknown namespace for the cache", other); err == nil || err.Error() != want {
+		t.Errorf("reconcile a job in another namespace: %v, want %s", err, want)
+	}
 	var jobs dorylusv1alpha1.GNNTrainingJobList
 	if err := mgr.GetCache().List(ctx, &jobs); err != nil {
 		t.Fatal(err)
