@@ -21,7 +21,9 @@ func buildServiceAccount(job *dorylusv1alpha1.GNNTrainingJob) *corev1ac.ServiceA
 
 // buildRole grants the job's pods the one thing they need from the API: to
 // read and patch the status of their own job (graph server 0 reports
-// progress there).
+// progress there). Only the graph servers mount a token, and they share one
+// pod template; the ValidatingAdmissionPolicy of config/admission refuses
+// the write unless the token is bound to graph server 0's pod.
 func buildRole(job *dorylusv1alpha1.GNNTrainingJob) *rbacv1ac.RoleApplyConfiguration {
 	return rbacv1ac.Role(runtimeName(job), job.Namespace).
 		WithLabels(childLabels(job, RoleRuntime)).
