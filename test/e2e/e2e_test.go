@@ -246,7 +246,7 @@ func conditions(job *dorylusv1alpha1.GNNTrainingJob) string {
 	if p := job.Status.Progress; p != nil {
 		parts = append(parts, fmt.Sprintf("epoch %d", p.Epoch))
 	}
-	parts = append(parts, fmt.Sprintf("restarts %d", job.Status.ServerRestarts))
+	parts = append(parts, fmt.Sprintf("restarts %d", job.Status.Restarts))
 	return strings.Join(parts, "; ")
 }
 
