@@ -47,6 +47,7 @@ func longJob(t *testing.T, c client.Client, name string, edit func(*dorylusv1alp
 // nothing to resume from, must end Failed with reason ServerFailed, naming
 // the server and the signal, not hang and not claim success.
 func TestGraphServerKilled(t *testing.T) {
+	t.Parallel()
 	const name = "cora-kill"
 	c := setup(t, name)
 	tl := longJob(t, c, name, nil)
@@ -66,6 +67,7 @@ func TestGraphServerKilled(t *testing.T) {
 // job that checkpoints to S3 (a real MinIO the pods reach on the node's
 // address): the job must resume and succeed.
 func TestGraphServerKilledCheckpointed(t *testing.T) {
+	t.Parallel()
 	const name = "cora-kill-checkpointed"
 	c := setup(t, name)
 	_, bucket, endpoint := podMinIO(t, c, "checkpoints", name+"-s3")
@@ -83,6 +85,7 @@ func TestGraphServerKilledCheckpointed(t *testing.T) {
 // job that checkpoints to a PersistentVolume: the StatefulSet makes a new
 // pod, and the job must resume from the checkpoint and succeed.
 func TestGraphServerPodDeleted(t *testing.T) {
+	t.Parallel()
 	const name = "cora-pod-deleted"
 	c := setup(t, name)
 	hostVolume(t, c, "cora-checkpoints", "")
@@ -227,6 +230,7 @@ func isFinished(job *dorylusv1alpha1.GNNTrainingJob) bool {
 // progress stay, and Suspended become true; resumed, it must run to
 // Succeeded with Suspended false, reason Resumed.
 func TestSuspendResume(t *testing.T) {
+	t.Parallel()
 	const name = "cora-suspend"
 	c := setup(t, name)
 	tl := longJob(t, c, name, nil)
