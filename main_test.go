@@ -120,7 +120,7 @@ func TestOperatorServesProbesMetricsAndLeads(t *testing.T) {
 		for _, want := range []string{
 			`dorylus_gnntrainingjobs{condition="Created",status="True"} 1`,
 			`dorylus_gnntrainingjobs{condition="Ready",status="False"} 1`,
-			`dorylus_gnntrainingjob_server_restarts{name="cora",namespace="default"} 0`,
+			`dorylus_gnntrainingjob_restarts{name="cora",namespace="default"} 0`,
 			`controller_runtime_reconcile_total{controller="gnntrainingjob"`,
 		} {
 			if !strings.Contains(body, want) {

@@ -65,6 +65,9 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 		WithImage(image).
 		WithCommand(jobconfig.Command).
 		WithArgs("graph-server", "--config", jobconfig.DefaultPath, "--partition", "$("+jobconfig.EnvPartition+")").
+		// Peers may wait for a node or a Secret: the operator says why in the
+		// Ready condition, and runPolicy.activeDeadlineSeconds bounds the job.
+		WithArgs("--startup-timeout", "0").
 		WithArgs(metricsArgs...).
 		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
 		WithEnv(env...).
@@ -87,7 +90,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 			WithPodManagementPolicy(appsv1.ParallelPodManagement).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(job, RoleGraphServer))).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(withOwn(tmpl.Metadata.Labels, childLabels(job, RoleGraphServer))).
+				WithLabels(withOwn(tmpl.Metadata.Labels, serverPodLabels(job, RoleGraphServer))).
 				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash})).
 				WithSpec(podSpec)))
 }

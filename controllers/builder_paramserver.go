@@ -43,7 +43,7 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 		v, m := secretVolume(secretCheckpoint, c.S3.SecretRef)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
-	podLabels := childLabels(job, RoleParamServer)
+	podLabels := serverPodLabels(job, RoleParamServer)
 	podLabels[LabelShard] = strconv.Itoa(int(shard))
 
 	container := corev1ac.Container().
@@ -66,8 +66,10 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 		WithContainers(container).
 		WithVolumes(volumes...)
 
+	labels := childLabels(job, RoleParamServer)
+	labels[LabelShard] = podLabels[LabelShard]
 	return appsv1ac.Deployment(name, job.Namespace).
-		WithLabels(podLabels).
+		WithLabels(labels).
 		WithOwnerReferences(ownerReference(job)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).

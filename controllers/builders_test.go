@@ -196,7 +196,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"dorylus.dev/job-name": "cora", "dorylus.dev/role": "graph-server"}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: wantLabels("graph-server"), Annotations: map[string]string{"dorylus.dev/config-hash": "h"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: wantPodLabels("graph-server"), Annotations: map[string]string{"dorylus.dev/config-hash": "h"}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           "cora-runtime",
 					AutomountServiceAccountToken: ptr.To(true),
@@ -207,7 +207,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 						Name:    "graph-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--metrics-address", ":9090"},
+						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--startup-timeout", "0", "--metrics-address", ":9090"},
 						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP},
 							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
@@ -327,6 +327,8 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 func TestBuildParamDeployment(t *testing.T) {
 	shardLabels := wantLabels("param-server")
 	shardLabels["dorylus.dev/shard"] = "1"
+	podLabels := wantPodLabels("param-server")
+	podLabels["dorylus.dev/shard"] = "1"
 	want := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: "cora-ps-1", Namespace: "ml", Labels: shardLabels, OwnerReferences: wantOwner()},
@@ -336,7 +338,7 @@ func TestBuildParamDeployment(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
 				"dorylus.dev/job-name": "cora", "dorylus.dev/role": "param-server", "dorylus.dev/shard": "1"}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: shardLabels, Annotations: map[string]string{"dorylus.dev/config-hash": "h"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{"dorylus.dev/config-hash": "h"}},
 				Spec: corev1.PodSpec{
 					Hostname:                     "cora-ps-1",
 					Subdomain:                    "cora-ps",

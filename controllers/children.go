@@ -127,7 +127,7 @@ func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *doryl
 	return errors.Join(errs...)
 }
 
-// observe reads the children's readiness and the pods' restarts from the
+// observe reads the children's readiness and the pods' failures from the
 // cache.
 func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob) (observation, error) {
 	obs := observation{knativeReady: true}
@@ -173,9 +173,8 @@ func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1al
 	if err = r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobName: job.Name}); err != nil {
 		return obs, err
 	}
-	for i := range pods.Items {
-		obs.restarts += podRestarts(&pods.Items[i])
-	}
+	obs.pods = pods.Items
+	obs.failure = firstFailure(job, pods.Items)
 	obs.startProblems, obs.starting, err = r.startProblems(ctx, ownSts, ownDeps, pods.Items)
 	return obs, err
 }
@@ -190,22 +189,6 @@ func knativeServiceReady(ks *unstructured.Unstructured) bool {
 		}
 	}
 	return false
-}
-
-// podRestarts sums the restarts of a server pod's containers; function pods
-// do not count.
-func podRestarts(p *corev1.Pod) int32 {
-	if role := p.Labels[LabelRole]; role != RoleGraphServer && role != RoleParamServer {
-		return 0
-	}
-	var n int32
-	for _, cs := range p.Status.InitContainerStatuses {
-		n += cs.RestartCount
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		n += cs.RestartCount
-	}
-	return n
 }
 
 // ownedBy reports whether refs name job as controller.

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -229,47 +231,89 @@ func TestBudgetStop(t *testing.T) {
 	expectEvent(t, ns, "budget", "BudgetExceeded", corev1.EventTypeWarning)
 }
 
-// TestBackoffLimit counts server container restarts from the job's pods.
-func TestBackoffLimit(t *testing.T) {
+// TestServerFailure: a server that fails restarts every server of a job
+// with checkpoints, counted once, until the backoff limit; a job without
+// checkpoints fails at once, naming the server and how it ended.
+func TestServerFailure(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
-	createJob(t, userJob(ns, "crashy", func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](2)
-	}))
-	waitCondition(t, ns, "crashy", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
-	setRestarts := func(pod string, role string, n int32) {
+	// fail makes a server pod of run restarts whose container ended.
+	fail := func(job, pod, role string, restarts int32, reason string, code int32) {
+		t.Helper()
+		labels := childLabels(userJob(ns, job), role)
+		labels[LabelRun] = fmt.Sprint(restarts)
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, Labels: childLabels(userJob(ns, "crashy"), role)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, Labels: labels},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: role, Image: testImage}}},
 		}
-		if err := k8sClient.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := k8sClient.Create(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "pod status", func() error {
-			if err := getObj(t, ns, pod, p); err != nil {
-				return err
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: role, Image: testImage, RestartCount: 1,
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code}}}}
+		if err := k8sClient.Status().Update(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(pods ...string) {
+		t.Helper()
+		eventually(t, "old pods deleted", func() error {
+			for _, name := range pods {
+				if err := getObj(t, ns, name, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("pod %s: %v, want NotFound", name, err)
+				}
 			}
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: role, Image: testImage, RestartCount: n}}
-			return k8sClient.Status().Update(context.Background(), p)
+			return nil
 		})
 	}
-	setRestarts("crashy-gs-0", RoleGraphServer, 1)
-	setRestarts("crashy-ps-0-abc", RoleParamServer, 1)
-	eventually(t, "restarts counted", func() error {
-		if n := getJob(t, ns, "crashy").Status.ServerRestarts; n != 2 {
-			return fmt.Errorf("serverRestarts %d, want 2", n)
+
+	createJob(t, userJob(ns, "checkpointed", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Staleness = intstr.FromString("sync")
+		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10,
+			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "checkpoints"}}
+		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](1)
+	}))
+	waitCondition(t, ns, "checkpointed", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	fail("checkpointed", "checkpointed-gs-1", RoleGraphServer, 0, "OOMKilled", 137)
+	fail("checkpointed", "checkpointed-ps-0-abc", RoleParamServer, 0, "Error", 1)
+	eventually(t, "one restart", func() error {
+		if st := getJob(t, ns, "checkpointed").Status; st.Restarts != 1 || st.LastRestartTime == nil {
+			return fmt.Errorf("restarts %d, lastRestartTime %v; want 1 and a time", st.Restarts, st.LastRestartTime)
 		}
 		return nil
 	})
-	if findCond(getJob(t, ns, "crashy"), dorylusv1alpha1.ConditionFailed) != nil {
-		t.Fatal("failed at the backoff limit, want only above it")
+	gone("checkpointed-gs-1", "checkpointed-ps-0-abc")
+	expectEvent(t, ns, "checkpointed", "Restarting", corev1.EventTypeWarning)
+	if job := getJob(t, ns, "checkpointed"); findCond(job, dorylusv1alpha1.ConditionFailed) != nil || job.Status.Restarts != 1 {
+		t.Fatalf("after one failure: restarts %d, %v; want 1 and not Failed", job.Status.Restarts, job.Status.Conditions)
 	}
-	setRestarts("crashy-gs-0", RoleGraphServer, 2)
-	job := waitCondition(t, ns, "crashy", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonBackoffLimitExceeded)
-	if job.Status.ServerRestarts != 3 {
-		t.Errorf("serverRestarts %d, want 3", job.Status.ServerRestarts)
+	eventually(t, "the servers' pods of run 1", func() error {
+		var sts appsv1.StatefulSet
+		if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
+			return err
+		}
+		if got := sts.Spec.Template.Labels[LabelRun]; got != "1" {
+			return fmt.Errorf("graph servers' pod template %s=%q, want 1", LabelRun, got)
+		}
+		return nil
+	})
+	fail("checkpointed", "checkpointed-gs-0", RoleGraphServer, 1, "Error", 2)
+	job := waitCondition(t, ns, "checkpointed", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonBackoffLimitExceeded)
+	want := "graph server pod checkpointed-gs-0 container graph-server: Error (exit code 2), after 1 restarts (spec.runPolicy.backoffLimit 1)"
+	if c := findCond(job, dorylusv1alpha1.ConditionFailed); c.Message != want || job.Status.Restarts != 1 {
+		t.Errorf("Failed %q, restarts %d; want %q, 1", c.Message, job.Status.Restarts, want)
 	}
-	waitScaled(t, ns, "crashy", 0, 0)
+	waitScaled(t, ns, "checkpointed", 0, 0)
+
+	createJob(t, userJob(ns, "plain"))
+	waitCondition(t, ns, "plain", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	fail("plain", "plain-gs-1", RoleGraphServer, 0, "Error", 137)
+	job = waitCondition(t, ns, "plain", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonServerFailed)
+	want = "graph server pod plain-gs-1 container graph-server: Error (exit code 137, signal killed); the job has no spec.checkpoint to resume from"
+	if c := findCond(job, dorylusv1alpha1.ConditionFailed); c.Message != want || job.Status.Restarts != 0 {
+		t.Errorf("Failed %q, restarts %d; want %q, 0", c.Message, job.Status.Restarts, want)
+	}
+	expectEvent(t, ns, "plain", "ServerFailed", corev1.EventTypeWarning)
 }
 
 // TestTrainingError fails the job when graph server 0 reports a NaN.

@@ -51,7 +51,7 @@ func TestJobCollector(t *testing.T) {
 	want := map[string]float64{
 		"dorylus_gnntrainingjob_epoch/": 7, "dorylus_gnntrainingjob_cost_usd/": 0.125,
 		"dorylus_gnntrainingjob_accuracy/train": 0.9, "dorylus_gnntrainingjob_accuracy/val": 0.75,
-		"dorylus_gnntrainingjob_accuracy/test": 0.7, "dorylus_gnntrainingjob_server_restarts/": 0,
+		"dorylus_gnntrainingjob_accuracy/test": 0.7, "dorylus_gnntrainingjob_restarts/": 0,
 	}
 	for k, v := range want {
 		if got[k] != v {

@@ -13,8 +13,9 @@ import (
 
 // Termination policy: what ends a job, in order of precedence. A training
 // error reported by graph server 0 fails the job; reaching the last epoch or
-// the target accuracy succeeds it; then server restarts beyond the backoff
-// limit, the active deadline and the budget fail it.
+// the target accuracy succeeds it; then the active deadline and the budget
+// fail it, and last a server failure the job cannot recover from
+// (restarts.go).
 
 // verdict is the terminal condition a job reaches in this reconcile.
 type verdict struct {
@@ -29,10 +30,10 @@ func isFinished(job *dorylusv1alpha1.GNNTrainingJob) bool {
 		meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionFailed)
 }
 
-// decide returns the verdict for an unfinished job, or nil while it should
-// go on. restarts is the restart count after this reconcile; startTime is
-// the (possibly just set) start of the current active period.
-func decide(job *dorylusv1alpha1.GNNTrainingJob, restarts int32, startTime *metav1.Time, now time.Time) *verdict {
+// decide returns the verdict for an unfinished job from its progress and
+// its clock, or nil while it should go on. startTime is the (possibly just
+// set) start of the current active period.
+func decide(job *dorylusv1alpha1.GNNTrainingJob, startTime *metav1.Time, now time.Time) *verdict {
 	spec, p := &job.Spec, job.Status.Progress
 	if p != nil && p.FailureMessage != "" {
 		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonTrainingError,
@@ -40,10 +41,6 @@ func decide(job *dorylusv1alpha1.GNNTrainingJob, restarts int32, startTime *meta
 	}
 	if v := success(spec, p); v != nil && outputsWritten(job) {
 		return v
-	}
-	if limit := spec.RunPolicy.BackoffLimit; limit != nil && restarts > *limit {
-		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonBackoffLimitExceeded,
-			fmt.Sprintf("servers restarted %d times, more than spec.runPolicy.backoffLimit %d", restarts, *limit)}
 	}
 	if _, expired := deadlineLeft(job, startTime, now); expired {
 		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonDeadlineExceeded,

@@ -38,7 +38,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch;delete
@@ -104,10 +104,19 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !finished {
 		running := !isSuspended(job)
 		start := nextStartTime(job, running, now)
-		in.verdict = decide(job, max(job.Status.ServerRestarts, obs.restarts), start, exact)
+		in.verdict = decide(job, start, exact)
+		if in.verdict == nil && running {
+			in.verdict = failureVerdict(job, obs.failure)
+			in.restart = in.verdict == nil && obs.failure != nil
+		}
 	}
 	running := !finished && in.verdict == nil && !isSuspended(job)
-	in.applyErr = r.applyChildren(ctx, job, running)
+	applied := job
+	if in.restart { // the servers' new pods are of the next run
+		applied = job.DeepCopy()
+		applied.Status.Restarts++
+	}
+	in.applyErr = r.applyChildren(ctx, applied, running)
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {
@@ -121,6 +130,17 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			return ctrl.Result{}, fmt.Errorf("write status: %w", err)
 		}
 		r.emitEvents(job, job.Status.Conditions, status.Conditions)
+		if in.restart {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "Restarting", "Restart",
+				"%s; restarting every server from the last checkpoint (restart %d)", obs.failure.message, status.Restarts)
+		}
+	}
+	if running {
+		current := job.DeepCopy()
+		current.Status = status
+		if err := r.deleteOldPods(ctx, current, obs.pods); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if in.applyErr != nil {
 		return ctrl.Result{}, in.applyErr
@@ -226,7 +246,7 @@ func podToJob(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // podStatusChanged passes pod creations, deletions and updates that change
-// the restart count or why the pod cannot start, the only pod facts the
+// how a server ended or why the pod cannot start, the only pod facts the
 // reconciler uses.
 func podStatusChanged() predicate.Funcs {
 	return predicate.Funcs{
@@ -238,7 +258,7 @@ func podStatusChanged() predicate.Funcs {
 			}
 			oldProblem, oldStarting := podStartProblem(oldPod)
 			newProblem, newStarting := podStartProblem(newPod)
-			return podRestarts(oldPod) != podRestarts(newPod) || oldProblem != newProblem || oldStarting != newStarting
+			return failureMessage(oldPod) != failureMessage(newPod) || oldProblem != newProblem || oldStarting != newStarting
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

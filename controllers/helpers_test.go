@@ -61,6 +61,13 @@ func wantOwner() []metav1.OwnerReference {
 }
 
 // wantLabels are the labels of a child of role on job "cora".
+// wantPodLabels are wantLabels and the run of a server pod of testJob().
+func wantPodLabels(role string) map[string]string {
+	l := wantLabels(role)
+	l["dorylus.dev/run"] = "0"
+	return l
+}
+
 func wantLabels(role string) map[string]string {
 	return map[string]string{
 		"dorylus.dev/job-name":         "cora",

@@ -44,8 +44,8 @@ func NewJobCollector(reader client.Reader) *JobCollector {
 			"Accuracy reported by graph server 0, by split (train, val, test).", append(job, "split"), nil),
 		cost: prometheus.NewDesc("dorylus_gnntrainingjob_cost_usd",
 			"Estimated cost of the job so far in US dollars.", job, nil),
-		restarts: prometheus.NewDesc("dorylus_gnntrainingjob_server_restarts",
-			"Server container restarts counted against the backoff limit.", job, nil),
+		restarts: prometheus.NewDesc("dorylus_gnntrainingjob_restarts",
+			"Times the job restarted every server from its last checkpoint after a failure (status.restarts).", job, nil),
 	}
 }
 
@@ -77,7 +77,7 @@ func (c *JobCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[[2]string{cond.Type, string(cond.Status)}]++
 		}
 		ns, name := job.Namespace, job.Name
-		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.GaugeValue, float64(job.Status.ServerRestarts), ns, name)
+		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.GaugeValue, float64(job.Status.Restarts), ns, name)
 		p := job.Status.Progress
 		if p == nil {
 			continue

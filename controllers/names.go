@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strconv"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
@@ -18,6 +19,9 @@ const (
 	LabelRole = "dorylus.dev/role"
 	// LabelShard holds a parameter server's shard number.
 	LabelShard = "dorylus.dev/shard"
+	// LabelRun on server pods is the job's status.restarts when the pod was
+	// made: the operator deletes the pods of an earlier run (restarts.go).
+	LabelRun = "dorylus.dev/run"
 	// AnnotationConfigHash on pod templates rolls the pods when run.json changes.
 	AnnotationConfigHash = "dorylus.dev/config-hash"
 	// AnnotationIRSARole is the EKS annotation binding a ServiceAccount to an IAM role.
@@ -55,6 +59,13 @@ func selectorLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string
 
 // childLabels are the labels of a child object or pod: the selector labels
 // and the recommended app.kubernetes.io ones.
+// serverPodLabels are the labels of a server pod of the job's current run.
+func serverPodLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
+	l := childLabels(job, role)
+	l[LabelRun] = strconv.Itoa(int(job.Status.Restarts))
+	return l
+}
+
 func childLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
 	l := selectorLabels(job, role)
 	l["app.kubernetes.io/name"] = "dorylus"

@@ -19,11 +19,10 @@ func dec(s string) *dorylusv1alpha1.Decimal { d := dorylusv1alpha1.Decimal(s); r
 func TestDecide(t *testing.T) {
 	start := metav1.NewTime(t0)
 	tests := []struct {
-		name     string
-		job      func(*dorylusv1alpha1.GNNTrainingJob)
-		restarts int32
-		now      time.Time
-		want     *verdict // message not compared when empty
+		name string
+		job  func(*dorylusv1alpha1.GNNTrainingJob)
+		now  time.Time
+		want *verdict // message not compared when empty
 	}{
 		{name: "no progress yet", now: t0},
 		{name: "mid-run", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
@@ -62,9 +61,6 @@ func TestDecide(t *testing.T) {
 		{name: "training error beats the last epoch", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 200, FailureMessage: "NaN loss at epoch 200, layer 1, task AV"}
 		}, want: &verdict{"Failed", "TrainingError", "graph server 0 reported: NaN loss at epoch 200, layer 1, task AV"}},
-		{name: "restarts at the limit", now: t0, restarts: 3},
-		{name: "restarts above the limit", now: t0, restarts: 4,
-			want: &verdict{"Failed", "BackoffLimitExceeded", "servers restarted 4 times, more than spec.runPolicy.backoffLimit 3"}},
 		{name: "one second before the deadline", now: t0.Add(59 * time.Second), job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
 		}},
@@ -90,7 +86,7 @@ func TestDecide(t *testing.T) {
 			if tc.job != nil {
 				tc.job(job)
 			}
-			got := decide(job, tc.restarts, &start, tc.now)
+			got := decide(job, &start, tc.now)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(verdict{})); diff != "" {
 				t.Errorf("decide (-want +got):\n%s", diff)
 			}

@@ -60,10 +60,10 @@ func progressOnly(oldJob, newJob *dorylusv1alpha1.GNNTrainingJob) bool {
 }
 
 // progressEndsJob reports whether the progress of an unfinished job ends it:
-// decide without restarts and without a start time judges the progress alone
-// (training error, last epoch, target accuracy, budget).
+// decide without a start time judges the progress alone (training error,
+// last epoch, target accuracy, budget).
 func progressEndsJob(job *dorylusv1alpha1.GNNTrainingJob) bool {
-	return !isFinished(job) && decide(job, 0, nil, time.Time{}) != nil
+	return !isFinished(job) && decide(job, nil, time.Time{}) != nil
 }
 
 // unchanged reports whether applying desired would change nothing: the

@@ -56,7 +56,7 @@ func TestJobUpdateMatters(t *testing.T) {
 		}}, true},
 		{"label change", nil, []func(*dorylusv1alpha1.GNNTrainingJob){func(j *dorylusv1alpha1.GNNTrainingJob) { j.Labels = map[string]string{"team": "a"} }}, true},
 		{"deletion", nil, []func(*dorylusv1alpha1.GNNTrainingJob){func(j *dorylusv1alpha1.GNNTrainingJob) { j.DeletionTimestamp = &metav1.Time{} }}, true},
-		{"status the operator owns", nil, []func(*dorylusv1alpha1.GNNTrainingJob){func(j *dorylusv1alpha1.GNNTrainingJob) { j.Status.ServerRestarts = 1 }}, true},
+		{"status the operator owns", nil, []func(*dorylusv1alpha1.GNNTrainingJob){func(j *dorylusv1alpha1.GNNTrainingJob) { j.Status.Restarts = 1 }}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

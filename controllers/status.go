@@ -3,6 +3,8 @@ package controllers
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,8 +24,11 @@ type observation struct {
 	// knativeReady is true when the managed Knative Service reports Ready
 	// (always true without one).
 	knativeReady bool
-	// restarts sums the container restarts over the job's current pods.
-	restarts int32
+	// pods are the job's pods.
+	pods []corev1.Pod
+	// failure is the first failure of a server of the current run, if any
+	// (restarts.go).
+	failure *serverFailure
 	// startProblems say why server pods cannot be created, scheduled or
 	// started, one line each, sorted (podstart.go).
 	startProblems []string
@@ -41,6 +46,9 @@ type statusInput struct {
 	knativeMissing bool
 	// verdict is the terminal condition reached in this reconcile, if any.
 	verdict *verdict
+	// restart is set when this reconcile restarts every server after a
+	// failure.
+	restart bool
 	// now is the reconcile's time, already truncated to the API's precision.
 	now metav1.Time
 }
@@ -55,7 +63,8 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 		StartTime:          old.StartTime,
 		CompletionTime:     old.CompletionTime,
-		ServerRestarts:     old.ServerRestarts,
+		Restarts:           old.Restarts,
+		LastRestartTime:    old.LastRestartTime,
 		Progress:           old.Progress,
 		Outputs:            outputURIs(job),
 	}
@@ -67,7 +76,9 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 	running := !finished && !suspended
 	if active {
 		st.StartTime = nextStartTime(job, true, in.now)
-		st.ServerRestarts = max(old.ServerRestarts, in.obs.restarts)
+	}
+	if in.restart {
+		st.Restarts, st.LastRestartTime = old.Restarts+1, &in.now
 	}
 	if in.verdict != nil && st.CompletionTime == nil {
 		st.CompletionTime = &in.now

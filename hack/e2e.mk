@@ -7,6 +7,8 @@
 LOCAL_CLUSTER_DIR ?= $(HOME)/.cache/dorylus/local-cluster
 export LOCAL_CLUSTER_DIR
 E2E_TIMEOUT ?= 45m
+# Tests run this many at a time: most of a test is waiting for pods and epochs.
+E2E_PARALLEL ?= 3
 
 # The runtime image, written without Docker (hack/image): the same bytes for
 # the same commit. Its tag is the chart's appVersion, so the chart's default
@@ -42,7 +44,7 @@ local-cluster-down: ## Stop the local cluster and undo its changes to the host (
 	hack/local-cluster/cluster.sh down
 
 e2e: local-cluster build ## helm install the operator on the local cluster, run every sample and the disturbances, compare with dorylus train
-	HELM=$(HELM) go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
+	HELM=$(HELM) go test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
 
 e2e-timing: local-cluster ## Print apply→Succeeded for Cora with 2 graph servers and its split, alone and 4 jobs at once
 	HELM=$(HELM) DORYLUS_E2E_TIMING=1 go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run TestTiming ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc

@@ -73,9 +73,12 @@ const (
 
 // Reasons of the Failed condition.
 const (
-	// ReasonBackoffLimitExceeded: server restarts exceeded
-	// spec.runPolicy.backoffLimit.
+	// ReasonBackoffLimitExceeded: a server failed after the job had restarted
+	// spec.runPolicy.backoffLimit times.
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
+	// ReasonServerFailed: a server of a job without checkpoints failed (its
+	// container exited or was killed); there is nothing to resume from.
+	ReasonServerFailed = "ServerFailed"
 	// ReasonDeadlineExceeded: spec.runPolicy.activeDeadlineSeconds passed.
 	ReasonDeadlineExceeded = "DeadlineExceeded"
 	// ReasonBudgetExceeded: the reported cost reached spec.runPolicy.budgetUSD.

@@ -35,6 +35,7 @@ type Decimal string
 // +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].status`
 // +kubebuilder:printcolumn:name="Failed",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
 // +kubebuilder:printcolumn:name="Suspended",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Suspended")].status`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,priority=1,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters so that derived child names (<name>-gs-<ordinal>, <name>-fn-00001-private) fit in 63"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (start with a letter; lowercase letters, digits and '-') because it names Services"
@@ -311,8 +312,11 @@ type RunPolicy struct {
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
 
-	// BackoffLimit is how many server container restarts the job tolerates
-	// before it fails with reason BackoffLimitExceeded.
+	// BackoffLimit is how many times a job with checkpoints may restart its
+	// servers from the last checkpoint after a server failed (a failure
+	// restarts every server and counts once) before it fails with reason
+	// BackoffLimitExceeded. A job without checkpoints fails at its first
+	// server failure (reason ServerFailed): it has nothing to resume from.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	// +kubebuilder:default=3

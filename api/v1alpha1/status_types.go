@@ -41,10 +41,16 @@ type GNNTrainingJobStatus struct {
 	// +optional
 	ParameterServers ServerStatus `json:"parameterServers,omitempty"`
 
-	// ServerRestarts is the highest total of container restarts seen over
-	// the job's server pods; above spec.runPolicy.backoffLimit the job fails.
+	// Restarts counts the job's recoveries: each time a server failed and the
+	// operator restarted every server from the last checkpoint. One failure
+	// counts once, however many servers it took down; above
+	// spec.runPolicy.backoffLimit the job fails.
 	// +optional
-	ServerRestarts int32 `json:"serverRestarts,omitempty"`
+	Restarts int32 `json:"restarts,omitempty"`
+
+	// LastRestartTime is when the operator last restarted the servers.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
 
 	// Outputs are the URIs of the files the job wrote to spec.output (s3://bucket/key, or
 	// pvc://claim/path), set once every one is written.

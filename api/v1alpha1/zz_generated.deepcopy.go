@@ -250,6 +250,10 @@ func (in *GNNTrainingJobStatus) DeepCopyInto(out *GNNTrainingJobStatus) {
 	}
 	out.GraphServers = in.GraphServers
 	out.ParameterServers = in.ParameterServers
+	if in.LastRestartTime != nil {
+		in, out := &in.LastRestartTime, &out.LastRestartTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Outputs != nil {
 		in, out := &in.Outputs, &out.Outputs
 		*out = make([]string, len(*in))

@@ -99,10 +99,15 @@ func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// WaitServing polls the peer's health until it reports SERVING, ctx ends, or startup passes;
-// name (e.g. "graph server 1 at host:port") is used in the error.
+// WaitServing polls the peer's health until it reports SERVING, ctx ends, or startup passes
+// (0: no limit); name (e.g. "graph server 1 at host:port") is used in the error.
 func WaitServing(ctx context.Context, conn *grpc.ClientConn, name string, startup time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, startup)
+	var cancel context.CancelFunc
+	if startup > 0 {
+		ctx, cancel = context.WithTimeout(ctx, startup)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	hc := healthpb.NewHealthClient(conn)
 	var last error

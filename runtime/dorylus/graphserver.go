@@ -154,7 +154,7 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 	f := cmd.Flags()
 	o.add(f)
 	f.IntVar(&o.partition, "partition", envInt(jobconfig.EnvPartition), "partition this server holds, its ordinal (default $"+jobconfig.EnvPartition+")")
-	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up")
+	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up (0: as long as it takes)")
 	f.StringVar(&o.usageFile, "usage-file", "", "write the tensor backend's call counts to this JSON file when stopping (for dorylus train's cost report)")
 	return cmd
 }

@@ -51,7 +51,7 @@ type Config struct {
 	Pull rpc.TaskSourceServer
 	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
 	Events io.Writer
-	// Startup bounds the wait for peers to come up.
+	// Startup bounds the wait for peers to come up; 0 waits as long as it takes.
 	Startup time.Duration
 	// DeadAfter is how long a peer (graph or parameter server) may fail its health checks
 	// before the run fails naming it (rpc.DefaultDeadAfter if 0).

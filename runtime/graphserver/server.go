@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -21,9 +20,6 @@ import (
 func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
-	}
-	if cfg.Startup == 0 {
-		cfg.Startup = 2 * time.Minute
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	s, err := newServer(gctx, g, cfg)

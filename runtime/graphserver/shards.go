@@ -53,7 +53,10 @@ func (ss *shards) init(ctx context.Context, req *rpc.InitRequest, params int, st
 	err := fanOut(ss.list, func(sh *shard) error {
 		// In synchronous mode Init returns once every graph server has sent it: wait as long
 		// as for the peers to come up.
-		cctx, cancel := context.WithTimeout(ctx, max(rpcTimeout, startup))
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if startup > 0 {
+			cctx, cancel = context.WithTimeout(ctx, max(rpcTimeout, startup))
+		}
 		defer cancel()
 		r, err := sh.client.Init(cctx, req)
 		if err != nil {

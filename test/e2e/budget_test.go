@@ -30,6 +30,7 @@ const budgetUSD = "0.008"
 // epochCostUSD; the envtest TestBudgetFromTheGraphServers checks the exact
 // epoch on the in-process servers.
 func TestBudgetExceeded(t *testing.T) {
+	t.Parallel()
 	const name, budget = "cora-budget", budgetUSD
 	c := setup(t, name)
 	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {

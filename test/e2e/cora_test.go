@@ -116,6 +116,7 @@ func trainArgs(job *dorylusv1alpha1.GNNTrainingJob, dataset string) []string {
 // TestCoraCPU is the user's path: kubectl apply the cpu sample, kubectl wait
 // for Succeeded, read the accuracy and the printer columns, delete the job.
 func TestCoraCPU(t *testing.T) {
+	t.Parallel()
 	const name = "cora-gcn-cpu"
 	c := setup(t, name)
 	job, _ := sampleJob(t, "cpu_cora.yaml", name, nil)
@@ -145,6 +146,7 @@ func TestCoraCPU(t *testing.T) {
 // accuracy must match `dorylus train` with the same graph and parameter
 // servers, which cut the graph and draw dropout masks the same way.
 func TestCoraGATCPU(t *testing.T) {
+	t.Parallel()
 	const name = "cora-gat-cpu"
 	c := setup(t, name)
 	runSample(t, c, "cpu_cora_gat.yaml", name, nil, 600*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {

@@ -105,6 +105,7 @@ func hostVolume(t *testing.T, c client.Client, claim, src string) string {
 // graph server, synchronous as the sample, and the checkpoints must be on
 // the volume.
 func TestCiteseerGATKnative(t *testing.T) {
+	t.Parallel()
 	const name, epochs = "citeseer-gat-knative", 20
 	c := setup(t, name)
 	hostVolume(t, c, "graph-datasets", filepath.Join(root, "datasets"))

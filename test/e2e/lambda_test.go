@@ -102,6 +102,7 @@ func startEmulator(t *testing.T, c client.Client) {
 // aws-lambda-rie for every tensor task, and the job must succeed with the
 // single-process run's accuracy.
 func TestCoraLambdaEmulator(t *testing.T) {
+	t.Parallel()
 	const name = "cora-gcn-lambda-emulator"
 	c := setup(t, name)
 	startEmulator(t, c)

@@ -23,6 +23,7 @@ import (
 // train` with its settings, and the inference job's must equal it (the same
 // model on the same graph).
 func TestCoraOutputAndInference(t *testing.T) {
+	t.Parallel()
 	const train, infer = "cora-gcn-output", "cora-gcn-inference"
 	c := setup(t, train, infer)
 	srv, bucket, endpoint := podMinIO(t, c, "models", "s3-credentials") // the Secret the samples name

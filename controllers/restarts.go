@@ -1,0 +1,156 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+)
+
+// Restart policy: a server whose container exits or is killed while the job
+// runs is a failure of the whole job, since the servers train in lockstep.
+// A job with checkpoints recovers: the operator deletes every server pod at
+// once, their controllers create new ones, and all resume from the last
+// checkpoint; the recovery counts once in status.restarts, however many
+// servers the failure took down (a peer's death makes the others exit too).
+// A job that has restarted spec.runPolicy.backoffLimit times fails at its
+// next failure; a job without checkpoints fails at its first, naming the
+// server and how it ended.
+
+// serverFailure is the first failure among the job's current server pods.
+type serverFailure struct {
+	// pod is the failed pod's name.
+	pod string
+	// message says which server failed and how, e.g. "graph server pod
+	// j-gs-1 container graph-server: OOMKilled (exit code 137, signal killed)".
+	message string
+	// at is when its container ended, for choosing the first failure.
+	at metav1.Time
+}
+
+// currentPod reports whether p belongs to the job's current run: not being
+// deleted, and labelled with the job's restart count (a pod made before
+// runs were labelled is of run 0).
+func currentPod(job *dorylusv1alpha1.GNNTrainingJob, p *corev1.Pod) bool {
+	run := p.Labels[LabelRun]
+	if run == "" {
+		run = "0"
+	}
+	return p.DeletionTimestamp == nil && run == strconv.Itoa(int(job.Status.Restarts))
+}
+
+// podFailure is how a server pod's container ended, if it did: a container
+// that is terminated now or has restarted. Function pods do not count.
+func podFailure(p *corev1.Pod) *serverFailure {
+	var what string
+	switch p.Labels[LabelRole] {
+	case RoleGraphServer:
+		what = "graph server"
+	case RoleParamServer:
+		what = "parameter server"
+	default:
+		return nil
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		term := cs.State.Terminated
+		if term == nil && cs.RestartCount > 0 {
+			term = cs.LastTerminationState.Terminated
+			if term == nil { // the kubelet lost the old state: say what is known
+				term = &corev1.ContainerStateTerminated{Reason: "Restarted"}
+			}
+		}
+		if term == nil {
+			continue
+		}
+		how := term.Reason
+		if how == "" {
+			how = "Terminated"
+		}
+		detail := fmt.Sprintf("exit code %d", term.ExitCode)
+		if term.Signal != 0 {
+			detail += ", signal " + syscall.Signal(term.Signal).String()
+		} else if term.ExitCode > 128 && term.ExitCode < 128+65 {
+			detail += ", signal " + syscall.Signal(term.ExitCode-128).String()
+		}
+		msg := fmt.Sprintf("%s pod %s container %s: %s (%s)", what, p.Name, cs.Name, how, detail)
+		if term.Message != "" {
+			msg += ": " + truncate(term.Message, 256)
+		}
+		return &serverFailure{pod: p.Name, message: msg, at: term.FinishedAt}
+	}
+	return nil
+}
+
+// failureMessage is podFailure's message, "" when the pod has not failed.
+func failureMessage(p *corev1.Pod) string {
+	if f := podFailure(p); f != nil {
+		return f.message
+	}
+	return ""
+}
+
+// firstFailure is the failure of the job's current server pods that ended
+// first (the cause; the others are its consequences), or nil.
+func firstFailure(job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) *serverFailure {
+	var first *serverFailure
+	for i := range pods {
+		if !currentPod(job, &pods[i]) {
+			continue
+		}
+		f := podFailure(&pods[i])
+		if f != nil && (first == nil || f.at.Before(&first.at) || f.at.Equal(&first.at) && f.pod < first.pod) {
+			first = f
+		}
+	}
+	return first
+}
+
+// recoverable reports whether the job can resume after a server failure:
+// only from a checkpoint.
+func recoverable(job *dorylusv1alpha1.GNNTrainingJob) bool {
+	return job.Spec.Checkpoint != nil
+}
+
+// failureVerdict is what a server failure makes of the job: nil when it
+// restarts, else Failed with the reason.
+func failureVerdict(job *dorylusv1alpha1.GNNTrainingJob, f *serverFailure) *verdict {
+	switch {
+	case f == nil:
+		return nil
+	case !recoverable(job):
+		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonServerFailed,
+			f.message + "; the job has no spec.checkpoint to resume from"}
+	case job.Spec.RunPolicy.BackoffLimit != nil && job.Status.Restarts >= *job.Spec.RunPolicy.BackoffLimit:
+		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonBackoffLimitExceeded,
+			fmt.Sprintf("%s, after %d restarts (spec.runPolicy.backoffLimit %d)", f.message, job.Status.Restarts, *job.Spec.RunPolicy.BackoffLimit)}
+	}
+	return nil
+}
+
+// deleteOldPods deletes the job's server pods of an earlier run, so that
+// their controllers create new ones from the current template. It runs after
+// the status that records the restart is written: an error leaves pods that
+// the next reconcile deletes.
+func (r *GNNTrainingJobReconciler) deleteOldPods(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) error {
+	var errs []error
+	for i := range pods {
+		p := &pods[i]
+		role := p.Labels[LabelRole]
+		if p.DeletionTimestamp != nil || currentPod(job, p) || role != RoleGraphServer && role != RoleParamServer {
+			continue
+		}
+		uid := p.UID
+		if err := r.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
