@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
@@ -16,6 +17,13 @@ import (
 
 // defaultGATHeads is the head count of a GAT whose spec leaves it unset.
 const defaultGATHeads = 8
+
+// peerDeadAfter is how long a job's server may miss its health checks before
+// its peers give up on it. The operator sees a dead container in its pod's
+// status within a second and restarts the job (restarts.go); the checks only
+// catch a hung or unreachable server, and a live one on a busy node missed
+// them for 4.1 s (2 cores at load 30).
+const peerDeadAfter = jobconfig.Duration(15 * time.Second)
 
 // Secret purposes: the folder under jobconfig.SecretsDir each Secret is
 // mounted at.
@@ -69,7 +77,7 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*j
 	cfg.Dataset = resolveDataset(&s.Dataset)
 
 	gs := graphServerName(job)
-	cfg.GraphServers = jobconfig.GraphServers{Replicas: int(s.GraphServers.Replicas), Port: jobconfig.GraphServerPort}
+	cfg.GraphServers = jobconfig.GraphServers{Replicas: int(s.GraphServers.Replicas), Port: jobconfig.GraphServerPort, DeadAfter: peerDeadAfter}
 	for i := int32(0); i < s.GraphServers.Replicas; i++ {
 		cfg.GraphServers.Peers = append(cfg.GraphServers.Peers,
 			fmt.Sprintf("%s-%d.%s.%s.svc:%d", gs, i, gs, job.Namespace, jobconfig.GraphServerPort))

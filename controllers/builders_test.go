@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,7 +26,7 @@ func TestResolveRunConfig(t *testing.T) {
 			Dataset:  jobconfig.Dataset{Source: "builtin", Name: "cora"},
 			Model:    jobconfig.Model{Architecture: "GCN", Layers: 2, Hidden: 16, Dropout: 0.5},
 			Training: jobconfig.Training{Epochs: 200, LearningRate: 0.01, WeightDecay: 0.0005, Seed: 1},
-			GraphServers: jobconfig.GraphServers{Replicas: 1, Port: 5000,
+			GraphServers: jobconfig.GraphServers{Replicas: 1, Port: 5000, DeadAfter: jobconfig.Duration(15 * time.Second),
 				Peers: []string{"cora-gs-0.cora-gs.ml.svc:5000"}},
 			ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: 5100, Service: "cora-ps.ml.svc:5100",
 				Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
