@@ -31,7 +31,7 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}
 	srv, h := rpc.NewServer()
-	rpc.RegisterGraphServerServer(srv, &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post})
+	rpc.RegisterGraphServerServer(srv, &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post, ask: s.ask})
 	if cfg.Pull != nil {
 		rpc.RegisterTaskSourceServer(srv, cfg.Pull)
 	}
