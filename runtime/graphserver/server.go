@@ -106,6 +106,15 @@ func (s *server) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.begin(first); err != nil {
+		return err
+	}
+	return s.drive(ctx)
+}
+
+// begin makes the scheduler of training from epoch first, and starts the coordinator's clock.
+func (s *server) begin(first int) error {
+	var err error
 	s.sched, err = pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.cfg.Layers, Epochs: s.cfg.Epochs,
 		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
@@ -117,7 +126,7 @@ func (s *server) run(ctx context.Context) error {
 	if s.coord != nil {
 		s.coord.begin(first)
 	}
-	return s.drive(ctx)
+	return nil
 }
 
 // connect waits for every peer and shard, checks that the peers agree on the run and the
