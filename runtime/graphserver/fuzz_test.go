@@ -232,7 +232,9 @@ func fuzzSeeds(t testing.TB, cfgs [2]Config) [][]byte {
 		}
 		parts[p] = part
 	}
-	rows := func(n, d int) *rpc.Tensor { return &rpc.Tensor{Rows: uint32(n), Cols: uint32(d), Data: make([]byte, 4*n*d)} }
+	rows := func(n, d int) *rpc.Tensor {
+		return &rpc.Tensor{Rows: uint32(n), Cols: uint32(d), Data: make([]byte, 4*n*d)}
+	}
 	hello := func(from int) *rpc.HelloRequest {
 		return &rpc.HelloRequest{From: uint32(from), Partitions: 2, Intervals: 2, Ghosts: uint64(len(parts[1-from].SendTo[from])), Run: "fuzz"}
 	}
