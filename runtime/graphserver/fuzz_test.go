@@ -139,7 +139,7 @@ func startFuzzRun(ctx context.Context, t testing.TB, cfg Config) *fuzzRun {
 		cancel()
 		t.Fatal(err)
 	}
-	r.s, r.v = s, &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post, ask: s.ask}
+	r.s, r.v = s, s.service()
 	go func() { r.loop <- r.steps(ctx) }()
 	return r
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -30,11 +32,7 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}
-	srv, h := rpc.NewServer()
-	rpc.RegisterGraphServerServer(srv, &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post, ask: s.ask})
-	if cfg.Pull != nil {
-		rpc.RegisterTaskSourceServer(srv, cfg.Pull)
-	}
+	srv, h := s.grpcServer()
 	g.Go(func() error { return rpc.Serve(gctx, lis, srv, h) })
 	g.Go(func() error { return s.run(gctx) })
 	err = g.Wait()
@@ -47,6 +45,22 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}
 	return nil
+}
+
+// grpcServer returns the gRPC server of s's service, and of Config.Pull's task source, which
+// refuses requests larger than the largest a peer sends (layout.maxRequest).
+func (s *server) grpcServer() (*grpc.Server, *health.Server) {
+	srv, h := rpc.NewServer(rpc.WithMaxReceive(s.lay.maxRequest()))
+	rpc.RegisterGraphServerServer(srv, s.service())
+	if s.cfg.Pull != nil {
+		rpc.RegisterTaskSourceServer(srv, s.cfg.Pull)
+	}
+	return srv, h
+}
+
+// service returns s's GraphServer service.
+func (s *server) service() *service {
+	return &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post, ask: s.ask}
 }
 
 // newServer builds the model and its buffers, and the connections (not yet used) to the peers
