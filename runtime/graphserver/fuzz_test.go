@@ -220,8 +220,11 @@ func (r *fuzzRun) call(ctx context.Context, client rpc.GraphServerClient, c host
 }
 
 // fuzzSeeds returns scripts for graph server 1 (first byte 1) and the coordinator (0): a
-// peer's rows, progress and commands of a run that trains, reports that complete an epoch and
-// its evaluation, and hostile ones that once ended the run.
+// peer's rows, progress and commands of a run that trains, and reports that complete an epoch
+// and its evaluation. The hostile scripts that once ended the run are under
+// testdata/fuzz/FuzzGraphServer: a WU of an interval past the sender's, a report of an
+// evaluation that is not running, a second report of one epoch (counted twice), and an
+// evaluation id past the run's.
 func fuzzSeeds(t testing.TB, cfgs [2]Config) [][]byte {
 	c := func(m byte, msg proto.Message) hostile.Call { return hostile.Call{Method: m, Msg: msg} }
 	var parts [2]*partition.Part
@@ -259,12 +262,6 @@ func fuzzSeeds(t testing.TB, cfgs [2]Config) [][]byte {
 	return [][]byte{
 		append([]byte{1}, peer...),
 		append([]byte{0}, coord...),
-		// Hostile scripts that ended the run: a WU of an interval past the sender's, a report
-		// of an evaluation that is not running, and a second report of one epoch.
-		append([]byte{1}, hostile.Script(c(callProgress, &rpc.ProgressReport{From: 0, Done: []*rpc.TaskRef{{Interval: 1 << 30, Kind: uint32(pipeline.KindWU)}}}))...),
-		append([]byte{0}, hostile.Script(c(callEvalDone, eval))...),
-		append([]byte{0}, hostile.Script(c(callEpochDone, report), c(callEpochDone, report), c(callLocalEpoch, report))...),
-		append([]byte{1}, hostile.Script(c(callCommand, &rpc.CommandRequest{Evaluate: &rpc.Evaluate{Id: 1 << 31, Export: true}}))...),
 	}
 }
 
