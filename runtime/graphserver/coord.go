@@ -169,8 +169,8 @@ func (c *coordinator) admitEval(r *rpc.EvalReport) error {
 	return nil
 }
 
-// epochDone adds a partition's epoch report (admitEpoch took it); every epoch all partitions reported completes.
-// version is the weight version every shard has reached.
+// epochDone adds a partition's epoch report, which admitEpoch took; every epoch all
+// partitions reported completes. version is the weight version every shard has reached.
 func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.CommandRequest, error) {
 	a := c.reports[int(r.Epoch)]
 	if a == nil {

@@ -55,7 +55,7 @@ func (v *service) peer(from uint32) error {
 	return nil
 }
 
-// training refuses what only a training run takes, what names when in the error.
+// training refuses, in an inference, what only training takes (what, named in the error).
 func (v *service) training(what string) error {
 	if v.cfg.Weights != nil {
 		return status.Errorf(codes.FailedPrecondition, "graph server %d runs an inference: no %s", v.cfg.Partition, what)
