@@ -2,6 +2,7 @@ package graphserver
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"sync/atomic"
@@ -219,6 +220,23 @@ func (r *fuzzRun) call(ctx context.Context, client rpc.GraphServerClient, c host
 	return err
 }
 
+// script makes the calls, and then a valid Hello, which must succeed.
+func (r *fuzzRun) script(ctx context.Context, client rpc.GraphServerClient, calls []hostile.Call) error {
+	for i, c := range calls {
+		if err := r.call(ctx, client, c); err != nil {
+			return fmt.Errorf("call %d (%T %v): %w", i, c.Msg, c.Msg, err)
+		}
+	}
+	q := 1 - r.s.cfg.Partition
+	valid := &rpc.HelloRequest{From: uint32(q), Partitions: 2, Intervals: 2, Ghosts: uint64(len(r.s.lay.part.SendTo[q])), Run: "fuzz"}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := client.Hello(ctx, valid); err != nil {
+		return fmt.Errorf("a valid hello after the script: %w", err)
+	}
+	return nil
+}
+
 // fuzzSeeds returns scripts for graph server 1 (first byte 1) and the coordinator (0): a
 // peer's rows, progress and commands of a run that trains, and reports that complete an epoch
 // and its evaluation. The hostile scripts that once ended the run are under
@@ -304,19 +322,12 @@ func FuzzGraphServer(f *testing.F) {
 		budget.Check(t, len(b), "script", func() {
 			r := startFuzzRun(ctx, t, cfgs[p])
 			cur.v.Store(r.v)
-			for i, c := range calls {
-				if err := r.call(ctx, client, c); err != nil {
-					r.stop()
-					t.Fatalf("graph server %d, call %d (%T %v): %v", p, i, c.Msg, c.Msg, err)
-				}
+			err := r.script(ctx, client, calls)
+			if stopped := r.stop(); err == nil && stopped != nil {
+				err = fmt.Errorf("the loop failed on what the handlers took: %w", stopped)
 			}
-			valid := &rpc.HelloRequest{From: uint32(1 - p), Partitions: 2, Intervals: 2, Ghosts: uint64(len(r.s.lay.part.SendTo[1-p])), Run: "fuzz"}
-			if _, err := client.Hello(ctx, valid); err != nil {
-				r.stop()
-				t.Fatalf("graph server %d: a valid hello after the script: %v", p, err)
-			}
-			if err := r.stop(); err != nil {
-				t.Fatalf("graph server %d: the loop failed on what the handlers took: %v", p, err)
+			if err != nil {
+				t.Fatalf("graph server %d: %v", p, err)
 			}
 		})
 		hctx, hcancel := context.WithTimeout(ctx, 10*time.Second)
