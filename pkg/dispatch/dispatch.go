@@ -223,6 +223,8 @@ func (r *TaskRequest) Validate() error {
 			return bad("%d labels for %d rows", len(r.Labels), n)
 		case r.Out != nil && (r.Out.Rows != n || r.Out.Cols != r.Z.Cols):
 			return bad("output is %dx%d, want %dx%d", r.Out.Rows, r.Out.Cols, n, r.Z.Cols)
+		case len(r.Rows) > 0 && r.Total < len(r.Rows):
+			return bad("%d training rows, but %d in the whole graph", len(r.Rows), r.Total)
 		}
 		for _, row := range r.Rows {
 			if row < 0 || int(row) >= n || r.Labels[row] < 0 || int(r.Labels[row]) >= r.Z.Cols {

@@ -25,6 +25,7 @@ type Option func(*settings)
 // settings are what Options change.
 type settings struct {
 	maxMessage int
+	maxReceive int // of a server; 0: maxMessage
 }
 
 // WithMaxMessage makes n bytes (at least 1) the largest message the server receives and sends,
@@ -33,6 +34,17 @@ func WithMaxMessage(n int) Option {
 	return func(s *settings) {
 		if n > 0 {
 			s.maxMessage = n
+		}
+	}
+}
+
+// WithMaxReceive makes n bytes (at least 1) the largest request a server receives, below the
+// size of the replies it may send (MaxMessage or WithMaxMessage's): the largest message its
+// peers legitimately send. Dial ignores it.
+func WithMaxReceive(n int) Option {
+	return func(s *settings) {
+		if n > 0 {
+			s.maxReceive = n
 		}
 	}
 }
@@ -55,12 +67,16 @@ const (
 
 // NewServer returns a gRPC server with the data plane's limits and keepalive policy, serving
 // health with status NOT_SERVING until the caller sets SERVING. It refuses requests larger
-// than MaxMessage (or WithMaxMessage's size) with codes.ResourceExhausted and fails replies
-// larger than that.
+// than MaxMessage (or WithMaxMessage's or WithMaxReceive's size) with codes.ResourceExhausted
+// before reading them, and fails replies larger than MaxMessage (or WithMaxMessage's size).
 func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 	set := apply(opts)
+	recv := set.maxMessage
+	if set.maxReceive > 0 {
+		recv = set.maxReceive
+	}
 	s := grpc.NewServer(
-		grpc.MaxRecvMsgSize(set.maxMessage), grpc.MaxSendMsgSize(set.maxMessage),
+		grpc.MaxRecvMsgSize(recv), grpc.MaxSendMsgSize(set.maxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
 	)

@@ -99,6 +99,20 @@ func TestMessageLimits(t *testing.T) {
 		}
 	})
 
+	t.Run("server receives less than it sends", func(t *testing.T) {
+		conn, src := serveLimited(t, []Option{WithMaxReceive(limit)}, nil)
+		if r, err := NewTaskSourceClient(conn).Inputs(ctx, &TaskInputsRequest{Hi: 2 * limit}); err != nil || len(r.Request) != 2*limit {
+			t.Fatalf("reply over the receive limit: %v", err)
+		}
+		_, err := NewParamServerClient(conn).Push(ctx, &PushRequest{Grads: []*LayerTensor{{Tensor: &Tensor{Data: make([]byte, limit+1)}}}})
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("request over the receive limit: %v, want ResourceExhausted", err)
+		}
+		if _, err := NewParamServerClient(conn).Push(ctx, &PushRequest{}); status.Code(err) != codes.Unimplemented || src.calls != 1 {
+			t.Fatalf("small request after a refused one: %v (handler calls %d), want the handler's Unimplemented", err, src.calls)
+		}
+	})
+
 	t.Run("client refuses an oversize reply and request", func(t *testing.T) {
 		conn, src := serveLimited(t, nil, []Option{WithMaxMessage(limit)})
 		c := NewTaskSourceClient(conn)
@@ -124,8 +138,8 @@ func TestMessageLimits(t *testing.T) {
 	})
 }
 
-// TestDefaultLimit checks that the default limit is MaxMessage and that WithMaxMessage ignores
-// sizes below 1.
+// TestDefaultLimit checks that the default limit is MaxMessage and that WithMaxMessage and
+// WithMaxReceive ignore sizes below 1.
 func TestDefaultLimit(t *testing.T) {
 	if s := apply(nil); s.maxMessage != MaxMessage {
 		t.Fatalf("default %d, want %d", s.maxMessage, MaxMessage)
@@ -135,6 +149,9 @@ func TestDefaultLimit(t *testing.T) {
 	}
 	if s := apply([]Option{WithMaxMessage(7)}); s.maxMessage != 7 {
 		t.Fatalf("WithMaxMessage(7) gave %d", s.maxMessage)
+	}
+	if s := apply([]Option{WithMaxReceive(9), WithMaxReceive(0)}); s.maxReceive != 9 || s.maxMessage != MaxMessage {
+		t.Fatalf("WithMaxReceive(9) gave receive %d, message %d", s.maxReceive, s.maxMessage)
 	}
 }
 

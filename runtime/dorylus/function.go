@@ -46,7 +46,7 @@ The --fault flags inject failures for tests.`,
 		listen = ":" + p
 	}
 	f.StringVar(&o.listen, "listen", listen, "HTTP address to serve on (not under Lambda)")
-	f.IntVar(&o.maxRequest, "max-request-bytes", 0, "refuse requests larger than this (0: no limit)")
+	f.IntVar(&o.maxRequest, "max-request-bytes", 0, "refuse requests larger than this (0: Lambda's own limit, or function.MaxHTTPRequest, 1 GiB, over HTTP)")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for the calls in flight")
 	f.IntVar(&o.faults.Every, "fault-every", 0, "inject a fault into every Nth call (0: none)")
 	f.StringVar(&o.faults.Mode, "fault", function.FaultDelay, "fault to inject: delay, error, hang or exit")

@@ -106,6 +106,8 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 	if reg != nil {
 		reg.MustRegister(sh)
 	}
+	// The largest request is a Push of the shard's layers, which Init bounds by the shard's
+	// message limit: rpc.MaxMessage, the server's too (the model's widths come only with Init).
 	srv, h := rpc.NewServer()
 	rpc.RegisterParamServerServer(srv, sh)
 	err = rpc.Serve(ctx, lis, srv, h)

@@ -83,10 +83,25 @@ type coordinator struct {
 }
 
 type epochAgg struct {
-	n     int
+	from  reporters
 	loss  float64
 	bytes uint64
 }
+
+// reporters are the partitions whose report of an epoch or evaluation is in.
+type reporters map[uint32]bool
+
+// add records from's report.
+func (r *reporters) add(from uint32) {
+	if *r == nil {
+		*r = reporters{}
+	}
+	(*r)[from] = true
+}
+
+// errRefused marks a report the coordinator does not take: the peer that sent it is told
+// why, and the run goes on.
+var errRefused = errors.New("report refused")
 
 type epochRow struct {
 	ev      Event
@@ -95,7 +110,7 @@ type epochRow struct {
 
 type evalAgg struct {
 	version uint64
-	n       int
+	from    reporters
 	correct [3]uint64
 	loss    [2]float64
 }
@@ -123,15 +138,46 @@ func (c *coordinator) begin(first int) {
 	c.next, c.progress.Epoch, c.start = first, first, time.Now()
 }
 
-// epochDone adds a partition's epoch report; every epoch all partitions reported completes.
-// version is the weight version every shard has reached.
+// admitEpoch says why the coordinator cannot take r (wrapping errRefused), or nil: an epoch
+// past the run's, one already summed, or a second report of it from the same partition.
+func (c *coordinator) admitEpoch(r *rpc.EpochReport) error {
+	e := int(r.Epoch)
+	switch {
+	case e >= c.cfg.Epochs:
+		return fmt.Errorf("%w: epoch %d of graph server %d: the run has %d epochs", errRefused, e, r.From, c.cfg.Epochs)
+	case e < c.next:
+		return fmt.Errorf("%w: epoch %d of graph server %d: every partition's report of it is in", errRefused, e, r.From)
+	case c.reports[e] != nil && c.reports[e].from[r.From]:
+		return fmt.Errorf("%w: epoch %d of graph server %d: reported twice", errRefused, e, r.From)
+	}
+	return nil
+}
+
+// admitEval says why the coordinator cannot take r (wrapping errRefused), or nil: no
+// evaluation r.Id running, counts of the wrong length, or a second report from the same
+// partition.
+func (c *coordinator) admitEval(r *rpc.EvalReport) error {
+	a := c.evals[r.Id]
+	switch {
+	case a == nil:
+		return fmt.Errorf("%w: evaluation %d of graph server %d: none is running", errRefused, r.Id, r.From)
+	case len(r.Correct) != 3 || len(r.Loss) != 2:
+		return fmt.Errorf("%w: evaluation %d of graph server %d: %d correct counts and %d losses, want 3 and 2", errRefused, r.Id, r.From, len(r.Correct), len(r.Loss))
+	case a.from[r.From]:
+		return fmt.Errorf("%w: evaluation %d of graph server %d: reported twice", errRefused, r.Id, r.From)
+	}
+	return nil
+}
+
+// epochDone adds a partition's epoch report, which admitEpoch took; every epoch all
+// partitions reported completes. version is the weight version every shard has reached.
 func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.CommandRequest, error) {
 	a := c.reports[int(r.Epoch)]
 	if a == nil {
 		a = &epochAgg{}
 		c.reports[int(r.Epoch)] = a
 	}
-	a.n++
+	a.from.add(r.From)
 	a.loss += r.Loss
 	a.bytes += r.BytesSent
 	c.calls.Requests += int64(r.Calls)
@@ -139,7 +185,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	var cmds []*rpc.CommandRequest
 	for {
 		a := c.reports[c.next]
-		if a == nil || a.n < c.cfg.Partitions || c.next > c.last {
+		if a == nil || len(a.from) < c.cfg.Partitions || c.next > c.last {
 			return cmds, nil
 		}
 		delete(c.reports, c.next)
@@ -223,13 +269,10 @@ func (c *coordinator) startNext(cmds []*rpc.CommandRequest) []*rpc.CommandReques
 	return append(cmds, &rpc.CommandRequest{Evaluate: ev})
 }
 
-// evalDone adds a partition's evaluation report.
+// evalDone adds a partition's evaluation report (admitEval took it).
 func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error) {
 	a := c.evals[r.Id]
-	if a == nil || len(r.Correct) != 3 || len(r.Loss) != 2 {
-		return nil, fmt.Errorf("unexpected evaluation report %d from graph server %d", r.Id, r.From)
-	}
-	a.n++
+	a.from.add(r.From)
 	c.calls.Requests += int64(r.Calls)
 	c.calls.Billed += time.Duration(r.BilledNs)
 	for i := range a.correct {
@@ -240,7 +283,7 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 	if r.Id == c.cfg.exportID() && int(r.From) < len(c.exp.files) {
 		c.exp.files[r.From] = r.Files
 	}
-	if a.n < c.cfg.Partitions {
+	if len(a.from) < c.cfg.Partitions {
 		return nil, nil
 	}
 	delete(c.evals, r.Id)

@@ -9,6 +9,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
@@ -149,6 +150,26 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 		b.ivs = append(b.ivs, iv)
 	}
 	return b
+}
+
+// requestSlack is room in maxRequest for a request's fields beside its rows: a batch's header,
+// a progress report's tasks, an export pass's list of files.
+const requestSlack = 64 << 10
+
+// maxRequest returns the bytes of the largest request a peer sends this server (at most
+// rpc.MaxMessage): a batch of a layer's rows, each with its id, as many as the largest of the
+// owned rows (a backward Scatter's contributions) and the ghost blocks (an evaluation's rows
+// of a peer), plus requestSlack.
+func (b *layout) maxRequest() int {
+	rows := b.part.Owned
+	for q := range b.parts {
+		rows = max(rows, b.part.GhostsOf(q))
+	}
+	n := 0
+	for _, w := range b.widths {
+		n = max(n, rows*4*(w+1))
+	}
+	return min(n+requestSlack, rpc.MaxMessage)
 }
 
 // layers returns the number of layers.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
@@ -36,10 +38,18 @@ type (
 	commanded struct{ cmd *rpc.CommandRequest }
 	// evalFinished: this server's evaluation pass at version ended.
 	evalFinished struct{ version uint64 }
-	// epochReported: a partition finished an epoch (coordinator only).
-	epochReported struct{ rep *rpc.EpochReport }
-	// evalReported: a partition finished an evaluation pass (coordinator only).
-	evalReported struct{ rep *rpc.EvalReport }
+	// epochReported: a partition finished an epoch (coordinator only); a peer's report
+	// waits for the verdict.
+	epochReported struct {
+		rep     *rpc.EpochReport
+		verdict chan<- error
+	}
+	// evalReported: a partition finished an evaluation pass (coordinator only); a peer's
+	// report waits for the verdict.
+	evalReported struct {
+		rep     *rpc.EvalReport
+		verdict chan<- error
+	}
 	// exported: graph server 0 wrote its part of export pass x; files are all the files written.
 	exported struct {
 		x     *pendingExport
@@ -167,9 +177,15 @@ func (s *server) step(ev event) error {
 		s.keep.unpin(ev.version)
 		s.publishKeep()
 	case epochReported:
+		if ok, err := admit(s.coord.admitEpoch(ev.rep), ev.verdict); !ok {
+			return err
+		}
 		cmds, err := s.coord.epochDone(ev.rep, s.sched.WeightVersion())
 		return s.command(cmds, err)
 	case evalReported:
+		if ok, err := admit(s.coord.admitEval(ev.rep), ev.verdict); !ok {
+			return err
+		}
 		cmds, err := s.coord.evalDone(ev.rep)
 		if x := s.coord.takeExport(); x != nil {
 			s.spawn(func(ctx context.Context) error { return s.writeModel(ctx, x) })
@@ -183,6 +199,31 @@ func (s *server) step(ev event) error {
 		return fmt.Errorf("unknown event %T", ev)
 	}
 	return nil
+}
+
+// admit hands refused, the coordinator's verdict on a report, to the peer that waits for it
+// (verdict not nil), and reports whether the report is taken; a refused report of the
+// coordinator's own ends the run.
+func admit(refused error, verdict chan<- error) (bool, error) {
+	if verdict != nil {
+		verdict <- refused
+		return refused == nil, nil
+	}
+	return refused == nil, refused
+}
+
+// ask posts ev, a peer's report, and returns the verdict the loop sends on verdict: nil, an
+// error wrapping errRefused, or a status error when ctx ends or the server stops first.
+func (s *server) ask(ctx context.Context, ev event, verdict <-chan error) error {
+	s.post(ev)
+	select {
+	case err := <-verdict:
+		return err
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-s.ctx.Done():
+		return status.Errorf(codes.Unavailable, "graph server %d is stopping", s.cfg.Partition)
+	}
 }
 
 // epochTally is a local epoch's training loss and finished WUs, until all intervals' are in.
@@ -330,7 +371,7 @@ func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
 	rep.Calls, rep.BilledNs = uint64(calls.Requests), uint64(calls.Billed)
 	s.post(evalFinished{ev.Version})
 	if s.coord != nil {
-		s.post(evalReported{rep})
+		s.post(evalReported{rep: rep})
 		return nil
 	}
 	return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
@@ -342,7 +383,7 @@ func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
 // reportEpoch sends the partition's epoch report to the coordinator, or steps on it here.
 func (s *server) reportEpoch(r *rpc.EpochReport) error {
 	if s.coord != nil {
-		return s.step(epochReported{r})
+		return s.step(epochReported{rep: r})
 	}
 	s.spawn(func(ctx context.Context) error {
 		return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {

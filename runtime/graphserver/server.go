@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -26,11 +28,7 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}
-	srv, h := rpc.NewServer()
-	rpc.RegisterGraphServerServer(srv, &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post})
-	if cfg.Pull != nil {
-		rpc.RegisterTaskSourceServer(srv, cfg.Pull)
-	}
+	srv, h := s.grpcServer()
 	g.Go(func() error { return rpc.Serve(gctx, lis, srv, h) })
 	g.Go(func() error { return s.run(gctx) })
 	err = g.Wait()
@@ -43,6 +41,22 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}
 	return nil
+}
+
+// grpcServer returns the gRPC server of s's service, and of Config.Pull's task source, which
+// refuses requests larger than the largest a peer sends (layout.maxRequest).
+func (s *server) grpcServer() (*grpc.Server, *health.Server) {
+	srv, h := rpc.NewServer(rpc.WithMaxReceive(s.lay.maxRequest()))
+	rpc.RegisterGraphServerServer(srv, s.service())
+	if s.cfg.Pull != nil {
+		rpc.RegisterTaskSourceServer(srv, s.cfg.Pull)
+	}
+	return srv, h
+}
+
+// service returns s's GraphServer service.
+func (s *server) service() *service {
+	return &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post, ask: s.ask}
 }
 
 // newServer builds the model and its buffers, and the connections (not yet used) to the peers
@@ -102,6 +116,15 @@ func (s *server) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.begin(first); err != nil {
+		return err
+	}
+	return s.drive(ctx)
+}
+
+// begin makes the scheduler of training from epoch first, and starts the coordinator's clock.
+func (s *server) begin(first int) error {
+	var err error
 	s.sched, err = pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.cfg.Layers, Epochs: s.cfg.Epochs,
 		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
@@ -113,7 +136,7 @@ func (s *server) run(ctx context.Context) error {
 	if s.coord != nil {
 		s.coord.begin(first)
 	}
-	return s.drive(ctx)
+	return nil
 }
 
 // connect waits for every peer and shard, checks that the peers agree on the run and the

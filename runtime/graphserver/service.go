@@ -2,6 +2,7 @@ package graphserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -13,13 +14,17 @@ import (
 
 // service is the graph server's gRPC service (rpc.GraphServerServer): every handler checks and
 // decodes its request — a peer's rows straight into their buffers — and posts what happened
-// to the loop as an event.
+// to the loop as an event. A request the loop could not apply is refused here, with
+// InvalidArgument for what no run could send and FailedPrecondition for what this run cannot
+// take now, so that no request ends the run; the coordinator's reports, which depend on what
+// was reported before, are checked by the loop, which answers the handler (ask).
 type service struct {
 	rpc.UnimplementedGraphServerServer
 	cfg  *Config
 	lay  *layout
 	eval *evaluator
 	post func(event)
+	ask  func(ctx context.Context, ev event, verdict <-chan error) error
 }
 
 // Hello lets a peer check that both belong to the same run and agree on the partitioning.
@@ -31,18 +36,44 @@ func (v *service) Hello(_ context.Context, r *rpc.HelloRequest) (*rpc.HelloReply
 	case int(r.Partitions) != c.Partitions || int(r.Intervals) != c.Intervals:
 		return nil, status.Errorf(codes.FailedPrecondition, "graph server %d runs %d partitions of %d intervals, the caller %d of %d",
 			c.Partition, c.Partitions, c.Intervals, r.Partitions, r.Intervals)
-	case q < 0 || q >= c.Partitions || q == c.Partition:
-		return nil, status.Errorf(codes.InvalidArgument, "graph server %d: hello from partition %d", c.Partition, q)
-	case int(r.Ghosts) != len(v.lay.part.SendTo[q]):
+	}
+	if err := v.peer(r.From); err != nil {
+		return nil, err
+	}
+	if int(r.Ghosts) != len(v.lay.part.SendTo[q]) {
 		return nil, status.Errorf(codes.FailedPrecondition, "graph server %d holds %d ghosts of partition %d, which would send %d rows: the partition files do not belong together",
 			q, r.Ghosts, c.Partition, len(v.lay.part.SendTo[q]))
 	}
 	return &rpc.HelloReply{}, nil
 }
 
+// peer checks that from names another partition of the run.
+func (v *service) peer(from uint32) error {
+	if int(from) >= v.cfg.Partitions || int(from) == v.cfg.Partition {
+		return status.Errorf(codes.InvalidArgument, "graph server %d: from: partition %d is not a peer of %d partitions", v.cfg.Partition, from, v.cfg.Partitions)
+	}
+	return nil
+}
+
+// training refuses, in an inference, what only training takes (what, named in the error).
+func (v *service) training(what string) error {
+	if v.cfg.Weights != nil {
+		return status.Errorf(codes.FailedPrecondition, "graph server %d runs an inference: no %s", v.cfg.Partition, what)
+	}
+	return nil
+}
+
 // PushRows stores a peer's rows: those of a training task, then posts rowsArrived; those of an
 // evaluation pass, which waits for them itself.
 func (v *service) PushRows(_ context.Context, b *rpc.RowsBatch) (*rpc.Ack, error) {
+	if err := v.peer(b.From); err != nil {
+		return nil, err
+	}
+	if b.Flow != rpc.Flow_FLOW_EVAL {
+		if err := v.training("training rows"); err != nil {
+			return nil, err
+		}
+	}
 	if err := v.storeRows(b); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "graph server %d: batch from %d: %v", v.cfg.Partition, b.From, err)
 	}
@@ -51,17 +82,23 @@ func (v *service) PushRows(_ context.Context, b *rpc.RowsBatch) (*rpc.Ack, error
 
 func (v *service) storeRows(b *rpc.RowsBatch) error {
 	q, t := int(b.From), b.Task
-	if q < 0 || q >= v.cfg.Partitions || q == v.cfg.Partition || t == nil || b.Data == nil {
-		return fmt.Errorf("malformed batch")
+	switch {
+	case t == nil:
+		return errors.New("task: missing")
+	case b.Data == nil:
+		return errors.New("data: missing")
 	}
 	l := int(t.Layer)
 	if l >= v.lay.layers() {
-		return fmt.Errorf("layer %d of %d", l, v.lay.layers())
+		return fmt.Errorf("task: layer %d of %d", l, v.lay.layers())
 	}
 	if err := b.Data.Shape(int(b.Data.Rows), v.lay.widths[l]); err != nil {
-		return err
+		return fmt.Errorf("data: %w", err)
 	}
 	if b.Flow == rpc.Flow_FLOW_EVAL {
+		if t.Epoch > v.cfg.exportID() {
+			return fmt.Errorf("task: evaluation %d of a run of %d epochs", t.Epoch, v.cfg.Epochs)
+		}
 		return v.eval.receive(q, int(t.Epoch), l, b)
 	}
 	task, err := v.lay.store(b, v.cfg.Epochs)
@@ -72,13 +109,21 @@ func (v *service) storeRows(b *rpc.RowsBatch) error {
 	return nil
 }
 
-// Progress posts the tasks a peer reports done.
+// Progress posts the WU tasks a peer reports done.
 func (v *service) Progress(_ context.Context, r *rpc.ProgressReport) (*rpc.Ack, error) {
-	var tasks []pipeline.Task
+	if err := v.peer(r.From); err != nil {
+		return nil, err
+	}
+	if err := v.training("progress"); err != nil {
+		return nil, err
+	}
+	c := v.cfg
+	tasks := make([]pipeline.Task, 0, len(r.Done))
 	for _, t := range r.Done {
 		task := pipeline.Task{Partition: int(t.Partition), Interval: int(t.Interval), Epoch: int(t.Epoch), Layer: int(t.Layer), Kind: pipeline.Kind(t.Kind)}
-		if task.Partition != int(r.From) || task.Partition == v.cfg.Partition {
-			return nil, status.Errorf(codes.InvalidArgument, "graph server %d: progress of %v from %d", v.cfg.Partition, task, r.From)
+		if task.Partition != int(r.From) || task.Interval >= c.Intervals || task.Epoch >= c.Epochs || task.Kind != pipeline.KindWU || task.Layer != 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "graph server %d: progress from %d: done: %v is not a WU of the sender's %d intervals and %d epochs",
+				c.Partition, r.From, task, c.Intervals, c.Epochs)
 		}
 		tasks = append(tasks, task)
 	}
@@ -88,31 +133,65 @@ func (v *service) Progress(_ context.Context, r *rpc.ProgressReport) (*rpc.Ack, 
 
 // Command posts the coordinator's stop or evaluate.
 func (v *service) Command(_ context.Context, r *rpc.CommandRequest) (*rpc.Ack, error) {
+	c := v.cfg
+	if c.Partition == 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "graph server 0 is the coordinator: it takes no commands")
+	}
+	if r.Stop {
+		if err := v.training("stop"); err != nil {
+			return nil, err
+		}
+	}
+	if ev := r.Evaluate; ev != nil {
+		switch {
+		case ev.Id > c.exportID():
+			return nil, status.Errorf(codes.InvalidArgument, "graph server %d: evaluate: id %d of a run of %d epochs", c.Partition, ev.Id, c.Epochs)
+		case ev.Export && c.Export == nil:
+			return nil, status.Errorf(codes.FailedPrecondition, "graph server %d: evaluate: export, but the server has no output location", c.Partition)
+		}
+	}
 	v.post(commanded{r})
 	return &rpc.Ack{}, nil
 }
 
-// EpochDone posts a partition's epoch report (the coordinator only).
-func (v *service) EpochDone(_ context.Context, r *rpc.EpochReport) (*rpc.Ack, error) {
-	if err := v.coordinating(); err != nil {
+// EpochDone asks the loop to take a peer's epoch report (the coordinator only).
+func (v *service) EpochDone(ctx context.Context, r *rpc.EpochReport) (*rpc.Ack, error) {
+	if err := v.report(r.From); err != nil {
 		return nil, err
 	}
-	v.post(epochReported{r})
-	return &rpc.Ack{}, nil
-}
-
-// EvalDone posts a partition's evaluation report (the coordinator only).
-func (v *service) EvalDone(_ context.Context, r *rpc.EvalReport) (*rpc.Ack, error) {
-	if err := v.coordinating(); err != nil {
+	if err := v.training("epoch reports"); err != nil {
 		return nil, err
 	}
-	v.post(evalReported{r})
-	return &rpc.Ack{}, nil
+	verdict := make(chan error, 1)
+	return v.answer(ctx, epochReported{rep: r, verdict: verdict}, verdict)
 }
 
-func (v *service) coordinating() error {
+// EvalDone asks the loop to take a peer's evaluation report (the coordinator only).
+func (v *service) EvalDone(ctx context.Context, r *rpc.EvalReport) (*rpc.Ack, error) {
+	if err := v.report(r.From); err != nil {
+		return nil, err
+	}
+	verdict := make(chan error, 1)
+	return v.answer(ctx, evalReported{rep: r, verdict: verdict}, verdict)
+}
+
+// report checks that this server coordinates and that from is a peer.
+func (v *service) report(from uint32) error {
 	if v.cfg.Partition != 0 {
 		return status.Errorf(codes.FailedPrecondition, "graph server %d is not the coordinator", v.cfg.Partition)
 	}
-	return nil
+	return v.peer(from)
+}
+
+// answer posts ev and returns the loop's verdict on it: a report the coordinator cannot take
+// now is refused with FailedPrecondition.
+func (v *service) answer(ctx context.Context, ev event, verdict <-chan error) (*rpc.Ack, error) {
+	err := v.ask(ctx, ev, verdict)
+	switch {
+	case err == nil:
+		return &rpc.Ack{}, nil
+	case errors.Is(err, errRefused):
+		return nil, status.Errorf(codes.FailedPrecondition, "graph server %d: %v", v.cfg.Partition, err)
+	}
+	return nil, err
 }

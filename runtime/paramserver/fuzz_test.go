@@ -2,7 +2,6 @@ package paramserver
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -35,53 +34,17 @@ const (
 	fuzzCalls = 12
 )
 
-// call is one call of a fuzzed script.
-type call struct {
-	method byte
-	msg    proto.Message
-}
-
-// script encodes calls as a fuzz input: per call, the method, the message's length (2 bytes,
-// little-endian) and the message.
-func script(calls ...call) []byte {
-	var b []byte
-	for _, c := range calls {
-		m, err := proto.Marshal(c.msg)
-		if err != nil {
-			panic(err)
-		}
-		b = append(b, c.method)
-		b = binary.LittleEndian.AppendUint16(b, uint16(len(m)))
-		b = append(b, m...)
+// request returns an empty request of method m.
+func request(m byte) proto.Message {
+	switch m {
+	case callInit:
+		return &rpc.InitRequest{}
+	case callPull:
+		return &rpc.PullRequest{}
+	case callPush:
+		return &rpc.PushRequest{}
 	}
-	return b
-}
-
-// parse decodes a script; a call whose message does not unmarshal is dropped.
-func parse(b []byte) []call {
-	var out []call
-	for len(b) >= 3 && len(out) < fuzzCalls {
-		method, n := b[0]%methods, int(binary.LittleEndian.Uint16(b[1:]))
-		b = b[3:]
-		n = min(n, len(b))
-		raw := b[:n]
-		b = b[n:]
-		var msg proto.Message
-		switch method {
-		case callInit:
-			msg = &rpc.InitRequest{}
-		case callPull:
-			msg = &rpc.PullRequest{}
-		case callPush:
-			msg = &rpc.PushRequest{}
-		case callWatch:
-			msg = &rpc.WatchRequest{}
-		}
-		if proto.Unmarshal(raw, msg) == nil {
-			out = append(out, call{method, msg})
-		}
-	}
-	return out
+	return &rpc.WatchRequest{}
 }
 
 // current serves the shard of the script being run: each script starts from a fresh one on
@@ -121,14 +84,14 @@ func fuzzSeeds() [][]byte {
 	rewind.RewindTo = &zero
 	gat := &rpc.InitRequest{Dims: []uint32{5, 8, 3}, Heads: 4, OutHeads: 1, Seed: 1, LearningRate: 0.005, Sync: true, Contributions: 1, GraphServers: 1}
 	return [][]byte{
-		script(call{callInit, gcn(true)}, call{callPull, &rpc.PullRequest{}}, call{callPush, pushReq(0, 0, 0)},
-			call{callPush, pushReq(1, 0, 0)}, call{callPull, &rpc.PullRequest{Version: 1}}, call{callWatch, &rpc.WatchRequest{}}),
-		script(call{callInit, gcn(false)}, call{callPush, pushReq(0, 0, 0)}, call{callPush, pushReq(1, 0, 1)}, call{callPull, &rpc.PullRequest{Version: 2}}),
-		script(call{callInit, gat}, call{callPull, &rpc.PullRequest{}}),
-		script(call{callInit, gcn(true)}, call{callPush, pushReq(0, 0, 0)}, call{callPush, pushReq(1, 0, 0)}, call{callInit, gcn(true)}, call{callInit, rewind}),
-		script(call{callInit, &rpc.InitRequest{Dims: []uint32{1 << 31, 1 << 31}, LearningRate: 1, Contributions: 1, GraphServers: 1}}),
-		script(call{callInit, &rpc.InitRequest{Dims: []uint32{3, 2}, LearningRate: 1, Sync: true, Contributions: 1 << 31, GraphServers: 1 << 31}}),
-		script(call{callInit, &rpc.InitRequest{Dims: []uint32{3, 1 << 20, 2}, Heads: 1 << 20, OutHeads: 1 << 30, LearningRate: 1, Contributions: 1, GraphServers: 1}}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: gcn(true)}, hostile.Call{Method: callPull, Msg: &rpc.PullRequest{}}, hostile.Call{Method: callPush, Msg: pushReq(0, 0, 0)},
+			hostile.Call{Method: callPush, Msg: pushReq(1, 0, 0)}, hostile.Call{Method: callPull, Msg: &rpc.PullRequest{Version: 1}}, hostile.Call{Method: callWatch, Msg: &rpc.WatchRequest{}}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: gcn(false)}, hostile.Call{Method: callPush, Msg: pushReq(0, 0, 0)}, hostile.Call{Method: callPush, Msg: pushReq(1, 0, 1)}, hostile.Call{Method: callPull, Msg: &rpc.PullRequest{Version: 2}}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: gat}, hostile.Call{Method: callPull, Msg: &rpc.PullRequest{}}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: gcn(true)}, hostile.Call{Method: callPush, Msg: pushReq(0, 0, 0)}, hostile.Call{Method: callPush, Msg: pushReq(1, 0, 0)}, hostile.Call{Method: callInit, Msg: gcn(true)}, hostile.Call{Method: callInit, Msg: rewind}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: &rpc.InitRequest{Dims: []uint32{1 << 31, 1 << 31}, LearningRate: 1, Contributions: 1, GraphServers: 1}}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: &rpc.InitRequest{Dims: []uint32{3, 2}, LearningRate: 1, Sync: true, Contributions: 1 << 31, GraphServers: 1 << 31}}),
+		hostile.Script(hostile.Call{Method: callInit, Msg: &rpc.InitRequest{Dims: []uint32{3, 1 << 20, 2}, Heads: 1 << 20, OutHeads: 1 << 30, LearningRate: 1, Contributions: 1, GraphServers: 1}}),
 	}
 }
 
@@ -162,7 +125,7 @@ func FuzzParamServer(f *testing.F) {
 	}
 	budget := hostile.Budget{Fixed: 4 << 20, PerByte: 64}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		calls := parse(b)
+		calls := hostile.Parse(b, fuzzCalls, methods, request)
 		budget.Check(t, len(b), "script", func() {
 			shard, err := New(0, 2)
 			if err != nil {
@@ -172,7 +135,7 @@ func FuzzParamServer(f *testing.F) {
 			cur.s.Store(shard)
 			for i, c := range calls {
 				if err := run(ctx, client, c); err != nil {
-					t.Fatalf("call %d (%T %v): %v", i, c.msg, c.msg, err)
+					t.Fatalf("call %d (%T %v): %v", i, c.Msg, c.Msg, err)
 				}
 			}
 		})
@@ -186,12 +149,12 @@ func FuzzParamServer(f *testing.F) {
 
 // run makes one call with a short deadline and returns an error when its outcome is not one
 // FuzzParamServer allows.
-func run(ctx context.Context, client rpc.ParamServerClient, c call) error {
+func run(ctx context.Context, client rpc.ParamServerClient, c hostile.Call) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
 	var err error
 	waits := true
-	switch m := c.msg.(type) {
+	switch m := c.Msg.(type) {
 	case *rpc.InitRequest:
 		_, err = client.Init(ctx, m)
 	case *rpc.PullRequest:

@@ -70,7 +70,9 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return dispatch.TaskResult{}, ctx.Err()
+		}
+		if err := ctx.Err(); err != nil { // also when both were ready: select picks either
+			return dispatch.TaskResult{}, err
 		}
 	}
 	if !b.opts.Wire {
