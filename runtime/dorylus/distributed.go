@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -36,6 +37,8 @@ type distOptions struct {
 	deadAfter                  time.Duration
 	target                     float64
 	backend                    backendOptions
+	insecure                   bool   // plaintext gRPC, no function token (debugging)
+	tlsDir                     string // the run's credentials (pkg/pki), unless insecure
 }
 
 // addDistributedFlags registers the distributed flags of `dorylus train`.
@@ -49,6 +52,7 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.DurationVar(&d.backend.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
 	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, "with --graph-servers: how long a server may fail its health checks before the run fails naming it")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
+	f.BoolVar(&d.insecure, "insecure", false, "with --graph-servers, debugging only: plaintext gRPC between the servers instead of mutual TLS with a CA made for the run")
 	d.backend.addFlags(f)
 	return d
 }
@@ -103,6 +107,17 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(work)
+	if !d.insecure {
+		// An ephemeral CA for this run, removed with work.
+		b, err := pki.Issue(fmt.Sprintf("dorylus-train-%d", os.Getpid()))
+		if err != nil {
+			return err
+		}
+		d.tlsDir = filepath.Join(work, "credentials")
+		if err := b.WriteDir(d.tlsDir); err != nil {
+			return err
+		}
+	}
 	dir, m, err := trainPartitions(local, work, d.graphServers)
 	if err != nil {
 		return err

@@ -30,12 +30,15 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
 	}
-	srv, h := rpc.NewServer()
+	srv, h := rpc.NewServer(rpc.WithTLS(cfg.TLS))
 	rpc.RegisterGraphServerServer(srv, &service{cfg: &s.cfg, lay: s.lay, eval: s.eval, post: s.post})
 	if cfg.Pull != nil {
 		rpc.RegisterTaskSourceServer(srv, cfg.Pull)
 	}
 	g.Go(func() error { return rpc.Serve(gctx, lis, srv, h) })
+	if cfg.Health != nil {
+		g.Go(func() error { return rpc.ServeHealth(gctx, cfg.Health, h) })
+	}
 	g.Go(func() error { return s.run(gctx) })
 	err = g.Wait()
 	s.peers.close()
@@ -75,11 +78,11 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 			return nil, err
 		}
 	}
-	if s.peers, err = dialPeers(cfg.Partition, cfg.Peers); err != nil {
+	if s.peers, err = dialPeers(cfg.Partition, cfg.Peers, rpc.WithTLS(cfg.TLS)); err != nil {
 		return nil, err
 	}
 	s.peers.metrics = s.metrics
-	if s.shards, err = dialShards(cfg.Partition, cfg.ParamServers); err != nil {
+	if s.shards, err = dialShards(cfg.Partition, cfg.ParamServers, rpc.WithTLS(cfg.TLS)); err != nil {
 		s.peers.close()
 		return nil, err
 	}
