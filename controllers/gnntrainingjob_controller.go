@@ -37,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch;delete
@@ -102,7 +103,7 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		in.verdict = decide(job, max(job.Status.ServerRestarts, obs.restarts), start, exact)
 	}
 	running := !finished && in.verdict == nil && !isSuspended(job)
-	in.applyErr = r.applyChildren(ctx, job, running)
+	in.applyErr = r.applyChildren(ctx, job, running, credentialsPeriod(nextStartTime(job, running, now)))
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {

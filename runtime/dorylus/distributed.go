@@ -93,6 +93,9 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if _, err := d.backend.forGraphServer(0, d.graphServers); err != nil {
 		return err
 	}
+	if d.backend.kind == jobconfig.BackendKnative && d.backend.knativeTokenFile == "" && !d.insecure {
+		return fmt.Errorf("--backend knative: --knative-token-file is required (the token the function's --token-file holds), or --insecure for a function serving without one")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the dorylus binary: %w", err)

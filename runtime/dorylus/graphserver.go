@@ -65,9 +65,9 @@ func (f *serverFlags) healthListener() (net.Listener, error) {
 	return lis, nil
 }
 
-// credentials returns the TLS credentials the run config's security section names: nil for
+// tlsCredentials returns the TLS credentials the run config's security section names: nil for
 // an insecure run.
-func credentials(s jobconfig.Security) (*pki.Credentials, error) {
+func tlsCredentials(s jobconfig.Security) (*pki.Credentials, error) {
 	if s.Insecure {
 		return nil, nil
 	}
@@ -336,7 +336,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	creds, err := credentials(c.Security)
+	creds, err := tlsCredentials(c.Security)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 			return err
 		}
 	}
-	creds, err := credentials(o.security)
+	creds, err := tlsCredentials(o.security)
 	if err != nil {
 		return err
 	}
