@@ -59,6 +59,20 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 
 func (d *distOptions) enabled() bool { return d.graphServers > 0 }
 
+// issueCredentials makes the run's credentials, with an ephemeral CA, in work (and so removed
+// with it) and has the servers use them; an insecure run has none.
+func (d *distOptions) issueCredentials(work string) error {
+	if d.insecure {
+		return nil
+	}
+	b, err := pki.Issue(fmt.Sprintf("dorylus-%d", os.Getpid()))
+	if err != nil {
+		return err
+	}
+	d.tlsDir = filepath.Join(work, "credentials")
+	return b.WriteDir(d.tlsDir)
+}
+
 // child is one server process started by the launcher.
 type child struct {
 	name  string
@@ -110,16 +124,8 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(work)
-	if !d.insecure {
-		// An ephemeral CA for this run, removed with work.
-		b, err := pki.Issue(fmt.Sprintf("dorylus-train-%d", os.Getpid()))
-		if err != nil {
-			return err
-		}
-		d.tlsDir = filepath.Join(work, "credentials")
-		if err := b.WriteDir(d.tlsDir); err != nil {
-			return err
-		}
+	if err := d.issueCredentials(work); err != nil {
+		return err
 	}
 	dir, m, err := trainPartitions(local, work, d.graphServers)
 	if err != nil {
