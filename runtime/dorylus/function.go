@@ -85,10 +85,6 @@ func runFunction(ctx context.Context, o functionOptions, stderr io.Writer) error
 		function.ServeLambda(ctx, h)
 		return nil
 	}
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
 	var token string
 	switch {
 	case o.tokenFile != "":
@@ -97,6 +93,10 @@ func runFunction(ctx context.Context, o functionOptions, stderr io.Writer) error
 		}
 	case !o.insecure:
 		return fmt.Errorf("--token-file (or $%s) is required to serve HTTP; --insecure serves without authentication, for debugging", jobconfig.EnvTokenFile)
+	}
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
 	}
 	fmt.Fprintf(stderr, "dorylus function: serving on %s\n", lis.Addr())
 	return function.ServeHTTP(ctx, h, lis, o.grace, token)

@@ -203,3 +203,27 @@ func TestServersRefuseOutsiders(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestFunctionNeedsItsCredentials: `dorylus function` refuses to serve HTTP without a token
+// unless told --insecure, and names a bad --tls-dir or --token-file.
+func TestFunctionNeedsItsCredentials(t *testing.T) {
+	t.Setenv(jobconfig.EnvTokenFile, "")
+	t.Setenv(jobconfig.EnvTLSDir, "")
+	empty := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--token-file (or $DORYLUS_TOKEN_FILE) is required to serve HTTP; --insecure serves without authentication"},
+		{[]string{"--token-file", empty}, "--token-file: load token: " + empty + " is empty"},
+		{[]string{"--tls-dir", t.TempDir(), "--insecure"}, "--tls-dir: load TLS credentials: open "},
+	} {
+		_, _, err := run(t, append([]string{"function", "--listen", "127.0.0.1:0"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("function %q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
