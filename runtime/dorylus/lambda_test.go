@@ -127,7 +127,9 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	}
 	want, _ := train(t, backendOptions{kind: "cpu"})
 	lambdaFaults := func(env []string, flags ...string) func(*testing.T) backendOptions {
-		return func(t *testing.T) backendOptions { return lambdaEmulators(t, 4, env, append(flags, "--tls-dir", creds)...) }
+		return func(t *testing.T) backendOptions {
+			return lambdaEmulators(t, 4, env, append(flags, "--tls-dir", creds)...)
+		}
 	}
 	for _, c := range []struct {
 		name    string

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +21,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
-	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
 // TestServersRefuseOutsiders trains Cora on two graph-server and a parameter-server process
@@ -35,60 +30,12 @@ import (
 // bare TLS connection of each outsider reads the alert the server refused it with. The
 // plaintext --health-address of each answers health and nothing else.
 func TestServersRefuseOutsiders(t *testing.T) {
-	dir := coraPartitions(t)
-	lis := make([]net.Listener, 3) // graph servers 0, 1, parameter server 0
-	addrs := make([]string, 3)
-	for i := range lis {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lis[i], addrs[i] = l, l.Addr().String()
-	}
-	defer closeAll(lis)
 	health := []string{loopback.FreeAddr(t), loopback.FreeAddr(t)}
 	var creds string
-	run := serverConfig(t, dir, addrs, 2, func(c *jobconfig.RunConfig) {
+	addrs, _ := coraServers(t, func(c *jobconfig.RunConfig) {
 		c.Training.Epochs, c.Training.EvalEvery = 2, 2
 		creds = c.Security.TLSDir
-	})
-	r, w := io.Pipe()
-	logs := &syncWriter{w: &strings.Builder{}}
-	exited := make(chan *child, 3)
-	var children []*child
-	defer func() { stopAll(children) }()
-	for i, args := range [][]string{
-		{"graph-server", "--config", run, "--partition", "0", "--health-address", health[0]},
-		{"graph-server", "--config", run, "--partition", "1"},
-		{"param-server", "--config", run, "--shard", "0", "--health-address", health[1]},
-	} {
-		var out io.Writer
-		if i == 0 {
-			out = w
-		}
-		c, err := startChild(dorylusBin, fmt.Sprint(args[0], i), lis[i], out, logs, exited, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, c)
-	}
-	result := make(chan struct{}, 1)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			var ev graphserver.Event
-			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "result" {
-				result <- struct{}{}
-			}
-		}
-	}()
-	select {
-	case <-result:
-	case c := <-exited:
-		t.Fatalf("%s exited: %v\n%s", c.name, c.err, logs.w)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("no result in 2 minutes\n%s", logs.w)
-	}
+	}, [3][]string{{"--health-address", health[0]}, nil, {"--health-address", health[1]}})
 
 	job, err := pki.Load(creds)
 	if err != nil {
