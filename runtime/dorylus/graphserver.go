@@ -363,10 +363,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Sync: st.Sync, Staleness: st.Bound,
 		TargetAccuracy: c.Training.TargetAccuracy, EvalEvery: max(c.Training.EvalEvery, 1), Patience: c.Training.Patience,
 		Backend: backend, Startup: o.startup, DeadAfter: time.Duration(c.GraphServers.DeadAfter),
-		TLS: creds,
-	}
-	if healthLis != nil {
-		cfg.Health = healthLis
+		TLS: creds, Health: healthLis,
 	}
 	if pull != nil {
 		cfg.Pull = pull
