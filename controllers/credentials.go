@@ -6,6 +6,7 @@ import (
 	"path"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,15 +71,22 @@ func credentialsVolume(job *dorylusv1alpha1.GNNTrainingJob, keys ...string) (*co
 func credentialsFile(key string) string { return path.Join(jobconfig.CredentialsDir, key) }
 
 // ensureCredentials issues new credentials into the job's Secret unless it
-// already holds those of period. A Secret of that name the job does not own
-// is left alone and reported.
+// already holds those of period. The cached graph-server StatefulSet naming
+// period answers without a request (it is written only after the
+// credentials of its period); otherwise the Secret is read uncached. A Secret
+// of that name the job does not own is left alone and reported.
 func (r *GNNTrainingJobReconciler) ensureCredentials(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, period string) error {
+	var sts appsv1.StatefulSet
+	err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: graphServerName(job)}, &sts)
+	if err == nil && ownedBy(sts.OwnerReferences, job) && sts.Spec.Template.Annotations[AnnotationCredentialsPeriod] == period {
+		return nil
+	}
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
 	var s corev1.Secret
-	err := reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: credentialsSecretName(job)}, &s)
+	err = reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: credentialsSecretName(job)}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
