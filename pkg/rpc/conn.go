@@ -99,8 +99,7 @@ func ServeHealth(ctx context.Context, lis net.Listener, h *health.Server) error 
 		return fmt.Errorf("serve health on %s: %w", lis.Addr(), err)
 	case <-ctx.Done():
 		s.Stop()
-		<-errc
-		return nil
+		return <-errc // nil: Serve returns nil after Stop
 	}
 }
 
