@@ -86,21 +86,14 @@ func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 	return s, h
 }
 
-// ServeHealth serves only h's grpc.health.v1.Health, in plaintext, on lis until ctx ends: the
-// readiness endpoint of a server whose data-plane port speaks TLS, for probes (the kubelet's
-// gRPC probe) that cannot. Nothing else is reachable on it.
+// ServeHealth serves only h's grpc.health.v1.Health, in plaintext, on lis until ctx ends (as
+// Serve does, beside the server h belongs to): the readiness endpoint of a server whose
+// data-plane port speaks TLS, for probes (the kubelet's gRPC probe) that cannot. Nothing else
+// is reachable on it.
 func ServeHealth(ctx context.Context, lis net.Listener, h *health.Server) error {
 	s := grpc.NewServer()
 	healthpb.RegisterHealthServer(s, h)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve health on %s: %w", lis.Addr(), err)
-	case <-ctx.Done():
-		s.Stop()
-		return <-errc // nil: Serve returns nil after Stop
-	}
+	return Serve(ctx, lis, s, h)
 }
 
 // redial is how a connection retries a peer that is not there yet: a server's peers start at
