@@ -13,6 +13,7 @@ import (
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // defaultGATHeads is the head count of a GAT whose spec leaves it unset.
@@ -31,6 +32,8 @@ const (
 	secretLambda     = "lambda"
 	secretDataset    = "dataset"
 	secretCheckpoint = "checkpoint"
+	// secretFunctionToken holds the token of a user-deployed Knative function.
+	secretFunctionToken = "function-token"
 )
 
 func secretDir(purpose string) string { return path.Join(jobconfig.SecretsDir, purpose) }
@@ -101,6 +104,7 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*j
 			fmt.Sprintf("%s.%s.%s.svc:%d", paramShardName(job, n), ps, job.Namespace, jobconfig.ParamServerPort))
 	}
 	cfg.Backend = resolveBackend(job)
+	cfg.Security = jobconfig.Security{TLSDir: jobconfig.CredentialsDir}
 	if c := s.Checkpoint; c != nil {
 		cfg.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: int(c.IntervalEpochs)}
 		if c.PVC != nil {
@@ -169,9 +173,13 @@ func resolveBackend(job *dorylusv1alpha1.GNNTrainingJob) jobconfig.Backend {
 		return jobconfig.Backend{Kind: jobconfig.BackendLambda, Lambda: l}
 	case b.Knative != nil:
 		k := &jobconfig.Knative{URL: b.Knative.URL, MaxConcurrency: int(b.Knative.MaxConcurrency)}
+		if b.Knative.TokenSecretRef != nil {
+			k.TokenFile = path.Join(secretDir(secretFunctionToken), pki.TokenFile)
+		}
 		if b.Knative.Service != nil {
 			k.URL = fmt.Sprintf("http://%s.%s.svc.cluster.local", knativeServiceName(job), job.Namespace)
 			k.Managed = true
+			k.TokenFile = credentialsFile(pki.TokenFile)
 		}
 		return jobconfig.Backend{Kind: jobconfig.BackendKnative, Knative: k}
 	default:

@@ -12,6 +12,7 @@ import (
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // buildGraphService is the headless Service giving each graph server the
@@ -39,11 +40,21 @@ func buildHeadlessService(job *dorylusv1alpha1.GNNTrainingJob, name, role string
 // buildGraphStatefulSet is the StatefulSet of graph servers: ordinal p serves
 // partition p. replicas is the number wanted now (0 while suspended or
 // finished).
-func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash string, replicas int32) *appsv1ac.StatefulSetApplyConfiguration {
+func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, period string, replicas int32) *appsv1ac.StatefulSetApplyConfiguration {
 	name := graphServerName(job)
 	tmpl := templateOf(job.Spec.GraphServers.PodTemplate)
 	volumes := podVolumes(job)
 	mounts := podMounts()
+	keys := tlsKeys
+	if managedKnative(job) {
+		keys = append(keys[:len(keys):len(keys)], pki.TokenFile)
+	}
+	cv, cm := credentialsVolume(job, keys...)
+	volumes, mounts = append(volumes, cv), append(mounts, cm)
+	if k := job.Spec.Backend().Knative; k != nil && k.TokenSecretRef != nil {
+		v, m := secretVolume(secretFunctionToken, k.TokenSecretRef)
+		volumes, mounts = append(volumes, v), append(mounts, m)
+	}
 	if d := job.Spec.Dataset.PVC; d != nil {
 		v, m := pvcVolume(volumeDataset, d.ClaimName, jobconfig.DatasetMountPath, true)
 		volumes, mounts = append(volumes, v), append(mounts, m)
@@ -68,12 +79,12 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 		// Peers may wait for a node or a Secret: the operator says why in the
 		// Ready condition, and runPolicy.activeDeadlineSeconds bounds the job.
 		WithArgs("--startup-timeout", "0").
-		WithArgs(metricsArgs...).
-		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.GraphServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
+		WithArgs(serverArgs...).
+		WithPorts(serverPorts(jobconfig.GraphServerPort)...).
 		WithEnv(env...).
 		WithEnv(templateEnv(job.Spec.GraphServers.PodTemplate)...).
 		WithResources(resources(job.Spec.GraphServers.Resources)).
-		WithReadinessProbe(grpcReadiness(jobconfig.GraphServerPort)).
+		WithReadinessProbe(grpcReadiness()).
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(mounts...)
 
@@ -91,6 +102,6 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash s
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(job, RoleGraphServer))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(withOwn(tmpl.Metadata.Labels, serverPodLabels(job, RoleGraphServer))).
-				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash})).
+				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash, AnnotationCredentialsPeriod: period})).
 				WithSpec(podSpec)))
 }

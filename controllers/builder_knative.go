@@ -9,6 +9,7 @@ import (
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // KnativeServiceGVK is serving.knative.dev/v1 Service, written as
@@ -22,10 +23,12 @@ const (
 )
 
 // buildKnativeService is the managed Knative Service <job>-fn running
-// `dorylus function`, with no ServiceAccount token: the function never calls
-// the Kubernetes API. While the job is stopped (suspended or finished) its
-// lower scale bound is 0, so the function scales to zero.
-func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, running bool) *unstructured.Unstructured {
+// `dorylus function`, with no ServiceAccount token (the function never calls
+// the Kubernetes API), requiring the job's bearer token, which it alone of
+// the job's credentials mounts (period names them). While the job is stopped
+// (suspended or finished) its lower scale bound is 0, so the function scales
+// to zero.
+func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image, period string, running bool) *unstructured.Unstructured {
 	t := job.Spec.Backend().Knative.Service
 	if t.Image != "" {
 		image = t.Image
@@ -42,8 +45,11 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 		"name":    RoleFunction,
 		"image":   image,
 		"command": []any{jobconfig.Command},
-		"args":    []any{"function", "--listen", ":" + strconv.Itoa(jobconfig.FunctionPort)},
-		"ports":   []any{map[string]any{"containerPort": int64(jobconfig.FunctionPort)}},
+		"args":    []any{"function", "--listen", ":" + strconv.Itoa(jobconfig.FunctionPort), "--token-file", credentialsFile(pki.TokenFile)},
+		"volumeMounts": []any{map[string]any{
+			"name": volumeCredentials, "mountPath": jobconfig.CredentialsDir, "readOnly": true,
+		}},
+		"ports": []any{map[string]any{"containerPort": int64(jobconfig.FunctionPort)}},
 		"securityContext": map[string]any{
 			"allowPrivilegeEscalation": false,
 			"readOnlyRootFilesystem":   true,
@@ -71,6 +77,10 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 	podSpec["automountServiceAccountToken"] = false
 	podSpec["containerConcurrency"] = int64(concurrency)
 	podSpec["containers"] = []any{container}
+	podSpec["volumes"] = []any{map[string]any{"name": volumeCredentials, "secret": map[string]any{
+		"secretName": credentialsSecretName(job),
+		"items":      []any{map[string]any{"key": pki.TokenFile, "path": pki.TokenFile}},
+	}}}
 	own := childLabels(job, RoleFunction)
 	labels := anyMap(own)
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -92,8 +102,9 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image string, runn
 				"metadata": map[string]any{
 					"labels": anyMap(withOwn(tmpl.Metadata.Labels, own)),
 					"annotations": anyMap(withOwn(tmpl.Metadata.Annotations, map[string]string{
-						annotationMinScale: strconv.Itoa(int(minScale)),
-						annotationMaxScale: strconv.Itoa(int(t.MaxScale)),
+						annotationMinScale:          strconv.Itoa(int(minScale)),
+						annotationMaxScale:          strconv.Itoa(int(t.MaxScale)),
+						AnnotationCredentialsPeriod: period,
 					})),
 				},
 				"spec": podSpec,

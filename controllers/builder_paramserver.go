@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -30,11 +29,13 @@ func paramShardLabels(job *dorylusv1alpha1.GNNTrainingJob, shard int32) map[stri
 // buildParamDeployment is the Deployment of parameter-server shard n: one
 // pod (replicas 0 while suspended or finished), recreated rather than rolled
 // so that two pods never hold the shard's hostname at once.
-func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash string, shard, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
+func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, period string, shard, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
 	name := paramShardName(job, shard)
 	tmpl := templateOf(job.Spec.ParameterServers.PodTemplate)
 	volumes := podVolumes(job)
 	mounts := podMounts()
+	cv, cm := credentialsVolume(job, tlsKeys...)
+	volumes, mounts = append(volumes, cv), append(mounts, cm)
 	if c := job.Spec.Checkpoint; c != nil && c.PVC != nil {
 		v, m := pvcVolume(volumeCheckpoint, c.PVC.ClaimName, jobconfig.CheckpointMountPath, false)
 		volumes, mounts = append(volumes, v), append(mounts, m)
@@ -51,12 +52,12 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 		WithImage(image).
 		WithCommand(jobconfig.Command).
 		WithArgs("param-server", "--config", jobconfig.DefaultPath, "--shard", strconv.Itoa(int(shard))).
-		WithArgs(metricsArgs...).
-		WithPorts(corev1ac.ContainerPort().WithName("grpc").WithContainerPort(jobconfig.ParamServerPort).WithProtocol(corev1.ProtocolTCP), metricsPort()).
+		WithArgs(serverArgs...).
+		WithPorts(serverPorts(jobconfig.ParamServerPort)...).
 		WithEnv(commonEnv(job)...).
 		WithEnv(templateEnv(job.Spec.ParameterServers.PodTemplate)...).
 		WithResources(resources(job.Spec.ParameterServers.Resources)).
-		WithReadinessProbe(grpcReadiness(jobconfig.ParamServerPort)).
+		WithReadinessProbe(grpcReadiness()).
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(mounts...)
 
@@ -77,6 +78,6 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash st
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(paramShardLabels(job, shard))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(withOwn(tmpl.Metadata.Labels, podLabels)).
-				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash})).
+				WithAnnotations(withOwn(tmpl.Metadata.Annotations, map[string]string{AnnotationConfigHash: cfgHash, AnnotationCredentialsPeriod: period})).
 				WithSpec(podSpec)))
 }

@@ -13,10 +13,11 @@ import (
 
 // Volume names in server pods.
 const (
-	volumeConfig     = "config"
-	volumeTmp        = "tmp"
-	volumeDataset    = "dataset"
-	volumeCheckpoint = "checkpoint"
+	volumeConfig      = "config"
+	volumeTmp         = "tmp"
+	volumeDataset     = "dataset"
+	volumeCheckpoint  = "checkpoint"
+	volumeCredentials = "credentials"
 )
 
 // ownerReference makes the job the controlling owner of a child, so that the
@@ -57,11 +58,17 @@ func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
 }
 
-// metricsArgs and metricsPort are a server container's Prometheus endpoint.
-var metricsArgs = []string{"--metrics-address", fmt.Sprintf(":%d", jobconfig.MetricsPort)}
+// serverArgs and serverPorts are a server container's Prometheus endpoint and
+// plaintext health endpoint (its data-plane port speaks mutual TLS, which the
+// kubelet's gRPC probe cannot).
+var serverArgs = []string{"--metrics-address", fmt.Sprintf(":%d", jobconfig.MetricsPort), "--health-address", fmt.Sprintf(":%d", jobconfig.HealthPort)}
 
-func metricsPort() *corev1ac.ContainerPortApplyConfiguration {
-	return corev1ac.ContainerPort().WithName("metrics").WithContainerPort(jobconfig.MetricsPort).WithProtocol(corev1.ProtocolTCP)
+func serverPorts(grpcPort int32) []*corev1ac.ContainerPortApplyConfiguration {
+	return []*corev1ac.ContainerPortApplyConfiguration{
+		corev1ac.ContainerPort().WithName("grpc").WithContainerPort(grpcPort).WithProtocol(corev1.ProtocolTCP),
+		corev1ac.ContainerPort().WithName("metrics").WithContainerPort(jobconfig.MetricsPort).WithProtocol(corev1.ProtocolTCP),
+		corev1ac.ContainerPort().WithName("health").WithContainerPort(jobconfig.HealthPort).WithProtocol(corev1.ProtocolTCP),
+	}
 }
 
 // commonEnv is the downward-API environment of every server container.
@@ -113,12 +120,12 @@ func pvcVolume(name, claim, mountPath string, readOnly bool) (*corev1ac.VolumeAp
 		corev1ac.VolumeMount().WithName(name).WithMountPath(mountPath).WithReadOnly(readOnly)
 }
 
-// grpcReadiness probes the standard gRPC health service on port, with time
-// to answer on a busy node (the default 1 s timed out with four jobs on two
-// cores).
-func grpcReadiness(port int32) *corev1ac.ProbeApplyConfiguration {
+// grpcReadiness probes the standard gRPC health service on the plaintext
+// health port, with time to answer on a busy node (the default 1 s timed out
+// with four jobs on two cores).
+func grpcReadiness() *corev1ac.ProbeApplyConfiguration {
 	return corev1ac.Probe().
-		WithGRPC(corev1ac.GRPCAction().WithPort(port)).
+		WithGRPC(corev1ac.GRPCAction().WithPort(jobconfig.HealthPort)).
 		WithPeriodSeconds(5).
 		WithTimeoutSeconds(5).
 		WithFailureThreshold(3)

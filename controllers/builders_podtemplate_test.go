@@ -57,19 +57,19 @@ func TestPodTemplates(t *testing.T) {
 			j.Spec.GraphServers.PodTemplate = p
 		},
 			func(t *testing.T, j *dorylusv1alpha1.GNNTrainingJob) corev1.PodTemplateSpec {
-				return toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(j, "img:1", "h", 1)).Spec.Template
+				return toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(j, "img:1", "h", "p", 1)).Spec.Template
 			}},
 		{"parameter servers", func(j *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.PodTemplate) {
 			j.Spec.ParameterServers.PodTemplate = p
 		},
 			func(t *testing.T, j *dorylusv1alpha1.GNNTrainingJob) corev1.PodTemplateSpec {
-				return toTyped[appsv1.Deployment](t, buildParamDeployment(j, "img:1", "h", 0, 1)).Spec.Template
+				return toTyped[appsv1.Deployment](t, buildParamDeployment(j, "img:1", "h", "p", 0, 1)).Spec.Template
 			}},
 		{"knative function", func(j *dorylusv1alpha1.GNNTrainingJob, p *dorylusv1alpha1.PodTemplate) {
 			knative(j)
 			j.Spec.TensorBackend.Knative.Service.PodTemplate = p
 		}, func(t *testing.T, j *dorylusv1alpha1.GNNTrainingJob) corev1.PodTemplateSpec {
-			return *toTyped[corev1.PodTemplateSpec](t, buildKnativeService(j, "img:1", true).Object["spec"].(map[string]any)["template"])
+			return *toTyped[corev1.PodTemplateSpec](t, buildKnativeService(j, "img:1", "p", true).Object["spec"].(map[string]any)["template"])
 		}},
 	}
 	for _, tc := range tests {

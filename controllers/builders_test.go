@@ -30,8 +30,9 @@ func TestResolveRunConfig(t *testing.T) {
 				Peers: []string{"cora-gs-0.cora-gs.ml.svc:5000"}},
 			ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: 5100, Service: "cora-ps.ml.svc:5100",
 				Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
-			Backend: jobconfig.Backend{Kind: "cpu", CPU: &jobconfig.CPU{}},
-			Cost:    &jobconfig.Cost{GraphServerInstance: cost.DefaultGraphServerInstance, ParameterServerInstance: cost.DefaultParameterServerInstance},
+			Backend:  jobconfig.Backend{Kind: "cpu", CPU: &jobconfig.CPU{}},
+			Cost:     &jobconfig.Cost{GraphServerInstance: cost.DefaultGraphServerInstance, ParameterServerInstance: cost.DefaultParameterServerInstance},
+			Security: jobconfig.Security{TLSDir: "/var/run/secrets/dorylus/job"},
 		}
 	}
 	secret := &corev1.LocalObjectReference{Name: "aws"}
@@ -108,16 +109,17 @@ func TestResolveRunConfig(t *testing.T) {
 		}},
 		{"knative by url", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
-				URL: "http://fn.default.svc.cluster.local", MaxConcurrency: 50}}
+				URL: "http://fn.default.svc.cluster.local", MaxConcurrency: 50, TokenSecretRef: &corev1.LocalObjectReference{Name: "fn-token"}}}
 		}, func(c *jobconfig.RunConfig) {
-			c.Backend = jobconfig.Backend{Kind: "knative", Knative: &jobconfig.Knative{URL: "http://fn.default.svc.cluster.local", MaxConcurrency: 50}}
+			c.Backend = jobconfig.Backend{Kind: "knative", Knative: &jobconfig.Knative{URL: "http://fn.default.svc.cluster.local", MaxConcurrency: 50,
+				TokenFile: "/var/run/secrets/dorylus/function-token/token"}}
 		}},
 		{"managed knative", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
 				Service: &dorylusv1alpha1.KnativeServiceTemplate{MaxScale: 10}, MaxConcurrency: 100}}
 		}, func(c *jobconfig.RunConfig) {
 			c.Backend = jobconfig.Backend{Kind: "knative", Knative: &jobconfig.Knative{URL: "http://cora-fn.ml.svc.cluster.local",
-				MaxConcurrency: 100, Managed: true}}
+				MaxConcurrency: 100, Managed: true, TokenFile: "/var/run/secrets/dorylus/job/token"}}
 		}},
 		{"pvc checkpoints", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 5, PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "ckpt", Path: "cora"}}
@@ -197,7 +199,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"dorylus.dev/job-name": "cora", "dorylus.dev/role": "graph-server"}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: wantPodLabels("graph-server"), Annotations: map[string]string{"dorylus.dev/config-hash": "h"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: wantPodLabels("graph-server"), Annotations: map[string]string{"dorylus.dev/config-hash": "h", "dorylus.dev/credentials-period": "p"}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           "cora-runtime",
 					AutomountServiceAccountToken: ptr.To(true),
@@ -208,9 +210,10 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 						Name:    "graph-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--startup-timeout", "0", "--metrics-address", ":9090"},
+						Args:    []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--startup-timeout", "0", "--metrics-address", ":9090", "--health-address", ":5001"},
 						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5000, Protocol: corev1.ProtocolTCP},
-							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
+							{Name: "health", ContainerPort: 5001, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
@@ -218,7 +221,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 							{Name: "DORYLUS_PARTITION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 						},
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5000}},
+							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5001}},
 							PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3,
 						},
 						SecurityContext: &corev1.SecurityContext{
@@ -228,6 +231,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: "/etc/dorylus", ReadOnly: true},
 							{Name: "tmp", MountPath: "/tmp"},
+							{Name: "credentials", MountPath: "/var/run/secrets/dorylus/job", ReadOnly: true},
 						},
 					}},
 					Volumes: []corev1.Volume{
@@ -236,11 +240,21 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 							Items:                []corev1.KeyToPath{{Key: "run.json", Path: "run.json"}},
 						}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						wantCredentialsVolume("ca.crt", "tls.crt", "tls.key"),
 					},
 				},
 			},
 		},
 	}
+}
+
+// wantCredentialsVolume is the volume of the job's credentials Secret with the given keys.
+func wantCredentialsVolume(keys ...string) corev1.Volume {
+	var items []corev1.KeyToPath
+	for _, k := range keys {
+		items = append(items, corev1.KeyToPath{Key: k, Path: k})
+	}
+	return corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "cora-credentials", Items: items}}}
 }
 
 func TestBuildGraphStatefulSet(t *testing.T) {
@@ -284,6 +298,19 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 				corev1.VolumeMount{Name: "output", MountPath: "/data/output"},
 				corev1.VolumeMount{Name: "secret-model", MountPath: "/var/run/secrets/dorylus/model", ReadOnly: true})
 		}},
+		{name: "managed knative: the function's token too", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{Service: &dorylusv1alpha1.KnativeServiceTemplate{}}}
+		}, want: func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Spec.Volumes[2] = wantCredentialsVolume("ca.crt", "tls.crt", "tls.key", "token")
+		}},
+		{name: "knative url: the token Secret the spec names", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{URL: "http://fn",
+				TokenSecretRef: &corev1.LocalObjectReference{Name: "fn-token"}}}
+		}, want: func(s *appsv1.StatefulSet) {
+			p := &s.Spec.Template.Spec
+			p.Volumes = append(p.Volumes, corev1.Volume{Name: "secret-function-token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "fn-token"}}})
+			p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "secret-function-token", MountPath: "/var/run/secrets/dorylus/function-token", ReadOnly: true})
+		}},
 		{name: "pvc dataset is mounted read-only", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "graphs"}}
 		}, want: func(s *appsv1.StatefulSet) {
@@ -317,7 +344,7 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 			if tc.want != nil {
 				tc.want(want)
 			}
-			got := toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(job, runtimeImage(job, "img:1"), "h", tc.replicas))
+			got := toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(job, runtimeImage(job, "img:1"), "h", "p", tc.replicas))
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("StatefulSet (-want +got):\n%s", diff)
 			}
@@ -339,7 +366,7 @@ func TestBuildParamDeployment(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
 				"dorylus.dev/job-name": "cora", "dorylus.dev/role": "param-server", "dorylus.dev/shard": "1"}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{"dorylus.dev/config-hash": "h"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{"dorylus.dev/config-hash": "h", "dorylus.dev/credentials-period": "p"}},
 				Spec: corev1.PodSpec{
 					Hostname:                     "cora-ps-1",
 					Subdomain:                    "cora-ps",
@@ -352,16 +379,17 @@ func TestBuildParamDeployment(t *testing.T) {
 						Name:    "param-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1", "--metrics-address", ":9090"},
+						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1", "--metrics-address", ":9090", "--health-address", ":5001"},
 						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP},
-							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
+							{Name: "health", ContainerPort: 5001, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 						},
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5100}},
+							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5001}},
 							PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3,
 						},
 						SecurityContext: &corev1.SecurityContext{
@@ -371,6 +399,7 @@ func TestBuildParamDeployment(t *testing.T) {
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: "/etc/dorylus", ReadOnly: true},
 							{Name: "tmp", MountPath: "/tmp"},
+							{Name: "credentials", MountPath: "/var/run/secrets/dorylus/job", ReadOnly: true},
 							{Name: "checkpoint", MountPath: "/data/checkpoint"},
 						},
 					}},
@@ -380,6 +409,7 @@ func TestBuildParamDeployment(t *testing.T) {
 							Items:                []corev1.KeyToPath{{Key: "run.json", Path: "run.json"}},
 						}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						wantCredentialsVolume("ca.crt", "tls.crt", "tls.key"),
 						{Name: "checkpoint", VolumeSource: corev1.VolumeSource{
 							PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ckpt"}}},
 					},
@@ -391,7 +421,7 @@ func TestBuildParamDeployment(t *testing.T) {
 		j.Spec.ParameterServers.Replicas = 2
 		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "ckpt"}}
 	})
-	got := toTyped[appsv1.Deployment](t, buildParamDeployment(job, "img:1", "h", 1, 1))
+	got := toTyped[appsv1.Deployment](t, buildParamDeployment(job, "img:1", "h", "p", 1, 1))
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Deployment (-want +got):\n%s", diff)
 	}
@@ -495,15 +525,19 @@ func TestBuildKnativeService(t *testing.T) {
 			},
 			"spec": map[string]any{"template": map[string]any{
 				"metadata": map[string]any{"labels": labels, "annotations": map[string]any{
-					"autoscaling.knative.dev/min-scale": minScale, "autoscaling.knative.dev/max-scale": "50"}},
+					"autoscaling.knative.dev/min-scale": minScale, "autoscaling.knative.dev/max-scale": "50",
+					"dorylus.dev/credentials-period": "p"}},
 				"spec": map[string]any{
 					"automountServiceAccountToken": false,
 					"containerConcurrency":         int64(3),
+					"volumes": []any{map[string]any{"name": "credentials", "secret": map[string]any{"secretName": "cora-credentials",
+						"items": []any{map[string]any{"key": "token", "path": "token"}}}}},
 					"containers": []any{map[string]any{
 						"name": "function", "image": "img:1",
-						"command": []any{"/dorylus"},
-						"args":    []any{"function", "--listen", ":8080"},
-						"ports":   []any{map[string]any{"containerPort": int64(8080)}},
+						"command":      []any{"/dorylus"},
+						"args":         []any{"function", "--listen", ":8080", "--token-file", "/var/run/secrets/dorylus/job/token"},
+						"volumeMounts": []any{map[string]any{"name": "credentials", "mountPath": "/var/run/secrets/dorylus/job", "readOnly": true}},
+						"ports":        []any{map[string]any{"containerPort": int64(8080)}},
 						"resources": map[string]any{"requests": map[string]any{"cpu": "1"},
 							"limits": map[string]any{"memory": "2Gi"}},
 						"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
@@ -513,10 +547,10 @@ func TestBuildKnativeService(t *testing.T) {
 			}},
 		}
 	}
-	if diff := cmp.Diff(want("2"), buildKnativeService(job, "img:1", true).Object); diff != "" {
+	if diff := cmp.Diff(want("2"), buildKnativeService(job, "img:1", "p", true).Object); diff != "" {
 		t.Errorf("running Knative Service (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want("0"), buildKnativeService(job, "img:1", false).Object); diff != "" {
+	if diff := cmp.Diff(want("0"), buildKnativeService(job, "img:1", "p", false).Object); diff != "" {
 		t.Errorf("stopped Knative Service (-want +got):\n%s", diff)
 	}
 }

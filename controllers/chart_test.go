@@ -112,8 +112,8 @@ func TestChartPodMonitor(t *testing.T) {
 		t.Fatalf("PodMonitor spec %+v: %v", spec, err)
 	}
 	job := testJob()
-	gs := toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(job, "img:1", "h", 1)).Spec.Template
-	ps := toTyped[appsv1.Deployment](t, buildParamDeployment(job, "img:1", "h", 0, 1)).Spec.Template
+	gs := toTyped[appsv1.StatefulSet](t, buildGraphStatefulSet(job, "img:1", "h", "p", 1)).Spec.Template
+	ps := toTyped[appsv1.Deployment](t, buildParamDeployment(job, "img:1", "h", "p", 0, 1)).Spec.Template
 	km := toTyped[corev1.ConfigMap](t, buildConfigMap(job, nil))
 	for name, tpl := range map[string]corev1.PodTemplateSpec{"graph server": gs, "parameter server": ps} {
 		if !sel.Matches(labels.Set(tpl.Labels)) {

@@ -32,9 +32,10 @@ func managedKnative(job *dorylusv1alpha1.GNNTrainingJob) bool {
 	return job.Spec.Backend().Knative != nil && job.Spec.Backend().Knative.Service != nil
 }
 
-// desiredChildren builds every child of the job. running selects the
-// replica counts: the spec's, or zero while suspended or finished.
-func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrainingJob, running bool) ([]runtime.ApplyConfiguration, error) {
+// desiredChildren builds every child of the job but its credentials Secret
+// (credentials.go). running selects the replica counts: the spec's, or zero
+// while suspended or finished; period names the credentials the pods mount.
+func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrainingJob, running bool, period string) ([]runtime.ApplyConfiguration, error) {
 	cfg, err := resolveRunConfig(job, &r.Pricing)
 	if err != nil {
 		return nil, fmt.Errorf("resolve run config: %w", err)
@@ -58,25 +59,31 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 		buildRoleBinding(job),
 		buildConfigMap(job, runJSON),
 		buildGraphService(job),
-		buildGraphStatefulSet(job, image, hash, gsReplicas),
+		buildGraphStatefulSet(job, image, hash, period, gsReplicas),
 		buildParamService(job),
 		buildNetworkPolicy(job, r.MetricsScrapers),
 	}
 	for n := int32(0); n < paramShards(job); n++ {
-		out = append(out, buildParamDeployment(job, image, hash, n, psReplicas))
+		out = append(out, buildParamDeployment(job, image, hash, period, n, psReplicas))
 	}
 	if managedKnative(job) && r.KnativeAvailable {
-		out = append(out, client.ApplyConfigurationFromUnstructured(buildKnativeService(job, image, running)))
+		out = append(out, client.ApplyConfigurationFromUnstructured(buildKnativeService(job, image, period, running)))
 	}
 	return out, nil
 }
 
-// applyChildren applies every child and prunes the ones no longer wanted.
-// It applies all it can and returns the errors joined.
-func (r *GNNTrainingJobReconciler) applyChildren(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, running bool) error {
-	children, err := r.desiredChildren(job, running)
+// applyChildren applies every child and prunes the ones no longer wanted;
+// while running, the credentials of period first. It applies all it can and
+// returns the errors joined.
+func (r *GNNTrainingJobReconciler) applyChildren(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, running bool, period string) error {
+	children, err := r.desiredChildren(job, running, period)
 	if err != nil {
 		return err
+	}
+	if running {
+		if err := r.ensureCredentials(ctx, job, period); err != nil {
+			return err // no server may start without them
+		}
 	}
 	var errs []error
 	for _, c := range children {

@@ -110,7 +110,7 @@ func TestCreateMakesEveryChild(t *testing.T) {
 		t.Errorf("StatefulSet replicas %d service %q policy %q", *sts.Spec.Replicas, sts.Spec.ServiceName, sts.Spec.PodManagementPolicy)
 	}
 	c := sts.Spec.Template.Spec.Containers[0]
-	if c.Image != testImage || !cmp.Equal(c.Args, []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--startup-timeout", "0", "--metrics-address", ":9090"}) {
+	if c.Image != testImage || !cmp.Equal(c.Args, []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--startup-timeout", "0", "--metrics-address", ":9090", "--health-address", ":5001"}) {
 		t.Errorf("graph-server container image %q args %q", c.Image, c.Args)
 	}
 	if d, err := configDigest(cfg); err != nil || sts.Spec.Template.Annotations[AnnotationConfigHash] != d {

@@ -201,7 +201,7 @@ func TestHelmChartApplies(t *testing.T) {
 	job = getJob(t, jobNS, job.Name)
 	r := &GNNTrainingJobReconciler{Client: asOperator, Clock: fakeClock, RuntimeImage: testImage, KnativeAvailable: true}
 	eventually(t, "apply children as the chart's ServiceAccount", func() error {
-		return r.applyChildren(context.Background(), job, true)
+		return r.applyChildren(context.Background(), job, true, "p")
 	})
 	if _, err := r.observe(context.Background(), job); err != nil {
 		t.Errorf("observe as the chart's ServiceAccount: %v", err)

@@ -77,7 +77,7 @@ func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
 	createJob(t, userJob(other, "cora"))
 	eventually(t, "the scoped manager applies its job's children", func() error {
 		job = getJob(t, mine, "cora")
-		return r.applyChildren(ctx, job, true)
+		return r.applyChildren(ctx, job, true, "p")
 	})
 	if requests.snapshot()[requestKey{namespace: mine, verb: "apply", resource: "statefulsets"}] == 0 {
 		t.Errorf("the scoped manager applied no StatefulSet in %s", mine)

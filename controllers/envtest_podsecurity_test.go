@@ -41,9 +41,9 @@ func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 		j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{Service: &dorylusv1alpha1.KnativeServiceTemplate{}}}
 	})
 	templates := map[string]any{}
-	templates["graph server"] = buildGraphStatefulSet(job, testImage, "h", 2).Spec.Template.Spec
-	templates["parameter server"] = buildParamDeployment(job, testImage, "h", 0, 1).Spec.Template.Spec
-	ks := buildKnativeService(knative, testImage, true)
+	templates["graph server"] = buildGraphStatefulSet(job, testImage, "h", "p", 2).Spec.Template.Spec
+	templates["parameter server"] = buildParamDeployment(job, testImage, "h", "p", 0, 1).Spec.Template.Spec
+	ks := buildKnativeService(knative, testImage, "p", true)
 	kspec, _, err := unstructured.NestedMap(ks.Object, "spec", "template", "spec")
 	if err != nil || kspec == nil {
 		t.Fatalf("knative service template spec: %v", err)

@@ -94,7 +94,13 @@ var invalidManifests = []struct {
 	{"knative url and service", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "http://fn", "service": obj{}}})},
 		"spec.tensorBackend.knative", "exactly one of url, service"},
 	{"knative neither", []edit{set("spec.tensorBackend", obj{"knative": obj{}})}, "spec.tensorBackend.knative", "exactly one of url, service"},
-	{"knative url not http", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "grpc://fn"}})}, "spec.tensorBackend.knative.url", "should match"},
+	{"knative url not http", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "grpc://fn", "tokenSecretRef": obj{"name": "t"}}})}, "spec.tensorBackend.knative.url", "should match"},
+	{"knative url without a token", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "http://fn"}})},
+		"spec.tensorBackend.knative.tokenSecretRef", "tokenSecretRef is required with url"},
+	{"knative token Secret without a name", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "http://fn", "tokenSecretRef": obj{"name": ""}}})},
+		"spec.tensorBackend.knative.tokenSecretRef.name", "tokenSecretRef.name must not be empty"},
+	{"knative token Secret for a managed function", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{}, "tokenSecretRef": obj{"name": "t"}}})},
+		"spec.tensorBackend.knative.tokenSecretRef", "tokenSecretRef is for url only"},
 	{"knative min above max", []edit{set("spec.tensorBackend", obj{"knative": obj{"service": obj{"minScale": int64(5), "maxScale": int64(2)}}})},
 		"spec.tensorBackend.knative.service", "minScale must not exceed maxScale"},
 	{"checkpoint with two destinations", []edit{set("spec.checkpoint", obj{"pvc": obj{"claimName": "c"}, "s3": obj{"bucket": "ckpt"}})},
@@ -206,6 +212,7 @@ var validManifests = []struct {
 		obj{"key": "k", "operator": "Exists", "effect": ""},
 	})}},
 	{"image with a registry port and a tag", []edit{set("spec.image", "registry.example.org:5000/dorylus:v1.2")}},
+	{"knative url with its token Secret", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "http://fn", "tokenSecretRef": obj{"name": "fn-token"}}})}},
 }
 
 // TestValidManifestsAreAccepted sends each valid manifest to the API server.

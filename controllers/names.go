@@ -52,6 +52,10 @@ func runtimeName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name +
 
 func knativeServiceName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-fn" }
 
+func credentialsSecretName(job *dorylusv1alpha1.GNNTrainingJob) string {
+	return job.Name + "-credentials"
+}
+
 // selectorLabels are the labels a role's pods are selected by.
 func selectorLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
 	return map[string]string{LabelJobName: job.Name, LabelRole: role}

@@ -99,9 +99,14 @@ type AWSCredentials struct {
 }
 
 // KnativeBackend posts tensor tasks over HTTP to a Knative Service: an
-// existing one (url) or one the operator manages (service).
+// existing one (url) or one the operator manages (service). Every call carries
+// the job's bearer token: the operator makes the managed function's; an
+// existing function's comes from tokenSecretRef.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.url), has(self.service)].filter(x, x).size() == 1",message="spec.tensorBackend.knative must set exactly one of url, service"
+// +kubebuilder:validation:XValidation:rule="!has(self.url) || has(self.tokenSecretRef)",message="spec.tensorBackend.knative.tokenSecretRef is required with url: the Secret holding the function's bearer token",fieldPath=".tokenSecretRef",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.service) || !has(self.tokenSecretRef)",message="spec.tensorBackend.knative.tokenSecretRef is for url only: the operator makes the managed function's token",fieldPath=".tokenSecretRef",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenSecretRef) || size(self.tokenSecretRef.name) > 0",message="spec.tensorBackend.knative.tokenSecretRef.name must not be empty",fieldPath=".tokenSecretRef.name",reason=FieldValueRequired
 type KnativeBackend struct {
 	// URL is the address of an existing Knative Service.
 	// +kubebuilder:validation:MaxLength=2048
@@ -112,6 +117,11 @@ type KnativeBackend struct {
 	// <job>-fn running `dorylus function`.
 	// +optional
 	Service *KnativeServiceTemplate `json:"service,omitempty"`
+	// TokenSecretRef names the Secret (key "token") holding the bearer token
+	// the function at url requires (its `dorylus function --token-file`); it
+	// is mounted into the graph servers only. Required with url.
+	// +optional
+	TokenSecretRef *corev1.LocalObjectReference `json:"tokenSecretRef,omitempty"`
 	// MaxConcurrency caps concurrent requests per graph server.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000

@@ -16,6 +16,9 @@ const (
 	MountDir = "/etc/dorylus"
 	// SecretsDir holds one folder per mounted credentials Secret.
 	SecretsDir = "/var/run/secrets/dorylus"
+	// CredentialsDir is where the job's own credentials Secret (pkg/pki's
+	// files: CA, certificate, key, token) is mounted.
+	CredentialsDir = SecretsDir + "/job"
 	// DatasetMountPath is where a pvc dataset volume is mounted.
 	DatasetMountPath = "/data/dataset"
 	// CheckpointMountPath is where a pvc checkpoint volume is mounted.
@@ -27,6 +30,9 @@ const (
 	ParamServerPort = 5100
 	// FunctionPort is the HTTP port of `dorylus function --listen`.
 	FunctionPort = 8080
+	// HealthPort is where graph and parameter servers serve their gRPC
+	// health alone, in plaintext, for readiness probes (--health-address).
+	HealthPort = 5001
 	// MetricsPort is where the operator's server pods serve Prometheus metrics
 	// (--metrics-address).
 	MetricsPort = 9090
@@ -39,6 +45,12 @@ const (
 	EnvPodName = "DORYLUS_POD_NAME"
 	// EnvPartition holds a graph server's partition id (its ordinal).
 	EnvPartition = "DORYLUS_PARTITION"
+	// EnvTLSDir is the function's default --tls-dir: the job's credentials
+	// for the pull data path.
+	EnvTLSDir = "DORYLUS_TLS_DIR"
+	// EnvTokenFile is the function's default --token-file: the bearer token
+	// its HTTP service requires.
+	EnvTokenFile = "DORYLUS_TOKEN_FILE"
 )
 
 // Dataset sources.
@@ -103,6 +115,19 @@ type RunConfig struct {
 	Inference *Inference `json:"inference,omitempty"`
 	// Cost, when set, makes graph server 0 price the run as it goes.
 	Cost *Cost `json:"cost,omitempty"`
+	// Security says how the data plane's links are protected.
+	Security Security `json:"security"`
+}
+
+// Security says how the data plane's gRPC links are protected: exactly one of
+// TLSDir and Insecure.
+type Security struct {
+	// TLSDir is the folder of the job's credentials (pkg/pki: ca.crt, tls.crt,
+	// tls.key): every gRPC link is mutual TLS chained to the job's CA.
+	TLSDir string `json:"tlsDir,omitempty"`
+	// Insecure runs the gRPC links in plaintext without authentication, and
+	// the function calls without a token: for debugging only.
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // JobRef identifies the GNNTrainingJob a run belongs to.
@@ -280,6 +305,9 @@ type Knative struct {
 	DataPath string `json:"dataPath,omitempty"`
 	// Calls tunes the calls; nil takes the defaults.
 	Calls *Calls `json:"calls,omitempty"`
+	// TokenFile holds the bearer token the function requires; required
+	// unless Security.Insecure.
+	TokenFile string `json:"tokenFile,omitempty"`
 }
 
 // Calls tunes a remote backend's calls (pkg/dispatch/remote); zero fields

@@ -22,7 +22,7 @@
 //
 //	dorylus graph-server --config /etc/dorylus/run.json --partition $(DORYLUS_PARTITION)
 //	dorylus param-server --config /etc/dorylus/run.json --shard <n>
-//	dorylus function --listen :8080        (managed Knative Service only)
+//	dorylus function --listen :8080 --token-file /var/run/secrets/dorylus/job/token   (managed Knative Service only)
 //
 // A Lambda function runs `dorylus function` as its handler; the user deploys
 // it, the operator only invokes it by name.
@@ -40,9 +40,11 @@
 //
 // Pod <job>-gs-<p> (a StatefulSet with parallel pod management) holds
 // partition p of GraphServers.Replicas. It serves gRPC on GraphServerPort
-// (5000) on all interfaces, including the standard grpc.health.v1.Health
-// service: the pod's readiness probe is a gRPC probe on that port, and it
-// reports SERVING once the partition is loaded. It does not wait for its
+// (5000) on all interfaces, mutual TLS with the job's credentials
+// (Security.TLSDir, the Secret <job>-credentials mounted at CredentialsDir),
+// including the standard grpc.health.v1.Health service, which it also serves
+// alone in plaintext on HealthPort (5001): the pod's readiness probe is a gRPC
+// probe on that port, and it reports SERVING once the partition is loaded. It does not wait for its
 // peers: they find each other through health checks of their own, and a
 // readiness that waited on peers' readiness would deadlock a parallel start.
 // Peers are addressed through the headless Service <job>-gs, which

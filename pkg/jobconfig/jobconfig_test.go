@@ -25,7 +25,8 @@ func validConfig() *RunConfig {
 		}},
 		ParameterServers: ParameterServers{Replicas: 1, Port: ParamServerPort,
 			Service: "cora-ps.ml.svc:5100", Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
-		Backend: Backend{Kind: BackendCPU, CPU: &CPU{}},
+		Backend:  Backend{Kind: BackendCPU, CPU: &CPU{}},
+		Security: Security{TLSDir: CredentialsDir},
 	}
 }
 
@@ -103,6 +104,11 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"knative without url", func(c *RunConfig) {
 			c.Backend = Backend{Kind: BackendKnative, Knative: &Knative{MaxConcurrency: 1}}
 		}, "backend.knative.url"},
+		{"neither TLS nor insecure", func(c *RunConfig) { c.Security = Security{} }, "security must set exactly one of tlsDir,"},
+		{"TLS and insecure", func(c *RunConfig) { c.Security.Insecure = true }, "security must set exactly one of tlsDir,"},
+		{"knative without token", func(c *RunConfig) {
+			c.Backend = Backend{Kind: BackendKnative, Knative: &Knative{URL: "http://fn", MaxConcurrency: 1}}
+		}, "backend.knative.tokenFile is required unless"},
 		{"checkpoint with two destinations", func(c *RunConfig) {
 			c.Checkpoint = &Checkpoint{IntervalEpochs: 1, Path: "/x", S3: &S3{Bucket: "b"}}
 		}, "checkpoint"},

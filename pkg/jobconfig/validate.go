@@ -34,6 +34,10 @@ func (cfg *RunConfig) Validate() error {
 		v.nonEmpty(fmt.Sprintf("parameterServers.shards[%d]", i), s)
 	}
 	cfg.Backend.validate(&v)
+	v.check((cfg.Security.TLSDir != "") != cfg.Security.Insecure, "security", "must set exactly one of tlsDir, insecure")
+	if k := cfg.Backend.Knative; k != nil && !cfg.Security.Insecure {
+		v.check(k.TokenFile != "", "backend.knative.tokenFile", "is required unless security.insecure")
+	}
 	cfg.validateCost(&v)
 	if cfg.Checkpoint != nil {
 		c := cfg.Checkpoint

@@ -8,10 +8,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // MaxMessage is the largest message a server or client accepts by default: an interval's rows
@@ -26,6 +29,15 @@ type Option func(*settings)
 type settings struct {
 	maxMessage int
 	maxReceive int // of a server; 0: maxMessage
+	tls        *pki.Credentials
+}
+
+// WithTLS makes every connection mutual TLS with the job's credentials (pki): a server
+// requires a client certificate chaining to the job's CA, a client accepts only a server whose
+// certificate does and names pki.ServerName. A nil c leaves the connections plaintext and
+// unauthenticated, which only a run marked insecure (debugging) and tests ask for.
+func WithTLS(c *pki.Credentials) Option {
+	return func(s *settings) { s.tls = c }
 }
 
 // WithMaxMessage makes n bytes (at least 1) the largest message the server receives and sends,
@@ -65,25 +77,40 @@ const (
 	DefaultDeadAfter = 3 * time.Second
 )
 
-// NewServer returns a gRPC server with the data plane's limits and keepalive policy, serving
-// health with status NOT_SERVING until the caller sets SERVING. It refuses requests larger
-// than MaxMessage (or WithMaxMessage's or WithMaxReceive's size) with codes.ResourceExhausted
-// before reading them, and fails replies larger than MaxMessage (or WithMaxMessage's size).
+// NewServer returns a gRPC server with the data plane's limits and keepalive policy (and
+// WithTLS's credentials), serving health with status NOT_SERVING until the caller sets
+// SERVING. It refuses requests larger than MaxMessage (or WithMaxMessage's or WithMaxReceive's
+// size) with codes.ResourceExhausted before reading them, and fails replies larger than
+// MaxMessage (or WithMaxMessage's size).
 func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 	set := apply(opts)
 	recv := set.maxMessage
 	if set.maxReceive > 0 {
 		recv = set.maxReceive
 	}
-	s := grpc.NewServer(
+	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(recv), grpc.MaxSendMsgSize(set.maxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
-	)
+	}
+	if set.tls != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(set.tls.ServerConfig())))
+	}
+	s := grpc.NewServer(sopts...)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s, h)
 	return s, h
+}
+
+// ServeHealth serves only h's grpc.health.v1.Health, in plaintext, on lis until ctx ends (as
+// Serve does, beside the server h belongs to): the readiness endpoint of a server whose
+// data-plane port speaks TLS, for probes (the kubelet's gRPC probe) that cannot. Nothing else
+// is reachable on it.
+func ServeHealth(ctx context.Context, lis net.Listener, h *health.Server) error {
+	s := grpc.NewServer()
+	healthpb.RegisterHealthServer(s, h)
+	return Serve(ctx, lis, s, h)
 }
 
 // redial is how a connection retries a peer that is not there yet: a server's peers start at
@@ -94,8 +121,8 @@ var redial = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
-// Dial returns a client connection to addr (plain TCP: the data plane runs inside one
-// cluster network) with the data plane's limits and keepalive. It does not wait for the peer.
+// Dial returns a client connection to addr with the data plane's limits and keepalive (and
+// WithTLS's credentials; plain TCP without them). It does not wait for the peer.
 // The address is resolved at every connection attempt (the passthrough resolver), not by
 // gRPC's DNS resolver, which backs off for seconds after a name that does not resolve yet
 // (a peer pod without an address) and re-resolves at most every 30 s (a restarted peer's new
@@ -103,9 +130,13 @@ var redial = grpc.ConnectParams{
 // when a request or reply is larger than MaxMessage (or WithMaxMessage's size).
 func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 	set := apply(opts)
+	creds := insecure.NewCredentials()
+	if set.tls != nil {
+		creds = credentials.NewTLS(set.tls.ClientConfig())
+	}
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithConnectParams(redial),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.maxMessage), grpc.MaxCallSendMsgSize(set.maxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 	)

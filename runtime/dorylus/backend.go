@@ -18,6 +18,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/lambda"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // backendOptions select and configure a graph server's tensor backend (DESIGN.md section 6):
@@ -34,6 +35,7 @@ type backendOptions struct {
 	lambdaEndpoints                               string // comma-separated endpoint overrides
 	lambdaCredentials                             string // folder of a mounted Secret
 	knativeURLs                                   string // comma-separated
+	knativeTokenFile                              string // the function's bearer token
 
 	maxConcurrency  int // calls in flight per graph server (0: the number of intervals)
 	perEndpoint     int // calls one endpoint serves at once (0: any)
@@ -53,6 +55,7 @@ func (b *backendOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.lambdaEndpoints, "lambda-endpoints", "", "lambda: comma-separated endpoint overrides (a VPC endpoint, or aws-lambda-rie emulators with --endpoint-concurrency 1)")
 	f.StringVar(&b.lambdaCredentials, "lambda-credentials-dir", "", "lambda: folder with accessKeyID, secretAccessKey and optionally sessionToken (default: the SDK's chain, e.g. IRSA)")
 	f.StringVar(&b.knativeURLs, "knative-urls", "", "knative: comma-separated URLs of the Service running `dorylus function`")
+	f.StringVar(&b.knativeTokenFile, "knative-token-file", "", "knative: file of the bearer token the function requires (its --token-file); not needed with --insecure")
 	f.IntVar(&b.maxConcurrency, "max-concurrency", 0, "lambda, knative: most calls in flight per graph server, which the autotuner stays under (0: the number of intervals)")
 	f.IntVar(&b.perEndpoint, "endpoint-concurrency", 0, "lambda, knative: calls one endpoint serves at once (0: any; aws-lambda-rie serves 1). dorylus train deals such endpoints out among its graph servers")
 	f.DurationVar(&b.callTimeout, "call-timeout", 0, "lambda, knative: time limit of one call, above the function's own timeout (0: 60s)")
@@ -157,7 +160,7 @@ func (b *backendOptions) toConfig(intervals, memoryMB int) jobconfig.Backend {
 			CredentialsDir: b.lambdaCredentials, Qualifier: b.lambdaQualifier, Calls: calls}}
 	case jobconfig.BackendKnative:
 		return jobconfig.Backend{Kind: b.kind, Knative: &jobconfig.Knative{URL: b.knativeURLs, MaxConcurrency: mc,
-			DataPath: b.dataPath, Calls: calls}}
+			DataPath: b.dataPath, Calls: calls, TokenFile: b.knativeTokenFile}}
 	}
 	return jobconfig.Backend{Kind: jobconfig.BackendCPU, CPU: &jobconfig.CPU{Workers: b.workers,
 		InjectLatency: jobconfig.Duration(b.latency), Wire: b.wire}}
@@ -185,6 +188,7 @@ func (b *backendOptions) fromConfig(c jobconfig.Backend) {
 		}
 	case jobconfig.BackendKnative:
 		b.knativeURLs, b.maxConcurrency, b.dataPath, calls = c.Knative.URL, c.Knative.MaxConcurrency, c.Knative.DataPath, c.Knative.Calls
+		b.knativeTokenFile = c.Knative.TokenFile
 	}
 	if calls != nil {
 		if calls.EndpointConcurrency > 0 {
@@ -212,7 +216,14 @@ func (b *backendOptions) build(ctx context.Context, intervals int, cpuOpts cpu.O
 		tune.MaxConcurrency = intervals
 	}
 	if b.kind == jobconfig.BackendKnative {
-		return knative.New(knative.Options{URLs: b.endpoints(), Tuning: tune})
+		var token string
+		if b.knativeTokenFile != "" {
+			var err error
+			if token, err = pki.LoadToken(b.knativeTokenFile); err != nil {
+				return nil, fmt.Errorf("knative backend: %w", err)
+			}
+		}
+		return knative.New(knative.Options{URLs: b.endpoints(), Token: token, Tuning: tune})
 	}
 	return lambda.New(ctx, lambda.Options{Function: b.lambdaFunction, Region: b.lambdaRegion, Qualifier: b.lambdaQualifier,
 		Endpoints: b.endpoints(), CredentialsDir: b.lambdaCredentials, Tuning: tune})

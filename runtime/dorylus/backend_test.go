@@ -29,7 +29,8 @@ func writeRunConfig(t *testing.T, b jobconfig.Backend) string {
 		GraphServers: jobconfig.GraphServers{Replicas: 1, Port: jobconfig.GraphServerPort, Peers: []string{"cora-gs-0.cora-gs.ml.svc:5000"}},
 		ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: jobconfig.ParamServerPort,
 			Service: "cora-ps.ml.svc:5100", Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},
-		Backend: b,
+		Backend:  b,
+		Security: jobconfig.Security{TLSDir: jobconfig.CredentialsDir},
 	}
 	data, err := jobconfig.Marshal(c)
 	if err != nil {
@@ -79,12 +80,16 @@ func TestBackendFromConfig(t *testing.T) {
 		t.Errorf("backend %T with concurrency %d, want a remote backend of 3", b, b.Concurrency())
 	}
 
-	kn := jobconfig.Backend{Kind: jobconfig.BackendKnative, Knative: &jobconfig.Knative{URL: "http://cora-fn.ml.svc.cluster.local", MaxConcurrency: 5}}
+	token := filepath.Join(creds, "token")
+	if err := os.WriteFile(token, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kn := jobconfig.Backend{Kind: jobconfig.BackendKnative, Knative: &jobconfig.Knative{URL: "http://cora-fn.ml.svc.cluster.local", MaxConcurrency: 5, TokenFile: token}}
 	o = graphServerOptions{}
 	if err := o.fromConfig(writeRunConfig(t, kn)); err != nil {
 		t.Fatal(err)
 	}
-	if want := (backendOptions{kind: "knative", knativeURLs: "http://cora-fn.ml.svc.cluster.local", maxConcurrency: 5}); o.backend != want {
+	if want := (backendOptions{kind: "knative", knativeURLs: "http://cora-fn.ml.svc.cluster.local", maxConcurrency: 5, knativeTokenFile: token}); o.backend != want {
 		t.Fatalf("knative options %+v, want %+v", o.backend, want)
 	}
 	if b, err := o.backend.build(context.Background(), 8, cpu.Options{}, nil); err != nil || b.Concurrency() != 5 {
@@ -109,7 +114,7 @@ func TestBackendArgs(t *testing.T) {
 		{kind: "lambda", dataPath: "pull", lambdaFunction: "arn:aws:lambda:us-east-1:123456789012:function:f", lambdaRegion: "us-east-1", lambdaQualifier: "live",
 			lambdaEndpoints: "http://127.0.0.1:1,http://127.0.0.1:2", lambdaCredentials: "/creds", maxConcurrency: 7, perEndpoint: 1,
 			callTimeout: 3 * time.Second, stragglerFactor: -1, stragglerFloor: 20 * time.Millisecond},
-		{kind: "knative", knativeURLs: "http://fn", maxConcurrency: 2, stragglerFactor: 2.5, dataPath: "inline"},
+		{kind: "knative", knativeURLs: "http://fn", knativeTokenFile: "/token", maxConcurrency: 2, stragglerFactor: 2.5, dataPath: "inline"},
 	} {
 		var flags backendOptions
 		fs := pflag.NewFlagSet("train", pflag.ContinueOnError)
@@ -169,6 +174,7 @@ func TestBackendFlagErrors(t *testing.T) {
 		{[]string{"train", "--graph-servers", "2", "--backend", "knative"}, "--knative-urls is required"},
 		{[]string{"train", "--graph-servers", "2", "--backend", "knative", "--knative-urls", "http://fn", "--endpoint-concurrency", "1"}, "1 endpoints for 2 graph servers"},
 		{[]string{"train", "--graph-servers", "2", "--backend", "knative", "--knative-urls", "http://fn", "--max-concurrency", "-1"}, "--max-concurrency -1"},
+		{[]string{"train", "--graph-servers", "2", "--backend", "knative", "--knative-urls", "http://fn"}, "--knative-token-file is required"},
 	} {
 		cmd := newRootCommand()
 		cmd.SetArgs(c.args)
@@ -190,7 +196,7 @@ func (b *backendOptions) args() []string {
 		a = append(a, "--lambda-function", b.lambdaFunction, "--lambda-region", b.lambdaRegion, "--lambda-qualifier", b.lambdaQualifier,
 			"--lambda-endpoints", b.lambdaEndpoints, "--lambda-credentials-dir", b.lambdaCredentials)
 	} else {
-		a = append(a, "--knative-urls", b.knativeURLs)
+		a = append(a, "--knative-urls", b.knativeURLs, "--knative-token-file", b.knativeTokenFile)
 	}
 	return append(a, "--max-concurrency", strconv.Itoa(b.maxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.perEndpoint),
 		"--call-timeout", b.callTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.stragglerFactor, 'g', -1, 64),

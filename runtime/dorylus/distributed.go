@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -36,6 +37,8 @@ type distOptions struct {
 	deadAfter                  time.Duration
 	target                     float64
 	backend                    backendOptions
+	insecure                   bool   // plaintext gRPC, no function token (debugging)
+	tlsDir                     string // the run's credentials (pkg/pki), unless insecure
 }
 
 // addDistributedFlags registers the distributed flags of `dorylus train`.
@@ -49,11 +52,26 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.DurationVar(&d.backend.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
 	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, "with --graph-servers: how long a server may fail its health checks before the run fails naming it")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
+	f.BoolVar(&d.insecure, "insecure", false, "with --graph-servers, debugging only: plaintext gRPC between the servers instead of mutual TLS with a CA made for the run")
 	d.backend.addFlags(f)
 	return d
 }
 
 func (d *distOptions) enabled() bool { return d.graphServers > 0 }
+
+// issueCredentials makes the run's credentials, with an ephemeral CA, in work (and so removed
+// with it) and has the servers use them; an insecure run has none.
+func (d *distOptions) issueCredentials(work string) error {
+	if d.insecure {
+		return nil
+	}
+	b, err := pki.Issue(fmt.Sprintf("dorylus-%d", os.Getpid()))
+	if err != nil {
+		return err
+	}
+	d.tlsDir = filepath.Join(work, "credentials")
+	return b.WriteDir(d.tlsDir)
+}
 
 // child is one server process started by the launcher.
 type child struct {
@@ -89,6 +107,9 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if _, err := d.backend.forGraphServer(0, d.graphServers); err != nil {
 		return err
 	}
+	if d.backend.kind == jobconfig.BackendKnative && d.backend.knativeTokenFile == "" && !d.insecure {
+		return fmt.Errorf("--backend knative: --knative-token-file is required (the token the function's --token-file holds), or --insecure for a function serving without one")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the dorylus binary: %w", err)
@@ -103,6 +124,9 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(work)
+	if err := d.issueCredentials(work); err != nil {
+		return err
+	}
 	dir, m, err := trainPartitions(local, work, d.graphServers)
 	if err != nil {
 		return err

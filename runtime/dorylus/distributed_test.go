@@ -20,6 +20,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
@@ -45,12 +46,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// jobCredentials issues a run's credentials (pkg/pki) into a folder of the test's and returns
+// it: the servers' --tls-dir, and the functions' --tls-dir and --token-file.
+func jobCredentials(t *testing.T) string {
+	t.Helper()
+	b, err := pki.Issue(t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "credentials")
+	if err := b.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // serverConfig writes the run config of a Cora GCN on the partitions in data, with graph
 // servers at the first gs of addrs and parameter-server shards at the others, changed by
 // mutate, and returns its path: what the servers read, as in a pod.
 func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func(*jobconfig.RunConfig)) string {
 	t.Helper()
-	d := distOptions{staleness: jobconfig.Sync, intervals: 2, deadAfter: rpc.DefaultDeadAfter, backend: backendOptions{kind: jobconfig.BackendCPU}}
+	d := distOptions{staleness: jobconfig.Sync, intervals: 2, deadAfter: rpc.DefaultDeadAfter, backend: backendOptions{kind: jobconfig.BackendCPU},
+		tlsDir: jobCredentials(t)}
 	o := coraOptions(1)
 	c, err := o.runConfig(&d, data, 1, addrs[:gs], addrs[gs:])
 	if err != nil {
@@ -142,7 +159,7 @@ func syncMatchesSingleProcess(t *testing.T, o trainOptions, paramServers int) {
 	t.Helper()
 	dir := coraPartitions(t)
 	stats := serverStats{rss: map[string]int64{}}
-	res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: jobconfig.Sync, intervals: 3},
+	res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: paramServers, staleness: jobconfig.Sync, intervals: 3, tlsDir: jobCredentials(t)},
 		1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
 	if err != nil {
 		t.Fatal(err)

@@ -160,7 +160,7 @@ func TestDistributedExportMatchesSingleProcess(t *testing.T) {
 			a := runCLI(t, args...)
 			o.outputs.location = dist
 			res, err := launchOnce(context.Background(), dorylusBin, coraPartitions(t), t.TempDir(), o,
-				distOptions{graphServers: 2, paramServers: 2, staleness: jobconfig.Sync, intervals: 3},
+				distOptions{graphServers: 2, paramServers: 2, staleness: jobconfig.Sync, intervals: 3, tlsDir: jobCredentials(t)},
 				1, newProgress(io.Discard, o.epochs), os.Stderr, &serverStats{rss: map[string]int64{}})
 			if err != nil {
 				t.Fatal(err)

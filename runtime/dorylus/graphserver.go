@@ -28,6 +28,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
@@ -40,6 +41,7 @@ type serverFlags struct {
 	listenFD    int
 	stopOnStdin bool
 	metricsAddr string
+	healthAddr  string
 }
 
 func (f *serverFlags) add(fs *pflag.FlagSet) {
@@ -48,6 +50,28 @@ func (f *serverFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.listenFD, "listen-fd", 0, "serve on this inherited listening socket instead of --listen")
 	fs.BoolVar(&f.stopOnStdin, "stop-on-stdin-eof", false, "stop when standard input closes (set by dorylus train for its child processes)")
 	fs.StringVar(&f.metricsAddr, "metrics-address", "", "serve Prometheus metrics on GET /metrics at this address, e.g. :9090 (empty: none)")
+	fs.StringVar(&f.healthAddr, "health-address", "", "serve the gRPC health service alone, in plaintext, at this address for readiness probes, e.g. :5001 (empty: none)")
+}
+
+// healthListener returns the socket of --health-address; nil without the flag.
+func (f *serverFlags) healthListener() (net.Listener, error) {
+	if f.healthAddr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", f.healthAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--health-address: %w", err)
+	}
+	return lis, nil
+}
+
+// tlsCredentials returns the TLS credentials the run config's security section names: nil for
+// an insecure run.
+func tlsCredentials(s jobconfig.Security) (*pki.Credentials, error) {
+	if s.Insecure {
+		return nil, nil
+	}
+	return pki.Load(s.TLSDir)
 }
 
 // metrics starts serving the process's Prometheus series at --metrics-address until ctx ends
@@ -312,8 +336,17 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	creds, err := tlsCredentials(c.Security)
+	if err != nil {
+		return err
+	}
 	lis, err := o.listener(c.GraphServers.Port)
 	if err != nil {
+		return err
+	}
+	healthLis, err := o.healthListener()
+	if err != nil {
+		lis.Close()
 		return err
 	}
 	ctx, cancel := o.context(ctx)
@@ -330,6 +363,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Sync: st.Sync, Staleness: st.Bound,
 		TargetAccuracy: c.Training.TargetAccuracy, EvalEvery: max(c.Training.EvalEvery, 1), Patience: c.Training.Patience,
 		Backend: backend, Startup: o.startup, DeadAfter: time.Duration(c.GraphServers.DeadAfter),
+		TLS: creds, Health: healthLis,
 	}
 	if pull != nil {
 		cfg.Pull = pull

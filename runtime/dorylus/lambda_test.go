@@ -5,12 +5,14 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // lambdaEmulators starts n aws-lambda-rie emulators running `dorylus function` with flags and
@@ -100,10 +102,12 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	o := coraOptions(6)
 	o.evalEvery = 3
 	dir := coraPartitions(t)
+	creds := jobCredentials(t) // the servers' and the functions' (token and pull)
+	token := filepath.Join(creds, pki.TokenFile)
 	train := func(t *testing.T, b backendOptions) (runResult, backendUsage) {
 		t.Helper()
 		stats := serverStats{rss: map[string]int64{}}
-		res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: 1, staleness: jobconfig.Sync, intervals: 2, backend: b},
+		res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: 1, staleness: jobconfig.Sync, intervals: 2, backend: b, tlsDir: creds},
 			1, newProgress(io.Discard, o.epochs), os.Stderr, &stats)
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +127,9 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	}
 	want, _ := train(t, backendOptions{kind: "cpu"})
 	lambdaFaults := func(env []string, flags ...string) func(*testing.T) backendOptions {
-		return func(t *testing.T) backendOptions { return lambdaEmulators(t, 4, env, flags...) }
+		return func(t *testing.T) backendOptions {
+			return lambdaEmulators(t, 4, env, append(flags, "--tls-dir", creds)...)
+		}
 	}
 	for _, c := range []struct {
 		name    string
@@ -132,7 +138,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	}{
 		{"knative", func(t *testing.T) backendOptions {
 			url, _ := remotetest.HTTPFunction(t, dorylusBin)
-			return backendOptions{kind: "knative", knativeURLs: url}
+			return backendOptions{kind: "knative", knativeURLs: url, knativeTokenFile: remotetest.TokenFile(t)}
 		}, false},
 		{"lambda-error", lambdaFaults(nil, "--fault-every", "5", "--fault", "error"), true},
 		{"lambda-hang", func(t *testing.T) backendOptions {
@@ -146,8 +152,8 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "512")), false},
 		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "512", "--fault-every", "5", "--fault", "exit")), true},
 		{"knative-pull", pullMode(func(t *testing.T) backendOptions {
-			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "512")
-			return backendOptions{kind: "knative", knativeURLs: url}
+			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "512", "--tls-dir", creds, "--token-file", token)
+			return backendOptions{kind: "knative", knativeURLs: url, knativeTokenFile: token}
 		}), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,10 +18,12 @@ import (
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
-// TestServersServeMetrics runs two graph servers and a parameter server as processes with
-// --metrics-address, and scrapes graph server 0 and the parameter server once the run has
-// its result (they keep serving): the run's series match graph server 0's result line.
-func TestServersServeMetrics(t *testing.T) {
+// coraServers runs graph servers 0 and 1 and parameter server 0 of the Cora run config (changed
+// by mutate) as processes on loopback, each with its extra flags, and waits for graph server
+// 0's result; they keep serving after it until the test ends. It returns their gRPC addresses
+// and the result.
+func coraServers(t *testing.T, mutate func(*jobconfig.RunConfig), extra [3][]string) ([]string, graphserver.Event) {
+	t.Helper()
 	dir := coraPartitions(t)
 	lis := make([]net.Listener, 3) // graph servers 0, 1, parameter server 0
 	addrs := make([]string, 3)
@@ -33,23 +35,22 @@ func TestServersServeMetrics(t *testing.T) {
 		lis[i], addrs[i] = l, l.Addr().String()
 	}
 	defer closeAll(lis)
-	gsMetrics, psMetrics := loopback.FreeAddr(t), loopback.FreeAddr(t)
-	run := serverConfig(t, dir, addrs, 2, func(c *jobconfig.RunConfig) { c.Training.Epochs, c.Training.EvalEvery = 3, 3 })
+	run := serverConfig(t, dir, addrs, 2, mutate)
 	r, w := io.Pipe()
 	logs := &syncWriter{w: &strings.Builder{}}
 	exited := make(chan *child, 3)
 	var children []*child
-	defer func() { stopAll(children) }()
+	t.Cleanup(func() { stopAll(children) })
 	for i, args := range [][]string{
-		{"graph-server", "--config", run, "--partition", "0", "--metrics-address", gsMetrics},
+		{"graph-server", "--config", run, "--partition", "0"},
 		{"graph-server", "--config", run, "--partition", "1"},
-		{"param-server", "--config", run, "--shard", "0", "--metrics-address", psMetrics},
+		{"param-server", "--config", run, "--shard", "0"},
 	} {
 		var out io.Writer
 		if i == 0 {
 			out = w
 		}
-		c, err := startChild(dorylusBin, args[0]+fmt.Sprint(i), lis[i], out, logs, exited, args...)
+		c, err := startChild(dorylusBin, args[0]+fmt.Sprint(i), lis[i], out, logs, exited, append(args, extra[i]...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,14 +66,24 @@ func TestServersServeMetrics(t *testing.T) {
 			}
 		}
 	}()
-	var res graphserver.Event
 	select {
-	case res = <-result:
+	case res := <-result:
+		return addrs, res
 	case c := <-exited:
 		t.Fatalf("%s exited: %v\n%s", c.name, c.err, logs.w)
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("no result in 2 minutes\n%s", logs.w)
 	}
+	return nil, graphserver.Event{}
+}
+
+// TestServersServeMetrics runs two graph servers and a parameter server as processes with
+// --metrics-address, and scrapes graph server 0 and the parameter server once the run has
+// its result (they keep serving): the run's series match graph server 0's result line.
+func TestServersServeMetrics(t *testing.T) {
+	gsMetrics, psMetrics := loopback.FreeAddr(t), loopback.FreeAddr(t)
+	_, res := coraServers(t, func(c *jobconfig.RunConfig) { c.Training.Epochs, c.Training.EvalEvery = 3, 3 },
+		[3][]string{{"--metrics-address", gsMetrics}, nil, {"--metrics-address", psMetrics}})
 	gs, err := scrape.Families("http://" + gsMetrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ type paramServerOptions struct {
 	port          int
 	checkpoint    checkpointOptions
 	s3            objstore.Config // how to reach an s3:// checkpoint location
+	security      jobconfig.Security
 }
 
 func newParamServerCommand() *cobra.Command {
@@ -57,7 +58,7 @@ func (o *paramServerOptions) fromConfig(path string) error {
 	if err != nil {
 		return err
 	}
-	o.shards, o.port = c.ParameterServers.Replicas, c.ParameterServers.Port
+	o.shards, o.port, o.security = c.ParameterServers.Replicas, c.ParameterServers.Port, c.Security
 	if o.shard < 0 || o.shard >= o.shards {
 		return fmt.Errorf("--shard %d: the run config has shards 0..%d", o.shard, o.shards-1)
 	}
@@ -93,8 +94,17 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 			return err
 		}
 	}
+	creds, err := tlsCredentials(o.security)
+	if err != nil {
+		return err
+	}
 	lis, err := o.listener(o.port)
 	if err != nil {
+		return err
+	}
+	healthLis, err := o.healthListener()
+	if err != nil {
+		lis.Close()
 		return err
 	}
 	ctx, cancel := o.context(ctx)
@@ -108,9 +118,17 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 	}
 	// The largest request is a Push of the shard's layers, which Init bounds by the shard's
 	// message limit: rpc.MaxMessage, the server's too (the model's widths come only with Init).
-	srv, h := rpc.NewServer()
+	srv, h := rpc.NewServer(rpc.WithTLS(creds))
 	rpc.RegisterParamServerServer(srv, sh)
+	healthDone := make(chan error, 1)
+	if healthLis != nil {
+		go func() { healthDone <- rpc.ServeHealth(ctx, healthLis, h) }()
+	} else {
+		healthDone <- nil
+	}
 	err = rpc.Serve(ctx, lis, srv, h)
+	cancel()
+	err = errors.Join(err, <-healthDone)
 	// Stopped (SIGTERM, or the launcher): keep the epochs done since the last checkpoint.
 	if cerr := sh.SaveCheckpoint(context.WithoutCancel(ctx)); cerr != nil {
 		return errors.Join(err, cerr)

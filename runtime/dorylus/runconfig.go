@@ -30,7 +30,8 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 			EvalEvery: o.evalEvery, Patience: o.patience},
 		GraphServers: jobconfig.GraphServers{Replicas: len(peers), Port: gsPort, Peers: peers,
 			DeadAfter: jobconfig.Duration(d.deadAfter)},
-		Backend: d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
+		Backend:  d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
+		Security: jobconfig.Security{TLSDir: d.tlsDir, Insecure: d.insecure},
 	}
 	if c.Cost, err = o.cost.config(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package function
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -19,18 +22,35 @@ import (
 // and its weight from its parameter server over gRPC, keeping one connection per address
 // across calls (a warm function reuses them).
 type fetcher struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	opts    []rpc.Option // how to dial: the job's TLS credentials
+	refused error        // set: every pull fails with it (no credentials)
+}
+
+// SecurePull makes the pull data path fetch over mutual TLS with the job's credentials c, or,
+// with c nil, refuse every pull request for want of them. A handler on which it is never
+// called fetches in plaintext (tests, and `dorylus function --insecure`).
+func (h *Handler) SecurePull(c *pki.Credentials) {
+	h.pull.mu.Lock()
+	defer h.pull.mu.Unlock()
+	h.pull.opts, h.pull.refused = []rpc.Option{rpc.WithTLS(c)}, nil
+	if c == nil {
+		h.pull.refused = errors.New("the pull data path needs the job's TLS credentials (--tls-dir or $" + jobconfig.EnvTLSDir + "), or --insecure for a plaintext job")
+	}
 }
 
 // conn returns the connection to addr, dialing it on first use.
 func (f *fetcher) conn(addr string) (*grpc.ClientConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refused != nil {
+		return nil, f.refused
+	}
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := rpc.Dial(addr)
+	c, err := rpc.Dial(addr, f.opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package function
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -99,11 +100,32 @@ func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 	return mux
 }
 
+// RequireToken answers 401 to every request but GET /healthz and /readyz (the probes) that
+// does not carry "Authorization: Bearer <token>", comparing in constant time, and passes the
+// others to next. The token is never logged nor echoed.
+func RequireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probe := r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
+		if !probe && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dorylus function"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // ServeHTTP serves h on lis until ctx ends, then stops taking calls, fails /readyz and waits
-// up to grace for the calls in flight.
-func ServeHTTP(ctx context.Context, h *Handler, lis net.Listener, grace time.Duration) error {
+// up to grace for the calls in flight. A non-empty token is required of every call
+// (RequireToken); an empty one serves without authentication (an insecure run).
+func ServeHTTP(ctx context.Context, h *Handler, lis net.Listener, grace time.Duration, token string) error {
 	var stopping atomic.Bool
-	srv := &http.Server{Handler: HTTPHandler(h, func() bool { return !stopping.Load() }), ReadHeaderTimeout: 10 * time.Second}
+	handler := HTTPHandler(h, func() bool { return !stopping.Load() })
+	if token != "" {
+		handler = RequireToken(token, handler)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {

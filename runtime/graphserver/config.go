@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
 )
@@ -49,6 +51,12 @@ type Config struct {
 	// tasks in flight) beside its own service, and its GCN tensor tasks name their weight by
 	// version and parameter server (the backend must be built with the same store).
 	Pull rpc.TaskSourceServer
+	// TLS, when set, makes every gRPC link mutual TLS with the job's credentials (served
+	// and dialled); nil runs them in plaintext (an insecure run).
+	TLS *pki.Credentials
+	// Health, when set, serves the server's health alone in plaintext (rpc.ServeHealth), for
+	// readiness probes.
+	Health net.Listener
 	// Events receives the coordinator's progress as JSON lines (graph server 0 only).
 	Events io.Writer
 	// Startup bounds the wait for peers to come up; 0 waits as long as it takes.

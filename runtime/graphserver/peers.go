@@ -32,13 +32,13 @@ type peers struct {
 }
 
 // dialPeers connects (lazily) to the graph server of every other partition.
-func dialPeers(self int, addrs []string) (*peers, error) {
+func dialPeers(self int, addrs []string, opts ...rpc.Option) (*peers, error) {
 	ps := &peers{self: self, byPart: make([]*peer, len(addrs))}
 	for q, addr := range addrs {
 		if q == self {
 			continue
 		}
-		conn, err := rpc.Dial(addr)
+		conn, err := rpc.Dial(addr, opts...)
 		if err != nil {
 			ps.close()
 			return nil, err

@@ -30,6 +30,9 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	}
 	srv, h := s.grpcServer()
 	g.Go(func() error { return rpc.Serve(gctx, lis, srv, h) })
+	if cfg.Health != nil {
+		g.Go(func() error { return rpc.ServeHealth(gctx, cfg.Health, h) })
+	}
 	g.Go(func() error { return s.run(gctx) })
 	err = g.Wait()
 	s.peers.close()
@@ -46,7 +49,7 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 // grpcServer returns the gRPC server of s's service, and of Config.Pull's task source, which
 // refuses requests larger than the largest a peer sends (layout.maxRequest).
 func (s *server) grpcServer() (*grpc.Server, *health.Server) {
-	srv, h := rpc.NewServer(rpc.WithMaxReceive(s.lay.maxRequest()))
+	srv, h := rpc.NewServer(rpc.WithTLS(s.cfg.TLS), rpc.WithMaxReceive(s.lay.maxRequest()))
 	rpc.RegisterGraphServerServer(srv, s.service())
 	if s.cfg.Pull != nil {
 		rpc.RegisterTaskSourceServer(srv, s.cfg.Pull)
@@ -85,11 +88,11 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 			return nil, err
 		}
 	}
-	if s.peers, err = dialPeers(cfg.Partition, cfg.Peers); err != nil {
+	if s.peers, err = dialPeers(cfg.Partition, cfg.Peers, rpc.WithTLS(cfg.TLS)); err != nil {
 		return nil, err
 	}
 	s.peers.metrics = s.metrics
-	if s.shards, err = dialShards(cfg.Partition, cfg.ParamServers); err != nil {
+	if s.shards, err = dialShards(cfg.Partition, cfg.ParamServers, rpc.WithTLS(cfg.TLS)); err != nil {
 		s.peers.close()
 		return nil, err
 	}

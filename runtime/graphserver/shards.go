@@ -32,10 +32,10 @@ type shards struct {
 }
 
 // dialShards connects (lazily) to every parameter server.
-func dialShards(self int, addrs []string) (*shards, error) {
+func dialShards(self int, addrs []string, opts ...rpc.Option) (*shards, error) {
 	ss := &shards{self: self}
 	for i, addr := range addrs {
-		conn, err := rpc.Dial(addr)
+		conn, err := rpc.Dial(addr, opts...)
 		if err != nil {
 			ss.close()
 			return nil, err

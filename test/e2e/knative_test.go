@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,9 @@ import (
 
 // functionPort is where `dorylus function` serves HTTP in its pod.
 const functionPort = 8080
+
+// secretDir is where servePod mounts a Secret.
+const secretDir = "/var/run/secrets/e2e"
 
 // runtimeImage is the image `make image` writes: the chart's default.
 func runtimeImage(t *testing.T) string {
@@ -98,7 +102,8 @@ func hostVolume(t *testing.T, c client.Client, claim, src string) string {
 
 // TestCiteseerGATKnative runs the Knative sample where no Knative is
 // installed: `dorylus function` serves HTTP from the runtime image as a
-// Deployment and Service, named by URL; the dataset (text CiteSeer) and the
+// Deployment and Service, named by URL, requiring the token of a Secret the
+// test makes and the job names (tokenSecretRef); the dataset (text CiteSeer) and the
 // checkpoints are on PersistentVolumes. GAT on CiteSeer through an HTTP
 // function takes seconds an epoch on this machine, so the job trains 20 of
 // the sample's 300 epochs. Its accuracy must match `dorylus train` with one
@@ -110,11 +115,19 @@ func TestCiteseerGATKnative(t *testing.T) {
 	c := setup(t, name)
 	hostVolume(t, c, "graph-datasets", filepath.Join(root, "datasets"))
 	checkpoints := hostVolume(t, c, "dorylus-checkpoints", "")
-	servePod(t, c, "dorylus-function", runtimeImage(t), functionPort, "/dorylus", "function", "--listen", ":8080")
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dorylus-function-token", Namespace: ns},
+		StringData: map[string]string{"token": rand.Text()}}
+	if err := c.Create(context.Background(), token); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), token) })
+	servePod(t, c, "dorylus-function", runtimeImage(t), functionPort, token.Name,
+		"/dorylus", "function", "--listen", ":8080", "--token-file", secretDir+"/token")
 	runSample(t, c, "knative_citeseer.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = epochs
 		j.Spec.TensorBackend.Knative.Service = nil
 		j.Spec.TensorBackend.Knative.URL = "http://dorylus-function." + ns + ".svc.cluster.local:8080/"
+		j.Spec.TensorBackend.Knative.TokenSecretRef = &corev1.LocalObjectReference{Name: token.Name}
 	}, 900*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {
 		return trainAccuracy(t, trainArgs(job, filepath.Join(root, "datasets/citeseer"))...)
 	})

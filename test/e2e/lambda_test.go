@@ -46,7 +46,8 @@ func nodeAddress(t *testing.T, c client.Client) string {
 // servePod runs command from image as a one-replica Deployment named name,
 // restricted like the jobs' pods, behind a Service of the same name on port,
 // and waits until it is available; both are deleted at the end of the test.
-func servePod(t *testing.T, c client.Client, name, image string, port int32, command ...string) {
+// A non-empty secret is mounted read-only at secretDir.
+func servePod(t *testing.T, c client.Client, name, image string, port int32, secret string, command ...string) {
 	t.Helper()
 	ctx := context.Background()
 	labels := map[string]string{"app.kubernetes.io/name": name}
@@ -74,6 +75,11 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, com
 			},
 		},
 	}
+	if secret != "" {
+		p := &dep.Spec.Template.Spec
+		p.Volumes = append(p.Volumes, corev1.Volume{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}})
+		p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "secret", MountPath: secretDir, ReadOnly: true})
+	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromInt32(port)}}}}
 	for _, o := range []client.Object{dep, svc} {
@@ -92,7 +98,7 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, com
 // names (the emulator checks no signature).
 func startEmulator(t *testing.T, c client.Client) {
 	credentialsSecret(t, c, "lambda-emulator-credentials", "e2e", "e2e-secret")
-	servePod(t, c, "lambda-emulator", emulatorImage, emulatorPort, "/aws-lambda-rie",
+	servePod(t, c, "lambda-emulator", emulatorImage, emulatorPort, "", "/aws-lambda-rie",
 		"--runtime-interface-emulator-address", fmt.Sprintf("0.0.0.0:%d", emulatorPort),
 		"--runtime-api-address", "127.0.0.1:9001", "/dorylus", "function")
 }

@@ -20,6 +20,9 @@ import (
 type Options struct {
 	// URLs are the Service's addresses (usually one; more spread the calls).
 	URLs []string
+	// Token, when set, is sent as "Authorization: Bearer <token>" with every call: the job's
+	// credential, which the function requires.
+	Token string
 	// Tuning holds concurrency, timeouts, retries and straggler settings; New sets its Name
 	// and Endpoints.
 	Tuning remote.Options
@@ -34,7 +37,7 @@ func New(o Options) (*remote.Backend, error) {
 	t := &transport{client: &http.Client{Transport: &http.Transport{
 		Proxy: http.ProxyFromEnvironment, MaxIdleConns: 4 * conns, MaxIdleConnsPerHost: conns,
 		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
-	}}}
+	}}, token: o.Token}
 	r := o.Tuning
 	r.Name, r.Endpoints = "knative "+o.URLs[0], o.URLs
 	return remote.New(t, r)
@@ -43,6 +46,7 @@ func New(o Options) (*remote.Backend, error) {
 // transport POSTs tasks.
 type transport struct {
 	client *http.Client
+	token  string
 }
 
 // Call POSTs body to url.
@@ -52,6 +56,9 @@ func (t *transport) Call(ctx context.Context, url string, body []byte) ([]byte, 
 		return nil, fmt.Errorf("knative %s: %w", url, err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if t.token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
 	resp, err := t.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

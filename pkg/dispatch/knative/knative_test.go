@@ -25,7 +25,7 @@ func newBackend(t *testing.T, urls []string, tune remote.Options) *remote.Backen
 	if tune.MaxConcurrency == 0 {
 		tune.MaxConcurrency = 4
 	}
-	b, err := knative.New(knative.Options{URLs: urls, Tuning: tune})
+	b, err := knative.New(knative.Options{URLs: urls, Token: remotetest.Token, Tuning: tune})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestHTTPFunction(t *testing.T) {
 // dispatch.Execute's bit for bit. Under a result limit AV_0 is cut into row ranges, each call
 // fetching its own rows.
 func TestHTTPFunctionPull(t *testing.T) {
-	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512")
+	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512", "--insecure") // a plaintext task source
 	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16))
 	b := newBackend(t, []string{url}, remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
@@ -159,5 +159,33 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if err, exited := p.Wait(10 * time.Second); !exited || err != nil {
 		t.Errorf("exit after SIGTERM: exited %v, %v\n%s", exited, err, p.Output())
+	}
+}
+
+// TestHTTPFunctionRequiresToken calls `dorylus function` without its token and with another
+// one: each call is refused 401 and the function runs nothing; the probes answer without one.
+func TestHTTPFunctionRequiresToken(t *testing.T) {
+	url, p := remotetest.HTTPFunction(t, dorylus)
+	for _, token := range []string{"", "other-token"} {
+		b, err := knative.New(knative.Options{URLs: []string{url}, Token: token, Tuning: remote.Options{MaxConcurrency: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.Run(context.Background(), remotetest.Tasks(1, 10, 20, 4)[0])
+		b.Close()
+		if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "missing or wrong bearer token") {
+			t.Errorf("token %q: %v, want 401 missing or wrong bearer token", token, err)
+		}
+	}
+	for _, path := range []string{"healthz", "readyz"} {
+		resp, err := http.Get(url + path)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("/%s without a token: %v %v", path, resp, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+	if strings.Contains(p.Output(), remotetest.Token) {
+		t.Errorf("the function logged its token: %s", p.Output())
 	}
 }

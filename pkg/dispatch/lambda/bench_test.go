@@ -28,14 +28,14 @@ const benchConcurrency = 4
 // flight, reporting tasks per second. The -pull variants send descriptors: the function
 // fetches the inputs from a loopback task source and the weights from a parameter server.
 func BenchmarkBackends(b *testing.B) {
-	url, _ := remotetest.HTTPFunction(b, dorylus)
-	eps := emulators(b, benchConcurrency, nil)
+	url, _ := remotetest.HTTPFunction(b, dorylus, "--insecure") // plaintext task source and parameter server
+	eps := emulators(b, benchConcurrency, nil, "--insecure")
 	fixed := remote.Options{MaxConcurrency: benchConcurrency, Fixed: true, StragglerFactor: -1}
 	cpuB, err := cpu.New(cpu.Options{Workers: benchConcurrency})
 	if err != nil {
 		b.Fatal(err)
 	}
-	httpB, err := knative.New(knative.Options{URLs: []string{url}, Tuning: fixed})
+	httpB, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, Tuning: fixed})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkBackends(b *testing.B) {
 	store, pulled := pulltest.Source(b, all)
 	pull := fixed
 	pull.Pull = store
-	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Tuning: pull})
+	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, Tuning: pull})
 	if err != nil {
 		b.Fatal(err)
 	}

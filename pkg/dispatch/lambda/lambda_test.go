@@ -71,7 +71,8 @@ func TestEmulatorGAT(t *testing.T) {
 // dispatch.Execute's bit for bit. GAT tasks pull their inputs, weights included, too.
 func TestEmulatorPull(t *testing.T) {
 	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16))
-	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512"), remote.Options{Pull: store})
+	// --insecure: the task source and parameter server are plaintext
+	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512", "--insecure"), remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
 	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 1)
 	if u := b.Usage(); u.Tasks != 18 || u.Failures != 0 {

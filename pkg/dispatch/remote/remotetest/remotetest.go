@@ -136,12 +136,25 @@ func waitHTTP(t testing.TB, p *Process, method, url string) {
 	t.Fatalf("%s not answering after 30 s:\n%s", url, tail(p.Output(), 3000))
 }
 
-// HTTPFunction starts `dorylus function` as an HTTP server with extra flags and returns its
-// URL once /healthz answers.
+// Token is the bearer token HTTPFunction's functions require (knative.Options.Token).
+const Token = "remotetest-token"
+
+// TokenFile writes Token into a file of the test's and returns its path.
+func TokenFile(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// HTTPFunction starts `dorylus function` as an HTTP server requiring Token, with extra flags,
+// and returns its URL once /healthz answers.
 func HTTPFunction(t testing.TB, dorylus string, flags ...string) (string, *Process) {
 	t.Helper()
 	addr := loopback.FreeAddr(t)
-	p := start(t, nil, dorylus, append([]string{"function", "--listen", addr}, flags...)...)
+	p := start(t, nil, dorylus, append([]string{"function", "--listen", addr, "--token-file", TokenFile(t)}, flags...)...)
 	url := "http://" + addr
 	waitHTTP(t, p, http.MethodGet, url+"/healthz")
 	return url + "/", p

@@ -1,0 +1,210 @@
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// File names in a credentials folder (a mounted Secret's keys).
+const (
+	CAFile    = "ca.crt"  // the job's CA certificate, PEM
+	CertFile  = "tls.crt" // the leaf certificate, PEM
+	KeyFile   = "tls.key" // the leaf's private key, PEM (PKCS #8)
+	TokenFile = "token"   // the HTTP function's bearer token
+)
+
+// ServerName is the DNS name in every leaf certificate, which clients verify as the server's
+// name: the CA is the job's own, so a certificate chaining to it is one of the job's.
+const ServerName = "dorylus-data-plane"
+
+// Validity is how long issued certificates are valid: they are replaced whenever the job
+// restarts, so this bounds only one uninterrupted run.
+const Validity = 365 * 24 * time.Hour
+
+// Bundle is a job's credentials in their on-disk form.
+type Bundle struct {
+	CA, Cert, Key []byte // PEM
+	Token         string // hex, 256 random bits
+}
+
+// Issue makes a new CA named for the job, signs one leaf certificate with it (server and client
+// use, DNS name ServerName, valid from a minute ago for Validity), discards the CA's key and
+// draws a token.
+func Issue(job string) (*Bundle, error) {
+	now := time.Now().Add(-time.Minute) // clocks of the job's nodes may lag a little
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("ca key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		Subject:   pkix.Name{CommonName: "dorylus job CA " + job},
+		NotBefore: now, NotAfter: now.Add(Validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
+	}
+	if caTmpl.SerialNumber, err = serial(); err != nil {
+		return nil, err
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("ca certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("ca certificate: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("leaf key: %w", err)
+	}
+	leaf := &x509.Certificate{
+		Subject:   pkix.Name{CommonName: job},
+		DNSNames:  []string{ServerName},
+		NotBefore: now, NotAfter: now.Add(Validity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if leaf.SerialNumber, err = serial(); err != nil {
+		return nil, err
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("leaf certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("leaf key: %w", err)
+	}
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	return &Bundle{
+		CA:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		Cert:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		Key:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		Token: hex.EncodeToString(tok),
+	}, nil
+}
+
+func serial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("serial number: %w", err)
+	}
+	return n, nil
+}
+
+// Files returns the bundle as the contents of a credentials folder, by file name.
+func (b *Bundle) Files() map[string][]byte {
+	return map[string][]byte{CAFile: b.CA, CertFile: b.Cert, KeyFile: b.Key, TokenFile: []byte(b.Token)}
+}
+
+// WriteDir writes the bundle into dir (created if missing), readable by the owner only.
+func (b *Bundle) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write credentials: %w", err)
+	}
+	for name, data := range b.Files() {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return fmt.Errorf("write credentials: %w", err)
+		}
+	}
+	return nil
+}
+
+// Credentials are the TLS part of a job's credentials, parsed.
+type Credentials struct {
+	cert tls.Certificate
+	ca   *x509.CertPool
+}
+
+// Load reads the CA, certificate and key from dir.
+func Load(dir string) (*Credentials, error) {
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("load TLS credentials: %w", err)
+		}
+		return b, nil
+	}
+	ca, err := read(CAFile)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := read(CertFile)
+	if err != nil {
+		return nil, err
+	}
+	key, err := read(KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := (&Bundle{CA: ca, Cert: cert, Key: key}).Credentials()
+	if err != nil {
+		return nil, fmt.Errorf("load TLS credentials from %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// Credentials parses the bundle's CA, certificate and key.
+func (b *Bundle) Credentials() (*Credentials, error) {
+	cert, err := tls.X509KeyPair(b.Cert, b.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s and %s: %w", CertFile, KeyFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b.CA) {
+		return nil, fmt.Errorf("%s: no PEM certificate", CAFile)
+	}
+	return &Credentials{cert: cert, ca: pool}, nil
+}
+
+// ServerConfig is the TLS configuration of a server: TLS 1.3, presenting the job's
+// certificate, and requiring a client certificate that chains to the job's CA.
+func (c *Credentials) ServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    c.ca,
+	}
+}
+
+// ClientConfig is the TLS configuration of a client: TLS 1.3, presenting the job's
+// certificate, and accepting only a server whose certificate chains to the job's CA and names
+// ServerName.
+func (c *Credentials) ClientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.cert},
+		RootCAs:      c.ca,
+		ServerName:   ServerName,
+	}
+}
+
+// LoadToken reads a bearer token from path; an empty file is an error.
+func LoadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("load token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", errors.New("load token: " + path + " is empty")
+	}
+	return tok, nil
+}

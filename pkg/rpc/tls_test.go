@@ -1,0 +1,78 @@
+package rpc
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
+)
+
+// TestTLS serves health over WithTLS and its plaintext ServeHealth endpoint: a client with the
+// job's credentials is served; one with another job's, or in plaintext, fails Unavailable;
+// the plaintext endpoint answers health.
+func TestTLS(t *testing.T) {
+	creds := func() *pki.Credentials {
+		b, err := pki.Issue("job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.Credentials()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	job, other := creds(), creds()
+	listen := func() net.Listener {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lis
+	}
+	lis, plain := listen(), listen()
+	srv, h := NewServer(WithTLS(job))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 2)
+	go func() { served <- Serve(ctx, lis, srv, h) }()
+	go func() { served <- ServeHealth(ctx, plain, h) }()
+	defer func() {
+		cancel()
+		for range 2 {
+			if err := <-served; err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	check := func(addr string, opts ...Option) error {
+		conn, err := Dial(addr, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		if err == nil && resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("%s: health %v", addr, resp.Status)
+		}
+		return err
+	}
+	if err := check(lis.Addr().String(), WithTLS(job)); err != nil {
+		t.Errorf("the job's own credentials: %v", err)
+	}
+	if err := check(plain.Addr().String()); err != nil {
+		t.Errorf("plaintext health endpoint: %v", err)
+	}
+	for name, opts := range map[string][]Option{"another job's credentials": {WithTLS(other)}, "plaintext": nil} {
+		if err := check(lis.Addr().String(), opts...); status.Code(err) != codes.Unavailable {
+			t.Errorf("%s: %v, want Unavailable", name, err)
+		}
+	}
+}
