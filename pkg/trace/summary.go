@@ -7,11 +7,13 @@ import (
 	"strings"
 )
 
-// EpochSummary is where one server's time went during one epoch: from the start of its first
-// task of the epoch to the end of its last (Wall), when some task ran (Busy) and when none did
+// EpochSummary is where one server's time went during one epoch: from the start of the first
+// wait or task of the epoch (a wait is of the epoch of the task it precedes) to the end of its
+// last task (Wall), when some task ran (Busy) and when none did
 // but an interval waited (Wait, by reason in Waits); Graph and Tensor are the times some
 // graph or tensor task ran, Overlap when both did. A task blocked on a weight fetch or a
-// function counts as waiting. Times are in seconds.
+// function counts as waiting. Epoch counts from 1, as the train report does; times are in
+// seconds.
 type EpochSummary struct {
 	Server  int32              `json:"server"`
 	Epoch   int32              `json:"epoch"`
@@ -33,19 +35,25 @@ func Summarize(f File) []EpochSummary {
 	type key struct{ server, epoch int32 }
 	windows := map[key][2]int64{}
 	for _, s := range f.Spans {
-		if s.Kind.IsWait() || s.Kind == Eval {
+		if s.Kind == Eval {
 			continue
 		}
 		k := key{s.Server, s.Epoch}
 		w, ok := windows[k]
 		if !ok {
-			w = [2]int64{s.Start, s.End}
+			w = [2]int64{s.Start, 0}
 		}
-		windows[k] = [2]int64{min(w[0], s.Start), max(w[1], s.End)}
+		w[0] = min(w[0], s.Start)
+		if !s.Kind.IsWait() {
+			w[1] = max(w[1], s.End)
+		}
+		windows[k] = w
 	}
 	keys := make([]key, 0, len(windows))
-	for k := range windows {
-		keys = append(keys, k)
+	for k, w := range windows {
+		if w[1] > w[0] { // a window of waits only has no task to end it
+			keys = append(keys, k)
+		}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		if a.epoch != b.epoch {
@@ -83,7 +91,7 @@ func sweep(spans []Span, server, epoch int32, lo, hi int64) EpochSummary {
 	})
 	var active [numKinds]int
 	var waits [numKinds]int64
-	sum := EpochSummary{Server: server, Epoch: epoch, Wall: seconds(hi - lo)}
+	sum := EpochSummary{Server: server, Epoch: epoch + 1, Wall: seconds(hi - lo)}
 	var busy, graph, tensor, overlap int64
 	for i, e := range edges {
 		active[e.kind] += e.delta
@@ -150,6 +158,6 @@ func WriteSummary(w io.Writer, sums []EpochSummary) {
 			}
 		}
 		fmt.Fprintf(w, "trace: epoch %d server %d: wall %.1f ms, busy %.1f (graph %.1f, tensor %.1f, both %.1f), waiting %.1f [%s]\n",
-			s.Epoch+1, s.Server, 1e3*s.Wall, 1e3*s.Busy, 1e3*s.Graph, 1e3*s.Tensor, 1e3*s.Overlap, 1e3*s.Wait, strings.Join(waits, ", "))
+			s.Epoch, s.Server, 1e3*s.Wall, 1e3*s.Busy, 1e3*s.Graph, 1e3*s.Tensor, 1e3*s.Overlap, 1e3*s.Wait, strings.Join(waits, ", "))
 	}
 }

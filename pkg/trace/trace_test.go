@@ -104,3 +104,20 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("the weight fetch counted as waiting while GA ran: %v", s.Waits)
 	}
 }
+
+// A wait before an epoch's first task (the staleness gate) belongs to that epoch's window.
+func TestSummarizeCountsLeadingWaits(t *testing.T) {
+	ms := int64(time.Millisecond)
+	f := File{Spans: []Span{
+		{Start: 0, End: 2 * ms, Kind: WU, Lane: 2},
+		{Start: 2 * ms, End: 5 * ms, Kind: WaitGate, Lane: 1, Epoch: 1},
+		{Start: 5 * ms, End: 6 * ms, Kind: AV, Lane: 1, Epoch: 1},
+	}}
+	sums := Summarize(f)
+	if len(sums) != 2 || sums[1].Epoch != 2 {
+		t.Fatalf("summaries %+v, want epochs 1 and 2", sums)
+	}
+	if s := sums[1]; math.Abs(s.Wall-0.004) > 1e-9 || math.Abs(s.Waits["gate"]-0.003) > 1e-9 || math.Abs(s.Busy-0.001) > 1e-9 {
+		t.Fatalf("epoch 2: %+v, want wall 4 ms, gate 3 ms, busy 1 ms", s)
+	}
+}

@@ -84,8 +84,7 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 			return 0, err
 		}
 		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], &gi.act[l]
-		_, err = g.env.backend.Run(ctx, req)
-		return 0, err
+		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
 		src, done := b.compose(b.p[l], b.compP[l], st.Reads, true)
 		tensor.SpMMRows(iv.zOf(t.Epoch)[l], b.part.Adj, src, iv.Lo, iv.Hi)
@@ -107,8 +106,7 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if l > 0 {
 			req.Out = iv.dzView[l-1][slot]
 		}
-		_, err = g.env.backend.Run(ctx, req)
-		return 0, err
+		return 0, g.env.call(ctx, st, req)
 	default:
 		return 0, fmt.Errorf("GCN task %v is not run here", t)
 	}
@@ -121,7 +119,7 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 // there (the server has pinned the version for the task's lifetime).
 func (g *gcn) avRequest(ctx context.Context, iv *interval, st pipeline.Started) (dispatch.TaskRequest, error) {
 	t := st.Task
-	w, err := g.env.weights.at(ctx, st.Weights)
+	w, err := g.env.weightsFor(ctx, st)
 	if err != nil {
 		return dispatch.TaskRequest{}, err
 	}
