@@ -119,11 +119,13 @@ func (t *Trainer) forward(epoch int, train bool) error {
 		if err := t.cfg.GCN.AVForward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, train), t.weights[l], &t.act[l], t.p[l]); err != nil {
 			return fmt.Errorf("epoch %d AV %d: %w", epoch, l, err)
 		}
-		mid := rec.Now()
-		tensor.SpMM(t.z[l], t.adj, t.p[l]) // GA_l
 		if rec != nil {
 			t.span(trace.AV, epoch, l, start)
-			t.span(trace.GA, epoch, l, mid)
+			start = rec.Now()
+		}
+		tensor.SpMM(t.z[l], t.adj, t.p[l]) // GA_l
+		if rec != nil {
+			t.span(trace.GA, epoch, l, start)
 		}
 	}
 	return nil

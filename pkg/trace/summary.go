@@ -11,7 +11,7 @@ import (
 // wait or task of the epoch (a wait is of the epoch of the task it precedes) to the end of its
 // last task (Wall), when some task ran (Busy) and when none did
 // but an interval waited (Wait, by reason in Waits); Graph and Tensor are the times some
-// graph or tensor task ran, Overlap when both did. A task blocked on a weight fetch or a
+// graph or tensor task ran (a tensor task not blocked), Overlap when both did. A task blocked on a weight fetch or a
 // function counts as waiting. Epoch counts from 1, as the train report does; times are in
 // seconds.
 type EpochSummary struct {
@@ -115,6 +115,7 @@ func sweep(spans []Span, server, epoch int32, lo, hi int64) EpochSummary {
 		if g > 0 {
 			graph += d
 		}
+		t -= blocked // a task blocked on a pull or a function does no tensor work here
 		if t > 0 {
 			tensor += d
 		}
