@@ -121,3 +121,23 @@ func TestSummarizeCountsLeadingWaits(t *testing.T) {
 		t.Fatalf("epoch 2: %+v, want wall 4 ms, gate 3 ms, busy 1 ms", s)
 	}
 }
+
+// BenchmarkRecorder times a span's Now, Now and Add from every core at once: off (a nil
+// recorder) and on (with room for every span).
+func BenchmarkRecorder(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			var rec *Recorder
+			if on {
+				rec = New(0, b.N)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					start := rec.Now()
+					rec.Add(Span{Start: start, End: rec.Now(), Kind: GA})
+				}
+			})
+		})
+	}
+}
