@@ -43,7 +43,7 @@ for ds in $datasets; do
 	bin/dorylus prepare "$ds" "$whole" >/dev/null 2>&1
 	bin/dorylus prepare "$whole" "$out/d$i.p1" --partitions 1 >/dev/null 2>&1
 	bin/dorylus prepare "$whole" "$out/d$i.p2" --partitions 2 >/dev/null 2>&1
-	dist=(--staleness "$staleness" --intervals 8)
+	dist=(--staleness "$staleness" --intervals 8 --dead-after 2m) # one shared core starves health checks
 	: >"$out/times"
 	for ((r = 0; r < rounds; r++)); do
 		a=$(epoch "$c0" "$whole" "$@")
