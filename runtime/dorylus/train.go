@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -154,8 +155,13 @@ func (o trainOptions) validate(dist bool) error {
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("--output %q: want text or json", o.output)
 	}
-	if o.trace != "" && o.model == "gat" && !dist {
-		return errors.New("--trace with --model gat needs --graph-servers: the single-process trainer traces GCN only")
+	if o.trace != "" {
+		if o.model == "gat" && !dist {
+			return errors.New("--trace with --model gat needs --graph-servers: the single-process trainer traces GCN only")
+		}
+		if st, err := os.Stat(filepath.Dir(o.trace)); err != nil || !st.IsDir() {
+			return fmt.Errorf("--trace %s: its folder does not exist", o.trace)
+		}
 	}
 	if err := o.cost.validate(); err != nil {
 		return err
