@@ -12,7 +12,8 @@
 #
 # Defaults: 3 rounds, 30 epochs, "datasets/coauthor_cs rmat:nodes=1000000,edges=20000000,features=128,classes=16,seed=1".
 # Each dataset is prepared once (whole, and cut into 1 and 2 partitions) under a temporary folder.
-# Set STALENESS to change S, CORES to name the two cores (default "0 1").
+# Set STALENESS to change S, CORES to name the two cores (default "0 1"), BIN to time another
+# dorylus binary than the one built from this tree.
 set -euo pipefail
 rounds=${1:-3}
 epochs=${2:-30}
@@ -22,7 +23,8 @@ staleness=${STALENESS:-1}
 read -r c0 c1 <<<"${CORES:-0 1}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-go build -o bin/dorylus ./runtime/dorylus
+dorylus=${BIN:-bin/dorylus}
+[ -n "${BIN:-}" ] || go build -o bin/dorylus ./runtime/dorylus
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -30,7 +32,7 @@ trap 'rm -rf "$out"' EXIT
 epoch() {
 	local cores=$1 data=$2
 	shift 2
-	taskset -c "$cores" bin/dorylus train --dataset "$data" --epochs "$epochs" --eval-every 100000 --output json "$@" \
+	taskset -c "$cores" "$dorylus" train --dataset "$data" --epochs "$epochs" --eval-every 100000 --output json "$@" \
 		>"$out/run.json" 2>"$out/run.err" || { cat "$out/run.err" >&2; return 1; }
 	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["epoch_seconds_median"])' "$out/run.json"
 }
@@ -40,9 +42,9 @@ i=0
 for ds in $datasets; do
 	i=$((i + 1))
 	whole="$out/d$i.dorylus"
-	bin/dorylus prepare "$ds" "$whole" >/dev/null 2>&1
-	bin/dorylus prepare "$whole" "$out/d$i.p1" --partitions 1 >/dev/null 2>&1
-	bin/dorylus prepare "$whole" "$out/d$i.p2" --partitions 2 >/dev/null 2>&1
+	"$dorylus" prepare "$ds" "$whole" >/dev/null 2>&1
+	"$dorylus" prepare "$whole" "$out/d$i.p1" --partitions 1 >/dev/null 2>&1
+	"$dorylus" prepare "$whole" "$out/d$i.p2" --partitions 2 >/dev/null 2>&1
 	dist=(--staleness "$staleness" --intervals 8 --dead-after 2m) # one shared core starves health checks
 	: >"$out/times"
 	for ((r = 0; r < rounds; r++)); do
