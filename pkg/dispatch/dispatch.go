@@ -115,9 +115,12 @@ type TaskRequest struct {
 	WeightVersion uint64
 	WeightSource  string
 	// Act and GATAct, when set, are activation buffers an in-process backend may reuse;
-	// remote backends ignore them.
-	Act    *model.Activation
-	GATAct *model.GATActivation
+	// remote backends ignore them. ActKept (OpBackward) says that Act holds what the forward
+	// pass of the task's epoch and layer computed into it, so that the task need not
+	// recompute it; it does not travel.
+	Act     *model.Activation
+	GATAct  *model.GATActivation
+	ActKept bool
 }
 
 // TaskResult is what a task produced.
@@ -277,6 +280,7 @@ func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
 	if req.Op.IsGAT() {
 		return executeGAT(req)
 	}
+	kept := req.ActKept && act != nil && (act.Sparse != nil || act.Dense != nil)
 	if act == nil {
 		act = &model.Activation{}
 	}
@@ -308,8 +312,10 @@ func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
 	} else if out == nil {
 		out = tensor.NewDense(n, req.W.Rows)
 	}
-	if err := req.Model.Activate(in, act); err != nil {
-		return TaskResult{}, err
+	if !kept {
+		if err := req.Model.Activate(in, act); err != nil {
+			return TaskResult{}, err
+		}
 	}
 	err := req.Model.AVBackward(in, req.W, act, req.DP, dw, out)
 	return TaskResult{Out: out, DW: dw}, err

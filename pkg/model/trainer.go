@@ -5,6 +5,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
 // TrainConfig is what one training run needs besides the data.
@@ -37,6 +38,8 @@ type Trainer struct {
 	p   []*tensor.Dense // per layer: P_l = H_l W_l, reused for dP_l in the backward pass
 	z   []*tensor.Dense // per layer: Z_l = Â P_l
 	dz  *tensor.Dense   // dLoss/dZ_{L-1}
+
+	trace *trace.Recorder // records the training epochs' tasks; nil: none
 }
 
 // NewTrainer prepares a run on d: Â from d's adjacency, weights from the seed, all buffers.
@@ -77,6 +80,18 @@ func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
 	return t, nil
 }
 
+// SetTrace has the training epochs record their tasks in r (one interval, server 0, weight
+// version = epoch); nil stops recording.
+func (t *Trainer) SetTrace(r *trace.Recorder) { t.trace = r }
+
+// span records task k of layer l of epoch, which started at start (the recorder's clock).
+func (t *Trainer) span(k trace.Kind, epoch, l int, start int64) {
+	if t.trace != nil {
+		t.trace.Add(trace.Span{Start: start, End: t.trace.Now(), Kind: k, Lane: trace.Lane(0, k >= trace.BackGA),
+			Epoch: int32(epoch), Layer: int32(l), Version: int32(epoch)})
+	}
+}
+
 // Weights returns the current weights (aliased, not copied).
 func (t *Trainer) Weights() []*tensor.Dense { return t.weights }
 
@@ -95,11 +110,23 @@ func layerInput(d *graph.Dataset, z []*tensor.Dense, seed uint64, l, epoch int, 
 
 // forward runs AV_l and GA_l for every layer and leaves the logits in z[L-1].
 func (t *Trainer) forward(epoch int, train bool) error {
+	rec := t.trace
+	if !train {
+		rec = nil
+	}
 	for l := range t.weights {
+		start := rec.Now()
 		if err := t.cfg.GCN.AVForward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, train), t.weights[l], &t.act[l], t.p[l]); err != nil {
 			return fmt.Errorf("epoch %d AV %d: %w", epoch, l, err)
 		}
+		if rec != nil {
+			t.span(trace.AV, epoch, l, start)
+			start = rec.Now()
+		}
 		tensor.SpMM(t.z[l], t.adj, t.p[l]) // GA_l
+		if rec != nil {
+			t.span(trace.GA, epoch, l, start)
+		}
 	}
 	return nil
 }
@@ -112,7 +139,9 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 		return 0, err
 	}
 	last := len(t.weights) - 1
+	start := t.trace.Now()
 	loss, err := LossForward(t.z[last], t.data.Labels, t.data.Train, len(t.data.Train), t.dz)
+	t.span(trace.AV, epoch, last+1, start)
 	if err != nil {
 		return 0, fmt.Errorf("epoch %d loss: %w", epoch, err)
 	}
@@ -122,7 +151,10 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 	dz := t.dz
 	for l := last; l >= 0; l-- {
 		dp := t.p[l]
+		start := t.trace.Now()
 		tensor.SpMM(dp, t.adjT, dz) // ∇GA_l: dP_l = Âᵀ dZ_l
+		t.span(trace.BackGA, epoch, l, start)
+		start = t.trace.Now()
 		t.grads[l].Zero()
 		var dzPrev *tensor.Dense
 		if l > 0 {
@@ -135,8 +167,10 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 		if err := checkFinite(t.grads[l].Data, epoch, l, "∇AV", "the weight gradient"); err != nil {
 			return 0, err
 		}
+		t.span(trace.BackAV, epoch, l, start)
 		dz = dzPrev
 	}
+	start = t.trace.Now()
 	if err := t.adam.Step(t.weights, t.grads); err != nil {
 		return 0, fmt.Errorf("epoch %d WU: %w", epoch, err)
 	}
@@ -145,6 +179,7 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 			return 0, err
 		}
 	}
+	t.span(trace.WU, epoch, 0, start)
 	return loss, nil
 }
 

@@ -85,10 +85,11 @@
 //
 // # Observers
 //
-// LastEpoch, Finished, LocalFinished, InFlight, LowestUnfinished, Progress, Next, Running and
-// Ready answer questions about the state without changing it. A graph server needs none of them
-// (it uses AppendReady, WeightVersion and PinnedVersions); the property tests check every step
-// with them, and they are cheap, so they stay exported for tests and tools.
+// LastEpoch, Finished, LocalFinished, InFlight, LowestUnfinished, Progress, Next, Running,
+// Ready and Blocked answer questions about the state without changing it. A graph server needs
+// none of them (it uses AppendReady, WeightVersion and PinnedVersions) but Blocked, which names
+// what an idle interval waits for in its trace; the property tests check every step with them,
+// and they are cheap, so they stay exported for tests and tools.
 //
 // # Files
 //

@@ -23,51 +23,94 @@ func (b bitset) count() int {
 	return n
 }
 
+// Wait says why an interval's next task may not start yet.
+type Wait uint8
+
+// The reasons Blocked gives.
+const (
+	WaitNone    Wait = iota // a task of the interval is ready or running, or none is left
+	WaitGate                // the epoch gate: the interval is S epochs ahead of the slowest
+	WaitVersion             // synchronous mode: the previous epoch's weights are not updated yet
+	WaitRows                // rows it reads are not produced yet (the barrier, or peers' rows)
+	waitLane                // the interval's other lane runs first (not a wait of the interval)
+)
+
 // ready reports whether interval g's next task in lane sd may start; reason, when asked, says
 // why not.
 func (s *Scheduler) ready(g int, sd side, reason *string) bool {
+	return s.blocked(g, sd, reason) == WaitNone
+}
+
+// blocked returns why interval g's next task in lane sd may not start (WaitNone: it may, or
+// the run stops before it); reason, when asked and it may not, says why in words.
+func (s *Scheduler) blocked(g int, sd side, reason *string) Wait {
 	st := &s.iv[g]
-	why := func(format string, args ...any) bool {
+	why := func(w Wait, format string, args ...any) Wait {
 		if reason != nil {
 			*reason = fmt.Sprintf(format, args...)
 		}
-		return false
+		return w
 	}
 	ln := &st.lanes[sd]
 	e, si := ln.epoch, ln.step
 	switch {
 	case ln.running:
-		return why("another task of the interval's %v is running", sd)
+		return why(waitLane, "another task of the interval's %v is running", sd)
 	case e > s.last:
-		return why("the run stops after epoch %d", s.last)
+		return why(waitLane, "the run stops after epoch %d", s.last)
 	case sd == tail && !s.tailReached(g):
-		return why("the interval's %v has not run yet", s.task(g, head))
+		return why(waitLane, "the interval's %v has not run yet", s.task(g, head))
 	case sd == head && si == s.split:
-		return why("the interval's epoch %d has not finished (its next task is %v)", st.lanes[tail].epoch, s.task(g, tail))
+		return why(waitLane, "the interval's epoch %d has not finished (its next task is %v)", st.lanes[tail].epoch, s.task(g, tail))
 	}
 	if sd == head && si == 0 {
 		if e > s.minUnf+s.stale {
-			return why("epoch gate: lowest unfinished epoch is %d, staleness %d", s.minUnf, s.stale)
+			return why(WaitGate, "epoch gate: lowest unfinished epoch is %d, staleness %d", s.minUnf, s.stale)
 		}
 		if s.sync && st.prevPin >= 0 && s.version <= st.prevPin {
-			return why("weights of epoch %d not updated yet (version %d)", e-1, s.version)
+			return why(WaitVersion, "weights of epoch %d not updated yet (version %d)", e-1, s.version)
 		}
 	}
 	f := s.steps[si].consumes
 	if f < 0 {
-		return true
+		return WaitNone
 	}
 	if s.sync {
 		got := s.fl.barrierAt(f, e)
 		if got == s.n {
-			return true
+			return WaitNone
 		}
-		return why("barrier: %d of %d intervals have produced epoch %d's rows", got, s.n, e)
+		return why(WaitRows, "barrier: %d of %d intervals have produced epoch %d's rows", got, s.n, e)
 	}
 	if s.fl.anyFromAll(f, g) {
-		return true
+		return WaitNone
 	}
-	return why("a source interval has produced no rows yet")
+	return why(WaitRows, "a source interval has produced no rows yet")
+}
+
+// Blocked says why no task of local interval i of partition p runs or is ready: the reason of
+// its lane that waits for something other than its other lane (the backward pass first, which
+// is of the older epoch). It returns WaitNone when a task of it runs or is ready, when it has
+// no task left, or for an interval that is not local or does not exist.
+func (s *Scheduler) Blocked(p, i int) Wait {
+	g, _, err := s.locate(Task{Partition: p, Interval: i, Kind: KindWU})
+	if err != nil || !s.local[g] {
+		return WaitNone
+	}
+	w := WaitNone
+	for _, sd := range [2]side{tail, head} {
+		switch b := s.blocked(g, sd, nil); {
+		case b == WaitNone:
+			return WaitNone
+		case b == waitLane:
+			if s.iv[g].lanes[sd].running {
+				return WaitNone
+			}
+		case w == WaitNone:
+			w = b
+		}
+	}
+	return w
 }
 
 // refresh recomputes whether interval g's next tasks are ready, if g is local.

@@ -571,3 +571,48 @@ func TestTailOverlap(t *testing.T) {
 		}
 	}
 }
+
+// Blocked names what an interval with nothing running or ready waits for.
+func TestBlocked(t *testing.T) {
+	s := mustNew(t, Config{Partitions: 2, Intervals: 1, Layers: 1, Epochs: 3, Local: []int{0}})
+	if got := s.Blocked(0, 0); got != WaitNone {
+		t.Fatalf("Blocked at the start = %v, want WaitNone (AV_0 is ready)", got)
+	}
+	run(t, s, task(0, 0, 0, KindAV, 0))
+	run(t, s, task(0, 0, 0, KindSC, 0))
+	if got := s.Blocked(0, 0); got != WaitRows {
+		t.Fatalf("Blocked before p1's rows = %v, want WaitRows", got)
+	}
+	if got := s.Blocked(1, 0); got != WaitNone {
+		t.Fatalf("Blocked of a remote interval = %v, want WaitNone", got)
+	}
+	if err := s.Observe(task(1, 0, 0, KindSC, 0)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Start(task(0, 0, 0, KindGA, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Blocked(0, 0); got != WaitNone {
+		t.Fatalf("Blocked while GA runs = %v, want WaitNone", got)
+	}
+	if err := s.Done(st.Task); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []Task{task(0, 0, 0, KindAV, 1), task(0, 0, 0, KindBackGA, 0), task(0, 0, 0, KindBackSC, 0)} {
+		run(t, s, k)
+	}
+	if got := s.Blocked(0, 0); got != WaitRows {
+		t.Fatalf("Blocked before p1's gradients = %v, want WaitRows", got)
+	}
+	for _, k := range []Task{task(1, 0, 0, KindAV, 1), task(1, 0, 0, KindBackGA, 0), task(1, 0, 0, KindBackSC, 0)} {
+		if err := s.Observe(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, s, task(0, 0, 0, KindBackAV, 0))
+	run(t, s, task(0, 0, 0, KindWU, 0))
+	if got := s.Blocked(0, 0); got != WaitGate {
+		t.Fatalf("Blocked after epoch 0 with p1 behind (S = 0) = %v, want WaitGate", got)
+	}
+}

@@ -156,6 +156,15 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 			return err
 		}
 		wall += time.Since(t0)
+		if o.trace != "" && r == 0 {
+			f, err := mergeTraces(work, d.graphServers)
+			if err != nil {
+				return err
+			}
+			if rep.Trace, err = finishTrace(o.trace, f, stderr); err != nil {
+				return err
+			}
+		}
 		u, err := readUsage(work, seed, d.graphServers)
 		if err != nil && usageErr == nil {
 			usageErr = err
@@ -230,8 +239,11 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		if q == 0 {
 			out = eventsW
 		}
-		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited,
-			"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(work, seed, q))
+		args := []string{"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(work, seed, q)}
+		if o.trace != "" && seed == o.seed {
+			args = append(args, "--trace", serverTracePath(work, q))
+		}
+		c, err := startChild(exe, fmt.Sprintf("graph-server %d", q), lis[q], out, stderr, exited, args...)
 		if err != nil {
 			return res, err
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
@@ -144,6 +145,7 @@ type graphServerOptions struct {
 	partition int
 	startup   time.Duration
 	usageFile string
+	traceFile string
 
 	run     *jobconfig.RunConfig
 	backend backendOptions
@@ -180,6 +182,7 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 	f.IntVar(&o.partition, "partition", envInt(jobconfig.EnvPartition), "partition this server holds, its ordinal (default $"+jobconfig.EnvPartition+")")
 	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up (0: as long as it takes)")
 	f.StringVar(&o.usageFile, "usage-file", "", "write the tensor backend's call counts to this JSON file when stopping (for dorylus train's cost report)")
+	f.StringVar(&o.traceFile, "trace", "", "write a timeline of the server's tasks and waits to this file when stopping (Chrome trace-event JSON; dorylus train --trace merges the servers')")
 	return cmd
 }
 
@@ -383,7 +386,12 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 			}
 		}
 	}
-	return graphserver.Run(ctx, cfg, lis)
+	if o.traceFile == "" {
+		return graphserver.Run(ctx, cfg, lis)
+	}
+	cfg.Trace = newRecorder(o.partition, cfg.Epochs, intervals, cfg.Layers)
+	err = graphserver.Run(ctx, cfg, lis)
+	return errors.Join(err, writeTraceFile(o.traceFile, trace.FromRecorder(cfg.Trace)))
 }
 
 // isRegular reports whether p is a regular file.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
 // trainOptions are the flags of `dorylus train`.
@@ -45,6 +47,7 @@ type trainOptions struct {
 	checkpoint  checkpointOptions
 	cost        costOptions
 	outputs     outputOptions
+	trace       string // --trace: the timeline of the first run
 	inference   string // predict --graph-servers: the model to run instead of training one
 }
 
@@ -68,7 +71,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 				return fmt.Errorf("--dataset: %w", err)
 			}
 			if dist.enabled() {
-				if err := o.validate(); err != nil {
+				if err := o.validate(true); err != nil {
 					return err
 				}
 				if err := o.outputs.validate(cmd.Context()); err != nil {
@@ -103,6 +106,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	o.checkpoint.addFlags(f)
 	o.cost.addFlags(f)
 	o.outputs.addFlags(f)
+	f.StringVar(&o.trace, "trace", "", "write a timeline of the first run's training tasks and waits on every server to this file (Chrome trace-event JSON, for Perfetto or chrome://tracing) and print a summary per epoch")
 	return cmd
 }
 
@@ -124,7 +128,7 @@ func (o *trainOptions) applyModelDefaults(cmd *cobra.Command) {
 	}
 }
 
-func (o trainOptions) validate() error {
+func (o trainOptions) validate(dist bool) error {
 	switch {
 	case o.model != "gcn" && o.model != "gat":
 		return fmt.Errorf("--model %q: want gcn or gat", o.model)
@@ -150,6 +154,14 @@ func (o trainOptions) validate() error {
 		return fmt.Errorf("--eval-every %d: want at least 1", o.evalEvery)
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("--output %q: want text or json", o.output)
+	}
+	if o.trace != "" {
+		if o.model == "gat" && !dist {
+			return errors.New("--trace with --model gat needs --graph-servers: the single-process trainer traces GCN only")
+		}
+		if st, err := os.Stat(filepath.Dir(o.trace)); err != nil || !st.IsDir() {
+			return fmt.Errorf("--trace %s: its folder does not exist", o.trace)
+		}
 	}
 	if err := o.cost.validate(); err != nil {
 		return err
@@ -203,13 +215,15 @@ type trainReport struct {
 	LoadSeconds        float64     `json:"load_seconds"`
 	PeakRSSBytes       int64       `json:"peak_rss_bytes"`
 	PerRun             []runResult `json:"per_run"`
+	// Trace sums the first run's timeline per epoch and server (with --trace).
+	Trace []trace.EpochSummary `json:"trace,omitempty"`
 	// CostUSD is the estimated cost of the run on AWS, which Cost itemises (pkg/cost).
 	CostUSD float64         `json:"cost_usd,omitempty"`
 	Cost    *cost.Breakdown `json:"cost,omitempty"`
 }
 
 func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) error {
-	if err := o.validate(); err != nil {
+	if err := o.validate(false); err != nil {
 		return err
 	}
 	if err := o.outputs.validate(ctx); err != nil {
@@ -234,8 +248,16 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		d.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, loadSeconds)
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var epochTimes []float64
+	var rec *trace.Recorder
+	if o.trace != "" {
+		rec = newRecorder(0, o.epochs, 1, o.layers)
+	}
 	for r := 0; r < o.runs; r++ {
-		res, times, err := trainOnce(ctx, d, o, o.seed+uint64(r), progress, stderr)
+		runRec := rec // the first run's only
+		if r > 0 {
+			runRec = nil
+		}
+		res, times, err := trainOnce(ctx, d, o, o.seed+uint64(r), runRec, progress, stderr)
 		if err != nil {
 			return err
 		}
@@ -243,6 +265,11 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		rep.PerRun = append(rep.PerRun, res)
 	}
 	progress.finish()
+	if o.trace != "" {
+		if rep.Trace, err = finishTrace(o.trace, trace.FromRecorder(rec), stderr); err != nil {
+			return err
+		}
+	}
 	rep.summarize(epochTimes)
 	rep.PeakRSSBytes = peakRSS()
 	b, err := o.cost.single(time.Since(start))
@@ -315,11 +342,15 @@ func newLearner(d *graph.Dataset, o trainOptions, seed uint64) (model.Learner, e
 	})
 }
 
-// trainOnce trains one seed and returns its result and the time of each epoch.
-func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, p *progress, log io.Writer) (res runResult, _ []float64, err error) {
+// trainOnce trains one seed and returns its result and the time of each epoch; rec, if not
+// nil, records a GCN's epochs.
+func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint64, rec *trace.Recorder, p *progress, log io.Writer) (res runResult, _ []float64, err error) {
 	tr, err := newLearner(d, o, seed)
 	if err != nil {
 		return runResult{}, nil, err
+	}
+	if gcn, ok := tr.(*model.Trainer); ok {
+		gcn.SetTrace(rec)
 	}
 	res.Seed = seed
 	cps, err := openCheckpoints(ctx, o, d, seed, log)

@@ -76,6 +76,8 @@ func TestTrainRefusesBadFlags(t *testing.T) {
 		"--output":  {"--output", "yaml"},
 		"nodes=":    {"--dataset", "rmat:nodes=x,edges=10"},
 		"pubmed":    {"--dataset", "pubmed"},
+		"--trace":   {"--trace", filepath.Join(t.TempDir(), "missing", "trace.json")},
+		"GCN only":  {"--model", "gat", "--trace", filepath.Join(t.TempDir(), "trace.json")},
 	}
 	t.Setenv("DORYLUS_DATA_DIR", filepath.Join("..", "..", "datasets"))
 	for want, args := range cases {

@@ -15,6 +15,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
 // Config is what one graph server needs.
@@ -90,6 +91,9 @@ type Config struct {
 	// CostBefore is the cost of the run's earlier launches, which Cost's adds to: what the
 	// job's status held when graph server 0 (re)started.
 	CostBefore float64
+
+	// Trace, when set, records every task and wait of the server's intervals (pkg/trace).
+	Trace *trace.Recorder
 
 	// Metrics, when set, receives the server's Prometheus series (metrics.go), labelled with
 	// its partition.

@@ -144,7 +144,7 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish shareP
 func (e *evaluator) exchange(ctx context.Context, id uint32, l int) error {
 	b, pb := e.lay, e.bufs[l]
 	d := b.widths[l]
-	err := e.peers.push(ctx, func(q int) *rpc.RowsBatch {
+	_, err := e.peers.push(ctx, func(q int) *rpc.RowsBatch {
 		rows := b.part.SendTo[q]
 		buf := packRows(e.send[q], rows, pb.p, pb.scores, d)
 		return &rpc.RowsBatch{From: uint32(b.self), Flow: rpc.Flow_FLOW_EVAL,

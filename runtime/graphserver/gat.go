@@ -239,7 +239,7 @@ func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
 			return g.loss(ctx, t, iv, gi)
 		}
 		gi.version = st.Weights
-		w, err := g.env.weights.at(ctx, st.Weights)
+		w, err := g.env.weightsFor(ctx, st)
 		if err != nil {
 			return 0, err
 		}
@@ -249,8 +249,7 @@ func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		}
 		req.Op, req.Out, req.GATAct = dispatch.OpGATForward, iv.pView[l][slot], &gi.act[l]
 		req.OutDst, req.OutSrc = g.sdst[l].RowSlice(iv.Lo, iv.Hi), g.ssrc[l][slot].RowSlice(iv.Lo, iv.Hi)
-		_, err = g.env.backend.Run(ctx, req)
-		return 0, err
+		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
 		gi.reads[l] = append(gi.reads[l][:0], st.Reads...)
 		p, doneP := b.compose(b.p[l], b.compP[l], st.Reads, true)
@@ -260,7 +259,7 @@ func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		alpha := g.alpha[l][slot].RowSlice(int(gi.e0), int(gi.e1))
 		req := g.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
 		req.Out = alpha
-		if _, err := g.env.backend.Run(ctx, req); err != nil {
+		if err := g.env.call(ctx, st, req); err != nil {
 			return 0, err
 		}
 		tensor.EdgeAggregate(iv.zOf(t.Epoch)[l], gi.block, alpha, nil, p)
@@ -274,7 +273,7 @@ func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		tensor.EdgeDot(du, gi.block, dz.RowSlice(iv.Lo, iv.Hi), p) // dα̃
 		req := g.aeRequest(t.Interval, l, t.Epoch, g.sdst[l].RowSlice(iv.Lo, iv.Hi), src, true)
 		req.Op, req.DAlpha, req.Out, req.OutDst = dispatch.OpEdgeBackward, du, du, gi.dDst[l]
-		if _, err := g.env.backend.Run(ctx, req); err != nil {
+		if err := g.env.call(ctx, st, req); err != nil {
 			return 0, err
 		}
 		if gi.ghostT.Rows > 0 {
@@ -284,7 +283,7 @@ func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		}
 	case pipeline.KindBackAV:
 		g.gatherGradients(iv, gi, l, st.Reads)
-		w, err := g.env.weights.at(ctx, st.Weights)
+		w, err := g.env.weightsFor(ctx, st)
 		if err != nil {
 			return 0, err
 		}
@@ -295,8 +294,7 @@ func (g *gat) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		}
 		req.Op, req.GATAct, req.P, req.DP, req.DDst, req.DSrc = dispatch.OpGATBackward, &gi.act[l], iv.pView[l][slot], iv.dp[l], gi.dDst[l], gi.dSrc[l]
 		req.DW, req.DADst, req.DASrc = gi.grads[l].W, gi.grads[l].ADst, gi.grads[l].ASrc
-		_, err = g.env.backend.Run(ctx, req)
-		return 0, err
+		return 0, g.env.call(ctx, st, req)
 	default:
 		return 0, fmt.Errorf("GAT task %v is not run here", t)
 	}

@@ -14,22 +14,20 @@ import (
 
 // gcn is a graph server's GCN: AV_l and ∇AV_l are tensor tasks, GA_l and ∇GA_l SpMMs here.
 type gcn struct {
-	cfg model.GCNConfig
-	lay *layout
-	env taskEnv
-	ivs []gcnInterval
-	// overlap: the scheduler runs an interval's backward pass of epoch e beside its forward
-	// pass of epoch e+1, so ∇AV_l has its own activations (gcnInterval.backAct)
-	overlap bool
+	cfg     model.GCNConfig
+	lay     *layout
+	env     taskEnv
+	ivs     []gcnInterval
 	evalAct [][]model.Activation // [interval][layer]
 }
 
 // gcnInterval is one interval's GCN state.
 type gcnInterval struct {
-	act []model.Activation
-	// backAct[l] is ∇AV_l's activation buffer with overlap (the next epoch's AV_l uses act[l])
-	backAct []model.Activation
-	dw      [][]*tensor.Dense // [epoch parity][layer]: dW_l of the epoch, until WU
+	// act[parity][l] is AV_l's activation of the epochs of that parity, which ∇AV_l of the
+	// epoch reuses (with the backward pass of epoch e beside the forward pass of e+1, the two
+	// epochs have one each)
+	act [][]model.Activation
+	dw  [][]*tensor.Dense // [epoch parity][layer]: dW_l of the epoch, until WU
 }
 
 func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
@@ -46,13 +44,11 @@ func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env ta
 		sh.initDims = append(sh.initDims, uint32(w))
 	}
 	lay := newLayout(cfg, part, cuts, sh)
-	g := &gcn{cfg: m, lay: lay, env: env, overlap: lay.parities > 1}
+	g := &gcn{cfg: m, lay: lay, env: env}
 	for range lay.ivs {
-		gi := gcnInterval{act: make([]model.Activation, m.Layers), dw: make([][]*tensor.Dense, lay.parities)}
-		if g.overlap {
-			gi.backAct = make([]model.Activation, m.Layers)
-		}
+		gi := gcnInterval{act: make([][]model.Activation, lay.parities), dw: make([][]*tensor.Dense, lay.parities)}
 		for p := range gi.dw {
+			gi.act[p] = make([]model.Activation, m.Layers)
 			for l := range m.Layers {
 				gi.dw[p] = append(gi.dw[p], tensor.NewDense(sh.dims[l], sh.dims[l+1]))
 			}
@@ -83,9 +79,8 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], &gi.act[l]
-		_, err = g.env.backend.Run(ctx, req)
-		return 0, err
+		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], gi.actOf(t.Epoch, l)
+		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
 		src, done := b.compose(b.p[l], b.compP[l], st.Reads, true)
 		tensor.SpMMRows(iv.zOf(t.Epoch)[l], b.part.Adj, src, iv.Lo, iv.Hi)
@@ -100,15 +95,11 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		req.Op, req.DP, req.DW, req.Act = dispatch.OpBackward, iv.dp[l], gi.dwOf(t.Epoch)[l], &gi.act[l]
-		if g.overlap {
-			req.Act = &gi.backAct[l]
-		}
+		req.Op, req.DP, req.DW, req.Act, req.ActKept = dispatch.OpBackward, iv.dp[l], gi.dwOf(t.Epoch)[l], gi.actOf(t.Epoch, l), true
 		if l > 0 {
 			req.Out = iv.dzView[l-1][slot]
 		}
-		_, err = g.env.backend.Run(ctx, req)
-		return 0, err
+		return 0, g.env.call(ctx, st, req)
 	default:
 		return 0, fmt.Errorf("GCN task %v is not run here", t)
 	}
@@ -121,7 +112,7 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 // there (the server has pinned the version for the task's lifetime).
 func (g *gcn) avRequest(ctx context.Context, iv *interval, st pipeline.Started) (dispatch.TaskRequest, error) {
 	t := st.Task
-	w, err := g.env.weights.at(ctx, st.Weights)
+	w, err := g.env.weightsFor(ctx, st)
 	if err != nil {
 		return dispatch.TaskRequest{}, err
 	}
@@ -189,6 +180,9 @@ func (g *gcn) embeddings(_ []*tensor.Dense, z *tensor.Dense) *tensor.Dense {
 }
 
 func (g *gcn) slots(w []*tensor.Dense) []export.Slot { return export.GCNSlots(w) }
+
+// actOf returns an interval's activation buffer of AV_l in epoch e.
+func (gi *gcnInterval) actOf(e, l int) *model.Activation { return &gi.act[e%len(gi.act)][l] }
 
 // dwOf returns an interval's dW_l buffers of epoch e.
 func (gi *gcnInterval) dwOf(e int) []*tensor.Dense { return gi.dw[e%len(gi.dw)] }

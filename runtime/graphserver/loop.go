@@ -15,16 +15,18 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
 // event is something that happened, handed to the loop; the types below are all there are.
 type event interface{ isEvent() }
 
 type (
-	// taskDone: a local task finished (loss: the output layer's AV's).
+	// taskDone: a local task finished at end (the trace's clock; loss: the output layer's AV's).
 	taskDone struct {
 		task pipeline.Task
 		loss float64
+		end  int64
 	}
 	// rowsArrived: a peer's SC or ∇SC rows are stored.
 	rowsArrived struct{ task pipeline.Task }
@@ -95,6 +97,7 @@ type server struct {
 	sched  *pipeline.Scheduler
 	epochs map[int]*epochTally
 	coord  *coordinator // graph server 0 only
+	idle   *idleTracker // with Config.Trace
 }
 
 // drive is the loop: it starts every ready task, steps on every event, and never blocks on
@@ -114,12 +117,16 @@ func (s *server) drive(ctx context.Context) error {
 				s.publishKeep() // the epoch pinned a version
 			}
 			s.metrics.started(st)
+			s.idle.started(st)
 			s.spawn(func(ctx context.Context) error { return s.exec(ctx, st) })
 		}
 		select {
 		case ev := <-s.events:
 			if err := s.step(ev); err != nil {
 				return err
+			}
+			if s.sched != nil {
+				s.idle.observe(s.sched)
 			}
 		case <-ctx.Done():
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -138,6 +145,7 @@ func (s *server) step(ev event) error {
 			return err
 		}
 		t := ev.task
+		s.idle.done(t, ev.end)
 		if t.Kind == pipeline.KindAV && t.Layer == s.lay.layers() {
 			s.tally(t.Epoch).loss += ev.loss
 		}
@@ -342,18 +350,27 @@ func (s *server) post(ev event) {
 
 // exec runs one task and reports its completion to the loop.
 func (s *server) exec(ctx context.Context, st pipeline.Started) error {
-	start := time.Now()
-	loss, err := s.tasks.run(ctx, st)
+	start, begin := time.Now(), s.cfg.Trace.Now()
+	loss, bytes, err := s.tasks.run(ctx, st)
 	s.metrics.finished(st.Task.Kind, time.Since(start))
 	if err != nil {
 		return fmt.Errorf("%v: %w", st.Task, err)
 	}
-	s.post(taskDone{st.Task, loss})
+	end := s.cfg.Trace.Now()
+	if s.cfg.Trace != nil {
+		sp := taskSpan(st, trace.Kind(st.Task.Kind))
+		sp.Start, sp.End, sp.Bytes = begin, end, bytes
+		s.cfg.Trace.Add(sp)
+	}
+	s.post(taskDone{st.Task, loss, end})
 	return nil
 }
 
 // evaluate runs an evaluation pass beside training, or the export pass, and reports it.
 func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
+	defer func(begin int64) {
+		s.cfg.Trace.Add(trace.Span{Start: begin, End: s.cfg.Trace.Now(), Kind: trace.Eval, Lane: trace.EvalLane, Epoch: int32(ev.Id), Version: int32(ev.Version)})
+	}(s.cfg.Trace.Now())
 	var publish sharePublisher
 	if ev.Export {
 		if s.cfg.Export == nil {

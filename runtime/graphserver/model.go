@@ -7,6 +7,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
 // variant is what differs between the models a graph server trains (gcn.go, gat.go): the
@@ -56,4 +57,8 @@ type taskEnv struct {
 	// holder, in the pull data path, returns the address of the parameter server that holds
 	// a layer's weight; nil otherwise.
 	holder func(layer int) string
+	// rec records the waits inside tasks (weight pulls, and calls when remote: the backend's
+	// tensor tasks run on functions); nil: none.
+	rec    *trace.Recorder
+	remote bool
 }

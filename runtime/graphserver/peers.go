@@ -82,18 +82,22 @@ func (ps *peers) call(ctx context.Context, q int, what string, f func(ctx contex
 	return nil
 }
 
-// push sends every other graph server the batch build returns for it and waits for all.
-func (ps *peers) push(ctx context.Context, build func(q int) *rpc.RowsBatch) error {
-	return ps.each(ctx, "send rows", func(ctx context.Context, q int, c rpc.GraphServerClient) error {
+// push sends every other graph server the batch build returns for it, waits for all, and
+// returns the payload bytes sent.
+func (ps *peers) push(ctx context.Context, build func(q int) *rpc.RowsBatch) (int64, error) {
+	var sent atomic.Int64
+	err := ps.each(ctx, "send rows", func(ctx context.Context, q int, c rpc.GraphServerClient) error {
 		b := build(q)
 		if _, err := c.PushRows(ctx, b); err != nil {
 			return err
 		}
 		n := len(b.Data.Data) + len(b.Rows)
+		sent.Add(int64(n))
 		ps.sent.Add(uint64(n))
 		ps.metrics.sentTo(q, n)
 		return nil
 	})
+	return sent.Load(), err
 }
 
 func (ps *peers) close() {

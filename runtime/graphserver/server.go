@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -75,7 +76,8 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	s.weights = &weightCache{ctx: ctx, g: g, keep: s.keep, byVersion: map[int]*weightSet{}}
-	env := taskEnv{backend: cfg.Backend, weights: s.weights, seed: cfg.Seed}
+	_, remote := cfg.Backend.(dispatch.Biller)
+	env := taskEnv{backend: cfg.Backend, weights: s.weights, seed: cfg.Seed, rec: cfg.Trace, remote: remote}
 	if cfg.Pull != nil {
 		env.holder = func(l int) string { return s.shards.holder(l) }
 	}
@@ -139,6 +141,7 @@ func (s *server) begin(first int) error {
 	if s.coord != nil {
 		s.coord.begin(first)
 	}
+	s.idle = newIdleTracker(s.cfg.Trace, s.cfg.Partition, s.cfg.Intervals)
 	return nil
 }
 

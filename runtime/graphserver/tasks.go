@@ -20,24 +20,27 @@ type runner struct {
 	pushed func(shard, version int)
 }
 
-// run runs one task of a local interval; it returns the loss of the output layer's AV.
-func (r *runner) run(ctx context.Context, st pipeline.Started) (float64, error) {
+// run runs one task of a local interval; it returns the loss of the output layer's AV and
+// the bytes SC and ∇SC sent.
+func (r *runner) run(ctx context.Context, st pipeline.Started) (loss float64, sent int64, err error) {
 	t := st.Task
 	iv := &r.lay.ivs[t.Interval]
 	switch t.Kind {
 	case pipeline.KindSC:
-		return 0, r.scatter(ctx, t, iv)
+		sent, err = r.scatter(ctx, t, iv)
 	case pipeline.KindBackSC:
-		return 0, r.scatterGradients(ctx, t, iv)
+		sent, err = r.scatterGradients(ctx, t, iv)
 	case pipeline.KindWU:
-		return 0, r.shards.push(ctx, t, st.Weights, r.keep.load(), func(l int) *tensor.Dense { return r.model.gradient(t, l) }, r.pushed)
+		err = r.shards.push(ctx, t, st.Weights, r.keep.load(), func(l int) *tensor.Dense { return r.model.gradient(t, l) }, r.pushed)
+	default:
+		loss, err = r.model.run(ctx, st)
 	}
-	return r.model.run(ctx, st)
+	return loss, sent, err
 }
 
 // scatter is SC_l: it sends the interval's P_l rows each peer holds as ghosts (a GAT's: each
 // followed by its s_src row).
-func (r *runner) scatter(ctx context.Context, t pipeline.Task, iv *interval) error {
+func (r *runner) scatter(ctx context.Context, t pipeline.Task, iv *interval) (int64, error) {
 	b := r.lay
 	slot := t.Epoch % b.slots
 	src, scores, d := b.p[t.Layer][slot], b.scoresOf(t.Layer, slot), b.widths[t.Layer]
@@ -52,7 +55,7 @@ func (r *runner) scatter(ctx context.Context, t pipeline.Task, iv *interval) err
 
 // scatterGradients is ∇SC_l: it sends each peer the contributions of the interval's backward
 // Gather to the rows that peer owns.
-func (r *runner) scatterGradients(ctx context.Context, t pipeline.Task, iv *interval) error {
+func (r *runner) scatterGradients(ctx context.Context, t pipeline.Task, iv *interval) (int64, error) {
 	c := iv.ghostC[t.Layer]
 	d := c.Cols
 	return r.peers.push(ctx, func(q int) *rpc.RowsBatch {

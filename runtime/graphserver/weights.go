@@ -44,6 +44,16 @@ func (c *weightCache) at(ctx context.Context, v int) ([]*tensor.Dense, error) {
 	}
 }
 
+// has reports whether version v is pulled (or failed to be).
+func (c *weightCache) has(v int) bool {
+	select {
+	case <-c.prefetch(v).ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // prefetch returns the cache entry of version v, starting its pull if it has none; it does
 // not wait for the pull. Called when a version appears, it prefetches the weights the next
 // intervals will pin, so that their first tensor task does not wait for the round trip.

@@ -8,6 +8,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
 )
@@ -154,7 +155,19 @@ func TestAsyncLearns(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
 			cfg.Sync, cfg.Staleness, cfg.EvalEvery = false, c.s, 4
+			// Both servers record into one recorder, so that the race detector sees the
+			// tracing of tasks, waits and the loop.
+			cfg.Trace = trace.New(0, 1<<12)
 			res := train(t, cfg, 2, 2)
+			kinds := map[trace.Kind]bool{}
+			for _, sp := range cfg.Trace.Spans() {
+				kinds[sp.Kind] = true
+			}
+			for _, k := range []trace.Kind{trace.AV, trace.GA, trace.SC, trace.BackAV, trace.WU, trace.Eval} {
+				if !kinds[k] {
+					t.Errorf("no %v span recorded", k)
+				}
+			}
 			first, last := res.Epochs[0].Loss, res.Epochs[len(res.Epochs)-1].Loss
 			for _, ev := range res.Epochs {
 				if math.IsNaN(ev.Loss) || math.IsInf(ev.Loss, 0) || ev.Loss <= 0 {
