@@ -23,9 +23,9 @@ import (
 // operator issues (pkg/pki) into the Secret <job>-credentials: a CA of the
 // job's own, one certificate every server and function presents, and the
 // function's bearer token. They belong to one running period, named by
-// status.startTime (set at the first start, reset at every resume): a resumed
-// job gets new ones, which no longer trust the old CA, whose key was never
-// stored. Pod templates carry the period, so that servers never mix the
+// status.startTime (set at the first start, reset at every resume) and
+// status.restarts (restarts.go): a resumed or restarted job gets new ones,
+// which no longer trust the old CA, whose key was never stored. Pod templates carry the period, so that servers never mix the
 // credentials of two periods. Each pod mounts only the keys it uses; the
 // operator reads the Secret uncached and watches no Secrets.
 
@@ -36,13 +36,13 @@ const AnnotationCredentialsPeriod = "dorylus.dev/credentials-period"
 // tlsKeys are the credentials Secret's keys of mutual TLS.
 var tlsKeys = []string{pki.CAFile, pki.CertFile, pki.KeyFile}
 
-// credentialsPeriod names the running period that began at start ("" before
-// the first).
-func credentialsPeriod(start *metav1.Time) string {
+// credentialsPeriod names the running period that began at start, after
+// restarts restarts ("" before the first).
+func credentialsPeriod(start *metav1.Time, restarts int32) string {
 	if start == nil {
 		return ""
 	}
-	return start.UTC().Format(time.RFC3339)
+	return fmt.Sprintf("%s/run-%d", start.UTC().Format(time.RFC3339), restarts)
 }
 
 // buildCredentialsSecret is the job's credentials Secret holding b, issued for

@@ -47,7 +47,7 @@ func TestJobCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		job := waitCondition(t, ns, "sec", dorylusv1alpha1.ConditionSuspended, metav1.ConditionFalse, dorylusv1alpha1.ReasonResumed)
-		period := credentialsPeriod(job.Status.StartTime)
+		period := credentialsPeriod(job.Status.StartTime, job.Status.Restarts)
 		var s corev1.Secret
 		eventually(t, "credentials of the period", func() error {
 			if err := getObj(t, ns, "sec-credentials", &s); err != nil {

@@ -283,6 +283,17 @@ func TestServerFailure(t *testing.T) {
 		return nil
 	})
 	gone("checkpointed-gs-1", "checkpointed-ps-0-abc")
+	eventually(t, "new credentials for the next run", func() error {
+		var s corev1.Secret
+		if err := getObj(t, ns, "checkpointed-credentials", &s); err != nil {
+			return err
+		}
+		job := getJob(t, ns, "checkpointed")
+		if got, want := s.Annotations[AnnotationCredentialsPeriod], credentialsPeriod(job.Status.StartTime, 1); got != want {
+			return fmt.Errorf("credentials of period %q, want %q", got, want)
+		}
+		return nil
+	})
 	expectEvent(t, ns, "checkpointed", "Restarting", corev1.EventTypeWarning)
 	if job := getJob(t, ns, "checkpointed"); findCond(job, dorylusv1alpha1.ConditionFailed) != nil || job.Status.Restarts != 1 {
 		t.Fatalf("after one failure: restarts %d, %v; want 1 and not Failed", job.Status.Restarts, job.Status.Conditions)

@@ -117,7 +117,7 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		applied = job.DeepCopy()
 		applied.Status.Restarts++
 	}
-	in.applyErr = r.applyChildren(ctx, applied, running, credentialsPeriod(nextStartTime(job, running, now)))
+	in.applyErr = r.applyChildren(ctx, applied, running, credentialsPeriod(nextStartTime(job, running, now), applied.Status.Restarts))
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {
