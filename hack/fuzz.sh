@@ -24,16 +24,17 @@ fi
 # and not counted; a run that wrote a failing input, or failed otherwise, is.
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+inputs() { if [[ -d $1 ]]; then find "$1" -type f | wc -l; else echo 0; fi; }
 failed=()
 for t in "${targets[@]}"; do
 	read -r dir name <<<"$t"
 	echo "fuzz: ./$dir $name for $time"
 	corpus="$dir/testdata/fuzz/$name"
-	before=$(ls "$corpus" 2>/dev/null | wc -l)
+	before=$(inputs "$corpus")
 	if go test "./$dir" -run '^$' -fuzz "^${name}\$" -fuzztime "$time" -fuzzminimizetime "${FUZZ_MINIMIZE:-100x}" -parallel "$parallel" 2>&1 | tee "$out"; then
 		continue
 	fi
-	if [[ $(ls "$corpus" 2>/dev/null | wc -l) -eq $before ]] && grep -qE '^[[:space:]]*context deadline exceeded$' "$out"; then
+	if [[ $(inputs "$corpus") -eq $before ]] && grep -qE '^[[:space:]]*context deadline exceeded$' "$out"; then
 		echo "fuzz: $name: the fuzzing coordinator's deadline race (golang/go#75804), no failing input: not counted"
 		continue
 	fi
