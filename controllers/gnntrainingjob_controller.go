@@ -102,11 +102,12 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	in := statusInput{obs: obs, now: now, knativeMissing: managedKnative(job) && !r.KnativeAvailable}
 	finished := isFinished(job)
+	var settle time.Duration
 	if !finished {
 		running := !isSuspended(job)
 		start := nextStartTime(job, running, now)
 		in.verdict = decide(job, start, exact)
-		if in.verdict == nil && running {
+		if settle = settling(obs.failure, exact); in.verdict == nil && running && settle == 0 {
 			in.verdict = failureVerdict(job, obs.failure)
 			in.restart = in.verdict == nil && obs.failure != nil
 		}
@@ -151,6 +152,9 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// Pods still starting: kubelet events, which wake nothing, may
 		// say why, or the cause they named may be gone.
 		wake = startRecheck
+	}
+	if settle > 0 && (wake == 0 || wake > settle) {
+		wake = settle
 	}
 	return ctrl.Result{RequeueAfter: wake}, nil
 }

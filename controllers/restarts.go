@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +24,9 @@ import (
 // servers the failure took down (a peer's death makes the others exit too).
 // A job that has restarted spec.runPolicy.backoffLimit times fails at its
 // next failure; a job without checkpoints fails at its first, naming the
-// server and how it ended.
+// server and how it ended. The operator acts failureSettle after the first
+// container ended, so that it names the cause, not a peer that exited
+// because of it.
 
 // serverFailure is the first failure among the job's current server pods.
 type serverFailure struct {
@@ -95,6 +98,20 @@ func failureMessage(p *corev1.Pod) string {
 		return f.message
 	}
 	return ""
+}
+
+// failureSettle is how long after a server's container ended the operator
+// waits before it acts: the peers it takes down end within moments, and the
+// kubelet may report theirs first; the wait lets the first to end be named.
+const failureSettle = 3 * time.Second
+
+// settling is how much longer to wait before acting on f at now (0: act).
+// An end time in the future (a node's clock ahead) waits failureSettle at most.
+func settling(f *serverFailure, now time.Time) time.Duration {
+	if f == nil || f.at.IsZero() {
+		return 0
+	}
+	return min(max(f.at.Add(failureSettle).Sub(now), 0), failureSettle)
 }
 
 // firstFailure is the failure of the job's current server pods that ended

@@ -106,3 +106,25 @@ func TestFailureVerdict(t *testing.T) {
 		})
 	}
 }
+
+func TestSettling(t *testing.T) {
+	ended := func(at time.Time) *serverFailure { return &serverFailure{at: metav1.NewTime(at)} }
+	tests := []struct {
+		name string
+		f    *serverFailure
+		want time.Duration
+	}{
+		{"no failure", nil, 0},
+		{"end time unknown: act", &serverFailure{}, 0},
+		{"just ended: wait for the others", ended(t0), failureSettle},
+		{"ended a second ago", ended(t0.Add(-time.Second)), failureSettle - time.Second},
+		{"settled", ended(t0.Add(-failureSettle)), 0},
+		{"long ago", ended(t0.Add(-time.Hour)), 0},
+		{"a node's clock ahead waits no longer", ended(t0.Add(time.Hour)), failureSettle},
+	}
+	for _, tc := range tests {
+		if got := settling(tc.f, t0); got != tc.want {
+			t.Errorf("%s: settling = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
