@@ -37,6 +37,11 @@ type serverFailure struct {
 	message string
 	// at is when its container ended, for choosing the first failure.
 	at metav1.Time
+	// killed is set when a signal ended it (the kernel's OOM killer
+	// included), not an exit of its own: of failures in the same second
+	// (the API's precision), the cause rather than a peer that exited
+	// because of it.
+	killed bool
 }
 
 // currentPod reports whether p belongs to the job's current run: not being
@@ -87,7 +92,8 @@ func podFailure(p *corev1.Pod) *serverFailure {
 		if term.Message != "" {
 			msg += ": " + truncate(term.Message, 256)
 		}
-		return &serverFailure{pod: p.Name, message: msg, at: term.FinishedAt}
+		killed := term.Signal != 0 || term.ExitCode > 128 || term.Reason == "OOMKilled"
+		return &serverFailure{pod: p.Name, message: msg, at: term.FinishedAt, killed: killed}
 	}
 	return nil
 }
@@ -115,7 +121,8 @@ func settling(f *serverFailure, now time.Time) time.Duration {
 }
 
 // firstFailure is the failure of the job's current server pods that ended
-// first (the cause; the others are its consequences), or nil.
+// first (the cause; the others are its consequences), or nil. Of failures in
+// the same second a killed server comes first, then the pod name decides.
 func firstFailure(job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) *serverFailure {
 	var first *serverFailure
 	for i := range pods {
@@ -123,11 +130,22 @@ func firstFailure(job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) *serve
 			continue
 		}
 		f := podFailure(&pods[i])
-		if f != nil && (first == nil || f.at.Before(&first.at) || f.at.Equal(&first.at) && f.pod < first.pod) {
+		if f != nil && (first == nil || before(f, first)) {
 			first = f
 		}
 	}
 	return first
+}
+
+// before orders failures: the earlier, then the killed, then by pod name.
+func before(a, b *serverFailure) bool {
+	switch {
+	case !a.at.Equal(&b.at):
+		return a.at.Before(&b.at)
+	case a.killed != b.killed:
+		return a.killed
+	}
+	return a.pod < b.pod
 }
 
 // recoverable reports whether the job can resume after a server failure:

@@ -43,16 +43,21 @@ func TestFirstFailure(t *testing.T) {
 		{name: "killed and restarted: the last state says how", pods: []corev1.Pod{
 			serverPod("j-gs-0", RoleGraphServer, "0", 0, nil, nil),
 			serverPod("j-gs-1", RoleGraphServer, "0", 1, nil, ended("Error", 137, t0.Add(time.Minute))),
-		}, want: &serverFailure{pod: "j-gs-1", at: metav1.NewTime(t0.Add(time.Minute)),
+		}, want: &serverFailure{killed: true, pod: "j-gs-1", at: metav1.NewTime(t0.Add(time.Minute)),
 			message: "graph server pod j-gs-1 container graph-server: Error (exit code 137, signal killed)"}},
 		{name: "out of memory, not yet restarted", pods: []corev1.Pod{
 			serverPod("j-ps-0-x", RoleParamServer, "0", 0, ended("OOMKilled", 137, t0.Add(time.Minute)), nil),
-		}, want: &serverFailure{pod: "j-ps-0-x", at: metav1.NewTime(t0.Add(time.Minute)),
+		}, want: &serverFailure{killed: true, pod: "j-ps-0-x", at: metav1.NewTime(t0.Add(time.Minute)),
 			message: "parameter server pod j-ps-0-x container param-server: OOMKilled (exit code 137, signal killed)"}},
 		{name: "the first to end is the cause", pods: []corev1.Pod{
 			serverPod("j-gs-0", RoleGraphServer, "0", 1, nil, ended("Error", 1, t0.Add(5*time.Second))),
 			serverPod("j-gs-1", RoleGraphServer, "0", 1, nil, ended("Error", 137, t0.Add(2*time.Second))),
-		}, want: &serverFailure{pod: "j-gs-1", at: metav1.NewTime(t0.Add(2 * time.Second)),
+		}, want: &serverFailure{killed: true, pod: "j-gs-1", at: metav1.NewTime(t0.Add(2 * time.Second)),
+			message: "graph server pod j-gs-1 container graph-server: Error (exit code 137, signal killed)"}},
+		{name: "in the same second the killed one is the cause", pods: []corev1.Pod{
+			serverPod("j-gs-0", RoleGraphServer, "0", 1, nil, ended("Error", 1, t0)),
+			serverPod("j-gs-1", RoleGraphServer, "0", 1, nil, ended("Error", 137, t0)),
+		}, want: &serverFailure{pod: "j-gs-1", at: metav1.NewTime(t0), killed: true,
 			message: "graph server pod j-gs-1 container graph-server: Error (exit code 137, signal killed)"}},
 		{name: "pods of an earlier run do not count", restarts: 1, pods: []corev1.Pod{
 			serverPod("j-gs-0", RoleGraphServer, "0", 2, nil, ended("Error", 1, t0.Add(-time.Second))),
