@@ -35,7 +35,7 @@ func isFinished(job *dorylusv1alpha1.GNNTrainingJob) bool {
 // set) start of the current active period.
 func decide(job *dorylusv1alpha1.GNNTrainingJob, startTime *metav1.Time, now time.Time) *verdict {
 	spec, p := &job.Spec, job.Status.Progress
-	if p != nil && p.FailureMessage != "" {
+	if p != nil && p.FailureMessage != "" && reportedSince(p, job.Status.LastRestartTime) {
 		return &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonTrainingError,
 			"graph server 0 reported: " + p.FailureMessage}
 	}
@@ -52,6 +52,12 @@ func decide(job *dorylusv1alpha1.GNNTrainingJob, startTime *metav1.Time, now tim
 			fmt.Sprintf("cost %s USD reached spec.runPolicy.budgetUSD %s", *p.CostUSD, *budget)}
 	}
 	return nil
+}
+
+// reportedSince reports whether graph server 0 reported p after the servers
+// last restarted (a failure it reported before belongs to the old run).
+func reportedSince(p *dorylusv1alpha1.Progress, restart *metav1.Time) bool {
+	return restart == nil || p.UpdateTime == nil || p.UpdateTime.After(restart.Time)
 }
 
 // success returns the verdict of a job whose work is done: an inference that wrote its

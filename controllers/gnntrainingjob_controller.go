@@ -107,9 +107,13 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		running := !isSuspended(job)
 		start := nextStartTime(job, running, now)
 		in.verdict = decide(job, start, exact)
-		if settle = settling(obs.failure, exact); in.verdict == nil && running && settle == 0 {
-			in.verdict = failureVerdict(job, obs.failure)
-			in.restart = in.verdict == nil && obs.failure != nil
+		if running && obs.failure != nil && (in.verdict == nil || in.verdict.reason == dorylusv1alpha1.ReasonTrainingError) {
+			// A server failed: what graph server 0 reports now is a consequence.
+			in.verdict = nil
+			if settle = settling(obs.failure, exact); settle == 0 {
+				in.verdict = failureVerdict(job, obs.failure)
+				in.restart = in.verdict == nil
+			}
 		}
 	}
 	running := !finished && in.verdict == nil && !isSuspended(job)

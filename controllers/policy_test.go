@@ -61,6 +61,14 @@ func TestDecide(t *testing.T) {
 		{name: "training error beats the last epoch", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 200, FailureMessage: "NaN loss at epoch 200, layer 1, task AV"}
 		}, want: &verdict{"Failed", "TrainingError", "graph server 0 reported: NaN loss at epoch 200, layer 1, task AV"}},
+		{name: "a training error of the run before the last restart is over", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Status.LastRestartTime = &metav1.Time{Time: t0}
+			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 20, FailureMessage: "peer gone", UpdateTime: &metav1.Time{Time: t0}}
+		}},
+		{name: "a training error since the last restart", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Status.LastRestartTime = &metav1.Time{Time: t0}
+			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 20, FailureMessage: "NaN loss", UpdateTime: &metav1.Time{Time: t0.Add(time.Second)}}
+		}, want: &verdict{"Failed", "TrainingError", "graph server 0 reported: NaN loss"}},
 		{name: "one second before the deadline", now: t0.Add(59 * time.Second), job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
 		}},
