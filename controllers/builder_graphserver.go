@@ -86,6 +86,9 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 		WithResources(resources(job.Spec.GraphServers.Resources)).
 		WithReadinessProbe(grpcReadiness()).
 		WithSecurityContext(containerSecurityContext()).
+		// A failed server's last log lines say why: the Failed condition and the
+		// Restarting event quote them (restarts.go).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithVolumeMounts(mounts...)
 
 	podSpec := serverPodSpec(job, &job.Spec.GraphServers.ServerPodSpec, true).

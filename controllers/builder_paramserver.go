@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -59,6 +60,9 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, p
 		WithResources(resources(job.Spec.ParameterServers.Resources)).
 		WithReadinessProbe(grpcReadiness()).
 		WithSecurityContext(containerSecurityContext()).
+		// A failed server's last log lines say why: the Failed condition and the
+		// Restarting event quote them (restarts.go).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithVolumeMounts(mounts...)
 
 	podSpec := serverPodSpec(job, &job.Spec.ParameterServers.ServerPodSpec, false).

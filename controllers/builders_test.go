@@ -228,6 +228,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: "/etc/dorylus", ReadOnly: true},
 							{Name: "tmp", MountPath: "/tmp"},
@@ -396,6 +397,7 @@ func TestBuildParamDeployment(t *testing.T) {
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: "/etc/dorylus", ReadOnly: true},
 							{Name: "tmp", MountPath: "/tmp"},

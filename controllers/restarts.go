@@ -109,7 +109,7 @@ func failureMessage(p *corev1.Pod) string {
 // failureSettle is how long after a server's container ended the operator
 // waits before it acts: the peers it takes down end within moments, and the
 // kubelet may report theirs first; the wait lets the first to end be named.
-const failureSettle = 3 * time.Second
+const failureSettle = time.Second
 
 // settling is how much longer to wait before acting on f at now (0: act).
 // An end time in the future (a node's clock ahead) waits failureSettle at most.
