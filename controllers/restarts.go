@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -89,13 +90,20 @@ func podFailure(p *corev1.Pod) *serverFailure {
 			detail += ", signal " + syscall.Signal(term.ExitCode-128).String()
 		}
 		msg := fmt.Sprintf("%s pod %s container %s: %s (%s)", what, p.Name, cs.Name, how, detail)
-		if term.Message != "" {
-			msg += ": " + truncate(term.Message, 256)
+		if last := lastLine(term.Message); last != "" {
+			msg += ": " + truncate(last, 256)
 		}
 		killed := term.Signal != 0 || term.ExitCode > 128 || term.Reason == "OOMKilled"
 		return &serverFailure{pod: p.Name, message: msg, at: term.FinishedAt, killed: killed}
 	}
 	return nil
+}
+
+// lastLine is the last non-empty line of a termination message: with
+// FallbackToLogsOnError, the log line of the error a server ended with.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }
 
 // failureMessage is podFailure's message, "" when the pod has not failed.
@@ -112,12 +120,15 @@ func failureMessage(p *corev1.Pod) string {
 const failureSettle = time.Second
 
 // settling is how much longer to wait before acting on f at now (0: act).
-// An end time in the future (a node's clock ahead) waits failureSettle at most.
+// The end time is truncated to the second, so the wait runs from the end of
+// that second; an end time in the future (a node's clock ahead) waits
+// failureSettle+1s at most.
 func settling(f *serverFailure, now time.Time) time.Duration {
 	if f == nil || f.at.IsZero() {
 		return 0
 	}
-	return min(max(f.at.Add(failureSettle).Sub(now), 0), failureSettle)
+	wait := failureSettle + time.Second
+	return min(max(f.at.Add(wait).Sub(now), 0), wait)
 }
 
 // firstFailure is the failure of the job's current server pods that ended

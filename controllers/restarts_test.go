@@ -66,6 +66,11 @@ func TestFirstFailure(t *testing.T) {
 		{name: "unlabelled pods are of run 0", pods: []corev1.Pod{
 			serverPod("j-gs-0", RoleGraphServer, "", 1, nil, ended("Error", 1, t0)),
 		}, want: &serverFailure{pod: "j-gs-0", at: metav1.NewTime(t0), message: "graph server pod j-gs-0 container graph-server: Error (exit code 1)"}},
+		{name: "the last line of the termination message says why", pods: []corev1.Pod{
+			serverPod("j-gs-0", RoleGraphServer, "0", 1, nil, &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1, FinishedAt: metav1.NewTime(t0),
+				Message: "{\"event\":\"epoch\",\"epoch\":3}\ndorylus: graph server 0: progress to graph server 1: connection reset\n"}),
+		}, want: &serverFailure{pod: "j-gs-0", at: metav1.NewTime(t0),
+			message: "graph server pod j-gs-0 container graph-server: Error (exit code 1): dorylus: graph server 0: progress to graph server 1: connection reset"}},
 		{name: "function pods do not count", pods: []corev1.Pod{
 			serverPod("j-fn-x", RoleFunction, "0", 3, nil, ended("Error", 2, t0)),
 		}},
@@ -121,11 +126,11 @@ func TestSettling(t *testing.T) {
 	}{
 		{"no failure", nil, 0},
 		{"end time unknown: act", &serverFailure{}, 0},
-		{"just ended: wait for the others", ended(t0), failureSettle},
-		{"ended a second ago", ended(t0.Add(-time.Second)), failureSettle - time.Second},
-		{"settled", ended(t0.Add(-failureSettle)), 0},
+		{"ended in this second: wait for the others", ended(t0), failureSettle + time.Second},
+		{"ended in the second before", ended(t0.Add(-time.Second)), failureSettle},
+		{"settled", ended(t0.Add(-failureSettle - time.Second)), 0},
 		{"long ago", ended(t0.Add(-time.Hour)), 0},
-		{"a node's clock ahead waits no longer", ended(t0.Add(time.Hour)), failureSettle},
+		{"a node's clock ahead waits no longer", ended(t0.Add(time.Hour)), failureSettle + time.Second},
 	}
 	for _, tc := range tests {
 		if got := settling(tc.f, t0); got != tc.want {

@@ -44,8 +44,10 @@ func longJob(t *testing.T, c client.Client, name string, edit func(*dorylusv1alp
 
 // TestGraphServerKilled kills graph server 1's process with SIGKILL
 // mid-training in an asynchronous job without checkpoints: the job, which has
-// nothing to resume from, must end Failed with reason ServerFailed, naming
-// the server and the signal, not hang and not claim success.
+// nothing to resume from, must end Failed with reason ServerFailed naming
+// graph server 1 — its pod and the signal, or, when the kubelet reports the
+// peer's exit first, graph server 0's last log line about it — not hang and
+// not claim success.
 func TestGraphServerKilled(t *testing.T) {
 	t.Parallel()
 	const name = "cora-kill"
@@ -54,9 +56,11 @@ func TestGraphServerKilled(t *testing.T) {
 	defer tl.close()
 	job, _ := disturbGraphServer(t, c, name, killProcess)
 	f := meta.FindStatusCondition(job.Status.Conditions, dorylusv1alpha1.ConditionFailed)
-	want := "graph server pod " + name + "-gs-1 container graph-server: Error (exit code 137, signal killed)"
-	if f == nil || f.Status != metav1.ConditionTrue || f.Reason != dorylusv1alpha1.ReasonServerFailed || !strings.HasPrefix(f.Message, want) {
-		t.Fatalf("after the kill: %s; want Failed, reason ServerFailed, message %q...", conditions(job), want)
+	killed := "graph server pod " + name + "-gs-1 container graph-server: Error (exit code 137, signal killed)"
+	peer := "graph server pod " + name + "-gs-0 container graph-server: Error (exit code 1): dorylus: graph server 0: "
+	if f == nil || f.Status != metav1.ConditionTrue || f.Reason != dorylusv1alpha1.ReasonServerFailed ||
+		!strings.HasPrefix(f.Message, killed) && !(strings.HasPrefix(f.Message, peer) && strings.Contains(f.Message, "graph server 1")) {
+		t.Fatalf("after the kill: %s; want Failed, reason ServerFailed, naming graph server 1: %q... or %q...graph server 1...", conditions(job), killed, peer)
 	}
 	t.Logf("after the kill the job failed: %s: %s", f.Reason, f.Message)
 	tl.wait(t, msGone, 120*time.Second)
