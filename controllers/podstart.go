@@ -118,7 +118,7 @@ func (r *GNNTrainingJobReconciler) events(ctx context.Context, ns string, uid st
 func (r *GNNTrainingJobReconciler) startProblems(ctx context.Context, sts *appsv1.StatefulSet, deps []appsv1.Deployment, pods []corev1.Pod) (problems []string, starting bool, err error) {
 	for i := range pods {
 		p := &pods[i]
-		if role := p.Labels[LabelRole]; role != RoleGraphServer && role != RoleParamServer {
+		if serverKind(p) == "" {
 			continue
 		}
 		prob, pending := podStartProblem(p)

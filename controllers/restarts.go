@@ -56,16 +56,23 @@ func currentPod(job *dorylusv1alpha1.GNNTrainingJob, p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && run == strconv.Itoa(int(job.Status.Restarts))
 }
 
+// serverKind names a server pod's role in messages; "" for a pod that is
+// not a server (a function).
+func serverKind(p *corev1.Pod) string {
+	switch p.Labels[LabelRole] {
+	case RoleGraphServer:
+		return "graph server"
+	case RoleParamServer:
+		return "parameter server"
+	}
+	return ""
+}
+
 // podFailure is how a server pod's container ended, if it did: a container
 // that is terminated now or has restarted. Function pods do not count.
 func podFailure(p *corev1.Pod) *serverFailure {
-	var what string
-	switch p.Labels[LabelRole] {
-	case RoleGraphServer:
-		what = "graph server"
-	case RoleParamServer:
-		what = "parameter server"
-	default:
+	what := serverKind(p)
+	if what == "" {
 		return nil
 	}
 	for _, cs := range p.Status.ContainerStatuses {
@@ -83,17 +90,19 @@ func podFailure(p *corev1.Pod) *serverFailure {
 		if how == "" {
 			how = "Terminated"
 		}
+		sig := syscall.Signal(term.Signal)
+		if sig == 0 && term.ExitCode > 128 && term.ExitCode < 128+65 { // a shell's 128+signal
+			sig = syscall.Signal(term.ExitCode - 128)
+		}
 		detail := fmt.Sprintf("exit code %d", term.ExitCode)
-		if term.Signal != 0 {
-			detail += ", signal " + syscall.Signal(term.Signal).String()
-		} else if term.ExitCode > 128 && term.ExitCode < 128+65 {
-			detail += ", signal " + syscall.Signal(term.ExitCode-128).String()
+		if sig != 0 {
+			detail += ", signal " + sig.String()
 		}
 		msg := fmt.Sprintf("%s pod %s container %s: %s (%s)", what, p.Name, cs.Name, how, detail)
 		if last := lastLine(term.Message); last != "" {
 			msg += ": " + truncate(last, 256)
 		}
-		killed := term.Signal != 0 || term.ExitCode > 128 || term.Reason == "OOMKilled"
+		killed := sig != 0 || term.ExitCode > 128 || term.Reason == "OOMKilled"
 		return &serverFailure{pod: p.Name, message: msg, at: term.FinishedAt, killed: killed}
 	}
 	return nil
@@ -189,8 +198,7 @@ func (r *GNNTrainingJobReconciler) deleteOldPods(ctx context.Context, job *doryl
 	var errs []error
 	for i := range pods {
 		p := &pods[i]
-		role := p.Labels[LabelRole]
-		if p.DeletionTimestamp != nil || currentPod(job, p) || role != RoleGraphServer && role != RoleParamServer {
+		if p.DeletionTimestamp != nil || currentPod(job, p) || serverKind(p) == "" {
 			continue
 		}
 		uid := p.UID
