@@ -102,12 +102,19 @@ func TestCreateMakesEveryChild(t *testing.T) {
 	}
 
 	// The graph servers: the builder's output, with the API server's defaults on top.
+	// The servers run once the start is recorded, a reconcile after Created.
 	var sts appsv1.StatefulSet
-	if err := getObj(t, ns, "cora-gs", &sts); err != nil {
-		t.Fatal(err)
-	}
-	if *sts.Spec.Replicas != 2 || sts.Spec.ServiceName != "cora-gs" || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
-		t.Errorf("StatefulSet replicas %d service %q policy %q", *sts.Spec.Replicas, sts.Spec.ServiceName, sts.Spec.PodManagementPolicy)
+	eventually(t, "graph servers scaled to 2", func() error {
+		if err := getObj(t, ns, "cora-gs", &sts); err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 2 {
+			return fmt.Errorf("replicas %d", *sts.Spec.Replicas)
+		}
+		return nil
+	})
+	if sts.Spec.ServiceName != "cora-gs" || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("StatefulSet service %q policy %q", sts.Spec.ServiceName, sts.Spec.PodManagementPolicy)
 	}
 	c := sts.Spec.Template.Spec.Containers[0]
 	if c.Image != testImage || !cmp.Equal(c.Args, []string{"graph-server", "--config", "/etc/dorylus/run.json", "--partition", "$(DORYLUS_PARTITION)", "--startup-timeout", "0", "--metrics-address", ":9090", "--health-address", ":5001"}) {

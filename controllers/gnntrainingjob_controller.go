@@ -122,11 +122,19 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		applied = job.DeepCopy()
 		applied.Status.Restarts++
 	}
-	in.applyErr = r.applyChildren(ctx, applied, running, credentialsPeriod(nextStartTime(job, running, now), applied.Status.Restarts))
+	// A start (the first, or a resume) is recorded before any server runs,
+	// so that the credentials period it names cannot move with a reconcile
+	// whose status write is refused; the write wakes the reconcile that
+	// starts them.
+	recorded := nextStartTime(job, running, now).Equal(job.Status.StartTime)
+	in.applyErr = r.applyChildren(ctx, applied, running && recorded, credentialsPeriod(job.Status.StartTime, applied.Status.Restarts))
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {
 		err := r.writeStatus(ctx, job, status)
+		if apierrors.IsConflict(err) {
+			err = r.rewriteStatusAfterProgress(ctx, job, status)
+		}
 		switch {
 		case apierrors.IsConflict(err):
 			// The status was computed from a stale read; look again once
@@ -204,6 +212,32 @@ func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylus
 	u.SetNamespace(job.Namespace)
 	u.SetResourceVersion(job.ResourceVersion)
 	return r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// rewriteStatusAfterProgress writes status again on the job's newest
+// version when the write was refused only because graph server 0 reported
+// progress since the job was read (about once a second): the status stays
+// right, since a progress report that ends the job wakes a reconcile of its
+// own. Any other change returns the conflict, for a new reconcile.
+func (r *GNNTrainingJobReconciler) rewriteStatusAfterProgress(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus) error {
+	conflict := apierrors.NewConflict(dorylusv1alpha1.GroupVersion.WithResource("gnntrainingjobs").GroupResource(), job.Name,
+		fmt.Errorf("the job changed since it was read"))
+	if r.APIReader == nil {
+		return conflict
+	}
+	for range 3 {
+		fresh := &dorylusv1alpha1.GNNTrainingJob{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), fresh); err != nil {
+			return err
+		}
+		if !progressOnly(job, fresh) {
+			return conflict
+		}
+		if err := r.writeStatus(ctx, fresh, status); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return conflict
 }
 
 // managedByUs reports whether spec.managedBy leaves the job to this operator.
