@@ -73,11 +73,12 @@ type coordinator struct {
 	kept  uint64
 	exp   *pendingExport
 	// With Config.Cost: when the servers started, the billed calls reported so far, the cost
-	// at the last epoch, and whether it reached the budget.
-	started  time.Time
-	calls    cost.Calls
-	cost     float64
-	budgeted bool
+	// when last priced and at the last epoch's end, and whether it reached the budget.
+	started   time.Time
+	calls     cost.Calls
+	cost      float64
+	epochCost float64
+	budgeted  bool
 	// metrics, when set, receives the progress as Prometheus series.
 	metrics *metrics
 }
@@ -126,7 +127,7 @@ func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
 	if cfg.Patience > 0 && cfg.Weights == nil { // selection is training's
 		c.sel = model.NewBestValidation(cfg.Patience)
 	}
-	c.started, c.cost = cfg.Started, cfg.CostBefore
+	c.started, c.cost, c.epochCost = cfg.Started, cfg.CostBefore, cfg.CostBefore
 	if c.started.IsZero() {
 		c.started = time.Now()
 	}
@@ -203,10 +204,11 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		}
 		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
 		c.start = now
-		epochCost, err := c.price(now)
-		if err != nil {
+		if err := c.price(now); err != nil {
 			return cmds, err
 		}
+		epochCost := c.cost - c.epochCost
+		c.epochCost = c.cost
 		row.ev.CostUSD, row.ev.EpochCostUSD, c.progress.EpochCostUSD = c.cost, epochCost, epochCost
 		c.checkBudget()
 		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
@@ -228,21 +230,38 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	}
 }
 
-// price sets the run's cost at now, with Config.Cost, into the progress and returns the part
-// of it since the last time.
-func (c *coordinator) price(now time.Time) (float64, error) {
+// price sets the run's cost at now, with Config.Cost, into the progress.
+func (c *coordinator) price(now time.Time) error {
 	run := c.cfg.Cost
 	if run == nil {
-		return 0, nil
+		return nil
 	}
 	b, err := run.At(now.Sub(c.started), c.calls)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	total := c.cfg.CostBefore + b.TotalUSD
-	added := total - c.cost
-	c.cost, c.progress.CostUSD = total, total
-	return added, nil
+	c.cost = c.cfg.CostBefore + b.TotalUSD
+	c.progress.CostUSD = c.cost
+	return nil
+}
+
+// budgetCheck is how often graph server 0 prices a run with a budget between epochs: servers
+// are billed by the second, so the budget may run out in the middle of a long epoch.
+const budgetCheck = 100 * time.Millisecond
+
+// watchesBudget reports whether the run has a budget to price between epochs.
+func (c *coordinator) watchesBudget() bool {
+	return c.cfg.Cost != nil && c.cfg.Cost.BudgetUSD > 0
+}
+
+// checkBudgetAt prices the run at now and reports the progress at once if the cost reached
+// the budget.
+func (c *coordinator) checkBudgetAt(now time.Time) error {
+	if err := c.price(now); err != nil {
+		return err
+	}
+	c.checkBudget()
+	return nil
 }
 
 // checkBudget reports the progress at once the first time its cost reaches the budget.
@@ -325,7 +344,7 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return cmds, err
 	}
 	if e == c.last {
-		if _, err := c.price(time.Now()); err != nil {
+		if err := c.price(time.Now()); err != nil {
 			return cmds, err
 		}
 		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}

@@ -66,6 +66,44 @@ func TestBudgetReportedAtOnce(t *testing.T) {
 	c.status.close(time.Second)
 }
 
+// TestBudgetBetweenEpochs: servers are billed by the second, so a run whose budget runs out
+// in the middle of an epoch is reported when graph server 0 next prices it, not at the
+// epoch's end: a price below the budget reports nothing, the first at or above it reports
+// that cost at once, and later ones nothing more.
+func TestBudgetBetweenEpochs(t *testing.T) {
+	run := &cost.Run{Prices: cost.Default, Base: cost.Usage{Servers: []cost.Servers{{Role: "graph servers", Instance: "c5.xlarge", Count: 2}}}}
+	second, err := run.At(time.Second, cost.Calls{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.BudgetUSD = 10 * second.TotalUSD // ten seconds of servers
+	f := newFake()
+	started := time.Now()
+	cfg := &Config{Partitions: 2, Epochs: 10, EvalEvery: 10, Status: f, StatusInterval: time.Hour, Cost: run, Started: started}
+	c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper())
+	if !c.watchesBudget() {
+		t.Fatal("a run with a budget is not priced between epochs")
+	}
+	c.begin(0)
+	for _, at := range []time.Duration{5 * time.Second, 9900 * time.Millisecond, 10100 * time.Millisecond, 12 * time.Second} {
+		if err := c.checkBudgetAt(started.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.wait(t) // the budget's
+	time.Sleep(20 * time.Millisecond)
+	f.mu.Lock()
+	reports := f.reports
+	f.mu.Unlock()
+	if len(reports) != 1 {
+		t.Fatalf("reports %+v: want the budget's alone", reports)
+	}
+	if got, want := reports[0].CostUSD, 10.1*second.TotalUSD; !near(got, want) || !run.Over(got) {
+		t.Errorf("the budget's report: $%.12g, want $%.12g (10.1 s of servers, budget $%g)", got, want, run.BudgetUSD)
+	}
+	c.status.close(time.Second)
+}
+
 // near reports a ≈ b to 1e-9 relative.
 func near(a, b float64) bool { return a == b || (a-b)*(a-b) <= 1e-18*b*b }
 

@@ -20,15 +20,14 @@ import (
 const budgetUSD = "0.008"
 
 // TestBudgetExceeded runs a long cpu job with a small budget: graph server 0
-// prices the run after every epoch and reports the epoch that reaches the
-// budget at once, and the job must end Failed with reason BudgetExceeded at
-// that report — the cost the operator decided on at least the budget and
-// over it by at most 1 % (a fraction of a second of servers; seen: 0.25 %),
-// long before the job's last epoch. Servers are billed by wall time, and in
-// an asynchronous job the wall time between two epochs' reports exceeds one
-// epoch's time (evaluation, bursts), so the bound is on cost, not on
-// epochCostUSD; the envtest TestBudgetFromTheGraphServers checks the exact
-// epoch on the in-process servers.
+// prices the run after every epoch and every 100 ms between them (servers are
+// billed by wall time, and on a loaded machine an epoch can last seconds) and
+// reports the first cost that reaches the budget at once, and the job must
+// end Failed with reason BudgetExceeded at that report — the cost the
+// operator decided on at least the budget and over it by at most 1 % (a
+// fraction of a second of servers), long before the job's last epoch; the
+// envtest TestBudgetFromTheGraphServers checks the epoch on the in-process
+// servers.
 func TestBudgetExceeded(t *testing.T) {
 	t.Parallel()
 	const name, budget = "cora-budget", budgetUSD
