@@ -24,7 +24,7 @@ import (
 
 // longEpochs is the length of the jobs the tests disturb: long enough to
 // act mid-training on a loaded machine, short enough to finish afterwards.
-const longEpochs = 500
+const longEpochs = 1000
 
 // longJob applies the cpu sample as job name with longEpochs epochs and no
 // target accuracy, changed further by edit (if not nil), and starts its
