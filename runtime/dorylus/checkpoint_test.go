@@ -166,7 +166,6 @@ func TestCheckpointFlagErrors(t *testing.T) {
 		{[]string{"--resume"}, "--resume needs --checkpoint-dir"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--checkpoint-every", "0"}, "--checkpoint-every 0"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--runs", "2"}, "one run at a time"},
-		{[]string{"--checkpoint-dir", t.TempDir(), "--graph-servers", "2", "--staleness", "1"}, "synchronous mode only"},
 	} {
 		_, _, err := run(t, append([]string{"train", "--epochs", "1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
