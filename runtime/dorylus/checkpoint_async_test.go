@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -51,35 +52,43 @@ func TestAsyncGraphServerSIGKILLResumes(t *testing.T) {
 	}
 }
 
-// TestAsyncFaultsSurvived runs an asynchronous (S = 1) Cora training on separate server
-// processes restarted the way pods are, through a graph server and a parameter server killed
-// with SIGKILL after epoch 100: the run goes on from the checkpoint of epoch 100 (the
-// parameter servers checkpoint every 10 epochs, where the pipeline drains) — the killed
-// parameter server resumes from it, the surviving one goes back to it — and ends within a
-// point of the test accuracy of an undisturbed run.
+// TestAsyncFaultsSurvived runs asynchronous (S = 0 and S = 1) Cora trainings on separate
+// server processes restarted the way pods are, through a graph server and a parameter server
+// killed with SIGKILL after epoch 100: the parameter servers checkpoint every 10 epochs, where
+// the pipeline drains, and the run goes on from the checkpoint of epoch 100 or, with S = 0,
+// from a later epoch boundary the surviving shards hold — never from an earlier one — and ends
+// within a point of the test accuracy of an undisturbed run. With S = 1 the killed parameter
+// server resumes from the checkpoint of epoch 100 and the other goes back to it.
 func TestAsyncFaultsSurvived(t *testing.T) {
-	s1 := jobconfig.Staleness{Bound: 1}
+	backTo100 := regexp.MustCompile(`parameter server 0: back from version \d+ to the checkpoint of epoch 100\n`)
 	data := coraPartitions(t)
-	c := newPodCluster(t, data, t.TempDir(), asyncEpochs, s1)
-	want, _ := c.train(-1, 0)
-	stopAll(c.children)
-	for _, victim := range []int{1, 3} {
-		t.Run(strings.ReplaceAll(podName(victim), " ", "-")+"-killed", func(t *testing.T) {
-			c := newPodCluster(t, data, t.TempDir(), asyncEpochs, s1)
-			got, again := c.train(victim, 100)
+	for _, bound := range []int{0, 1} {
+		t.Run(fmt.Sprintf("staleness-%d", bound), func(t *testing.T) {
+			staleness := jobconfig.Staleness{Bound: bound}
+			c := newPodCluster(t, data, t.TempDir(), asyncEpochs, staleness)
+			want, _ := c.train(-1, 0)
 			stopAll(c.children)
-			t.Logf("SIGKILL of %s after epoch 100: training again after %v; test accuracy %.4f, undisturbed %.4f", podName(victim), again, got.TestAcc, want.TestAcc)
-			logs := c.logs.w.(*strings.Builder).String()
-			resumed := "parameter server 1: resumed from the checkpoint of epoch 100"
-			if victim == 1 {
-				resumed = "parameter server 1: back from version"
-			}
-			if !strings.Contains(logs, resumed) || !strings.Contains(logs, "parameter server 0: back from version") ||
-				!strings.Contains(logs, "to the checkpoint of epoch 100") {
-				t.Errorf("the parameter servers did not go on from the checkpoint of epoch 100 (%q):\n%s", resumed, logs)
-			}
-			if math.Abs(got.TestAcc-want.TestAcc) > 0.01 || got.TestAcc == 0 {
-				t.Errorf("test accuracy %.4f, undisturbed %.4f: more than a point apart", got.TestAcc, want.TestAcc)
+			for _, victim := range []int{1, 3} {
+				t.Run(strings.ReplaceAll(podName(victim), " ", "-")+"-killed", func(t *testing.T) {
+					c := newPodCluster(t, data, t.TempDir(), asyncEpochs, staleness)
+					got, again := c.train(victim, 100)
+					stopAll(c.children)
+					t.Logf("S = %d: SIGKILL of %s after epoch 100: training again after %v from epoch %d; test accuracy %.4f, undisturbed %.4f",
+						bound, podName(victim), again, c.resumed, got.TestAcc, want.TestAcc)
+					if c.resumed <= 100 {
+						t.Errorf("resumed at epoch %d, before the checkpoint of epoch 100", c.resumed)
+					}
+					logs := c.logs.w.(*strings.Builder).String()
+					if victim == 3 && !strings.Contains(logs, "parameter server 1: resumed from the checkpoint of epoch 100") {
+						t.Errorf("parameter server 1 did not resume from the checkpoint of epoch 100:\n%s", logs)
+					}
+					if bound == 1 && (c.resumed != 101 || !backTo100.MatchString(logs)) {
+						t.Errorf("resumed at epoch %d, want 101, or parameter server 0 did not go back to the checkpoint of epoch 100:\n%s", c.resumed, logs)
+					}
+					if math.Abs(got.TestAcc-want.TestAcc) > 0.01 || got.TestAcc == 0 {
+						t.Errorf("test accuracy %.4f, undisturbed %.4f: more than a point apart", got.TestAcc, want.TestAcc)
+					}
+				})
 			}
 		})
 	}

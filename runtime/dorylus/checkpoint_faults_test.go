@@ -35,6 +35,7 @@ type podCluster struct {
 	logs     *syncWriter
 	children []*child
 	events   chan graphserver.Event // graph server 0's lines, across its restarts
+	resumed  int                    // the first epoch graph server 0 reported after a fault
 }
 
 func newPodCluster(t *testing.T, data, ckpt string, epochs int, staleness jobconfig.Staleness) *podCluster {
@@ -157,7 +158,7 @@ func (c *podCluster) train(victim, killAt int) (graphserver.Event, time.Duration
 			c.start(1)
 			c.start(0)
 		case !killed.IsZero() && again == 0:
-			again = time.Since(killed)
+			again, c.resumed = time.Since(killed), ev.Epoch
 		}
 	}
 }
