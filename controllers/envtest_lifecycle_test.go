@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 )
 
@@ -143,6 +145,48 @@ func TestSuspendAndResume(t *testing.T) {
 	waitScaled(t, ns, "pause", 3, 1)
 	if !job.Status.StartTime.After(firstStart.Time) {
 		t.Errorf("resume kept startTime %v, want it reset past %v", job.Status.StartTime, firstStart)
+	}
+}
+
+// TestSuspendResumeAsyncCheckpointed suspends and resumes an asynchronous
+// (staleness 1) job with checkpoints: the servers scale to zero and back,
+// and the run config they start from again keeps the checkpoint location
+// and asks them to resume from it (not fresh), in asynchronous mode, so that
+// the parameter servers continue from their last checkpoint.
+func TestSuspendResumeAsyncCheckpointed(t *testing.T) {
+	needEnv(t)
+	ns := newNamespace(t)
+	createJob(t, userJob(ns, "async-pause", func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Staleness = intstr.FromInt32(1)
+		j.Spec.GraphServers.Replicas = 2
+		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 5,
+			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "checkpoints", Path: "async"}}
+	}))
+	waitCondition(t, ns, "async-pause", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	waitScaled(t, ns, "async-pause", 2, 1)
+	for _, suspend := range []bool{true, false} {
+		if err := updateJob(t, ns, "async-pause", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.RunPolicy.Suspend = ptr.To(suspend) }); err != nil {
+			t.Fatal(err)
+		}
+		if suspend {
+			waitCondition(t, ns, "async-pause", dorylusv1alpha1.ConditionSuspended, metav1.ConditionTrue, dorylusv1alpha1.ReasonSuspended)
+			waitScaled(t, ns, "async-pause", 0, 0)
+		} else {
+			waitCondition(t, ns, "async-pause", dorylusv1alpha1.ConditionSuspended, metav1.ConditionFalse, dorylusv1alpha1.ReasonResumed)
+			waitScaled(t, ns, "async-pause", 2, 1)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := getObj(t, ns, "async-pause-config", &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := jobconfig.Parse([]byte(cm.Data[jobconfig.ConfigMapKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &jobconfig.Checkpoint{IntervalEpochs: 5, Path: jobconfig.CheckpointMountPath + "/async"}
+	if diff := cmp.Diff(want, cfg.Checkpoint); diff != "" || cfg.Training.Staleness != (jobconfig.Staleness{Bound: 1}) {
+		t.Errorf("resumed run config: staleness %v, checkpoint (-want +got):\n%s", cfg.Training.Staleness, diff)
 	}
 }
 

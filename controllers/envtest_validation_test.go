@@ -106,10 +106,6 @@ var invalidManifests = []struct {
 	{"checkpoint with two destinations", []edit{set("spec.checkpoint", obj{"pvc": obj{"claimName": "c"}, "s3": obj{"bucket": "ckpt"}})},
 		"spec.checkpoint", "exactly one of s3, pvc"},
 	{"checkpoint without destination", []edit{set("spec.checkpoint", obj{"intervalEpochs": int64(5)})}, "spec.checkpoint", "exactly one of s3, pvc"},
-	{"checkpoint with asynchronous training", []edit{set("spec.checkpoint", obj{"pvc": obj{"claimName": "c"}}), set("spec.training.staleness", int64(1))},
-		"spec.checkpoint", `needs spec.training.staleness "sync"`},
-	{"checkpoint with staleness 0", []edit{set("spec.checkpoint", obj{"s3": obj{"bucket": "ckpt"}}), set("spec.training.staleness", int64(0))},
-		"spec.checkpoint", `needs spec.training.staleness "sync"`},
 	{"checkpoint every zero epochs", []edit{set("spec.checkpoint", obj{"intervalEpochs": int64(0), "pvc": obj{"claimName": "c"}})},
 		"spec.checkpoint.intervalEpochs", "greater than or equal to 1"},
 	{"negative backoff limit", []edit{set("spec.runPolicy.backoffLimit", int64(-1))}, "spec.runPolicy.backoffLimit", "greater than or equal to 0"},
@@ -242,10 +238,15 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 	if err := k8sClient.Create(ctx, manifest(ns, "valid"), client.DryRunAll); err != nil {
 		t.Fatalf("the base manifest is refused: %v", err)
 	}
-	withCheckpoint := manifest(ns, "checkpointed")
-	set("spec.checkpoint", map[string]any{"s3": map[string]any{"bucket": "ckpt"}})(withCheckpoint)
-	if err := k8sClient.Create(ctx, withCheckpoint, client.DryRunAll); err != nil {
-		t.Fatalf("a checkpoint with the default staleness (sync) is refused: %v", err)
+	for _, staleness := range []any{nil, "sync", int64(0), int64(1)} { // nil: the default, sync
+		withCheckpoint := manifest(ns, "checkpointed")
+		set("spec.checkpoint", map[string]any{"s3": map[string]any{"bucket": "ckpt"}})(withCheckpoint)
+		if staleness != nil {
+			set("spec.training.staleness", staleness)(withCheckpoint)
+		}
+		if err := k8sClient.Create(ctx, withCheckpoint, client.DryRunAll); err != nil {
+			t.Fatalf("a checkpoint with staleness %v is refused: %v", staleness, err)
+		}
 	}
 	refused := 0
 	for _, tc := range invalidManifests {

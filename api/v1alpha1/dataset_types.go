@@ -114,7 +114,9 @@ type HTTPLocation struct {
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.s3), has(self.pvc)].filter(x, x).size() == 1",message="spec.checkpoint must set exactly one of s3, pvc"
 type CheckpointSpec struct {
-	// IntervalEpochs is the number of epochs between checkpoints.
+	// IntervalEpochs is the number of epochs between checkpoints; with a
+	// staleness bound, the asynchronous pipeline drains every intervalEpochs
+	// epochs to take them.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	// +kubebuilder:default=10

@@ -73,7 +73,6 @@ type GNNTrainingJobList struct {
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.inference) || has(self.output)",message="spec.inference needs spec.output: where to write the predictions",fieldPath=".inference"
 // +kubebuilder:validation:XValidation:rule="!has(self.tensorBackend) || !has(self.tensorBackend.lambda) || !has(self.tensorBackend.lambda.credentials.roleARN) || !has(self.graphServers) || !has(self.graphServers.podTemplate) || !has(self.graphServers.podTemplate.spec) || !has(self.graphServers.podTemplate.spec.serviceAccountName)",message="spec.tensorBackend.lambda.credentials.roleARN annotates the job's own ServiceAccount, which graph servers with their own serviceAccountName do not use: use credentials.secretRef, or leave the ServiceAccount to the operator",fieldPath=".graphServers.podTemplate.spec.serviceAccountName"
-// +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || (has(self.training) && has(self.training.staleness) && type(self.training.staleness) == string && self.training.staleness == 'sync')",message="spec.checkpoint needs spec.training.staleness \"sync\": checkpoints are taken in synchronous mode only",fieldPath=".checkpoint"
 type GNNTrainingJobSpec struct {
 	// ManagedBy names the controller that reconciles this job. Unset or
 	// "dorylus.dev/operator" means this operator; any other value makes the
@@ -123,8 +122,10 @@ type GNNTrainingJobSpec struct {
 	TensorBackend *TensorBackendSpec `json:"tensorBackend,omitempty"`
 
 	// Checkpoint saves weights every few epochs so that a restarted or
-	// resumed job continues where it stopped; it needs synchronous training
-	// (spec.training.staleness "sync"). Unset: no checkpoints.
+	// resumed job continues where it stopped, in every training mode: with a
+	// staleness bound the pipeline drains to a common epoch every
+	// intervalEpochs epochs and the checkpoint is taken there. Unset: no
+	// checkpoints.
 	// +optional
 	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
 
@@ -223,7 +224,7 @@ type TrainingSpec struct {
 
 	// Staleness is the pipeline's asynchrony: "sync" (a barrier after every
 	// Scatter, plain full-graph training; the default, as for dorylus train:
-	// exact, and the only mode that checkpoints) or the bound S in [0, 16]
+	// exact) or the bound S in [0, 16]
 	// (an interval may run at most S epochs ahead of the slowest).
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self == 'sync' : (self >= 0 && self <= 16)",message="spec.training.staleness must be \"sync\" or an integer in [0, 16]"
@@ -307,7 +308,9 @@ type ParameterServerSpec struct {
 // RunPolicy is the job's life-cycle policy.
 type RunPolicy struct {
 	// Suspend scales every server to zero while keeping the job and its
-	// progress; setting it back to false resumes from the last checkpoint.
+	// progress; setting it back to false resumes from the last checkpoint
+	// (spec.checkpoint; with a staleness bound, the last epoch where the
+	// pipeline drained), or from epoch 1 without checkpoints.
 	// +kubebuilder:default=false
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`

@@ -328,7 +328,9 @@ type Calls struct {
 
 // Checkpoint says where and how often to save weights.
 type Checkpoint struct {
-	// IntervalEpochs is the number of epochs between checkpoints.
+	// IntervalEpochs is the number of epochs between checkpoints; with a
+	// staleness bound, the graph servers drain the pipeline every
+	// IntervalEpochs epochs, where the parameter servers take them.
 	IntervalEpochs int `json:"intervalEpochs"`
 	// Path is the local folder of a pvc destination.
 	Path string `json:"path,omitempty"`

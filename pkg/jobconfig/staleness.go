@@ -10,8 +10,8 @@ import (
 // DefaultStaleness is the staleness of a run that names none, in the text form ParseStaleness
 // reads: the GNNTrainingJob CRD's default for spec.training.staleness and the default of
 // `dorylus train --staleness`. Synchronous training is the default because it is exact (it
-// matches single-process training), reproducible, and the only mode that checkpoints; the
-// asynchronous pipeline is a speed-for-staleness trade a run opts into.
+// matches single-process training) and reproducible; the asynchronous pipeline is a
+// speed-for-staleness trade a run opts into.
 const DefaultStaleness = SyncStaleness
 
 // SyncStaleness is the text form of synchronous training.

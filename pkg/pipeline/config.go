@@ -61,6 +61,12 @@ type Config struct {
 	// Staleness is the bound S ≥ 0 of asynchronous mode: no interval starts epoch e unless
 	// e ≤ LowestUnfinished() + S.
 	Staleness int
+	// DrainEvery, N ≥ 1 in asynchronous mode, drains the pipeline every N epochs: no interval
+	// starts an epoch that is a multiple of N until every interval has finished the epoch
+	// before it, so that the weights are those after a common epoch boundary, where a
+	// checkpoint can be taken. It only tightens the epoch gate (S = 0 drains every epoch
+	// anyway); 0 never drains. Synchronous mode ignores it.
+	DrainEvery int
 	// Reads maps an interval to the intervals whose rows its GA reads (its in-neighbour
 	// intervals in Â, itself included if it has self-loops). An interval missing from the map,
 	// or a nil map, reads every interval of every partition. Duplicates are ignored.
@@ -146,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Sync && c.Staleness != 0 {
 		return bad("staleness %d given with synchronous mode", c.Staleness)
+	}
+	if c.DrainEvery < 0 {
+		return bad("drain every %d epochs, want at least 0", c.DrainEvery)
 	}
 	if c.Gradients != PushGradients && c.Gradients != PullGradients {
 		return bad("unknown gradient flow %v", c.Gradients)

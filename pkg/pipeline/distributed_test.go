@@ -181,6 +181,9 @@ func checkTruth(truth *oracle, t Task, got Started) error {
 		if m := truth.minUnf(); t.Epoch > m+truth.stale {
 			return fmt.Errorf("epoch gate broken: %v starts while interval epochs go down to %d, S=%d", t, m, truth.stale)
 		}
+		if truth.drains(t.Epoch) {
+			return fmt.Errorf("drain broken: %v starts while interval epochs go down to %d, draining every %d epochs", t, truth.minUnf(), truth.cfg.DrainEvery)
+		}
 		if t.Epoch == truth.minUnf()+truth.stale && truth.stale > 0 {
 			truth.gateEdge++
 		}
@@ -230,7 +233,7 @@ func TestDistributedSchedules(t *testing.T) {
 								rng := rand.New(rand.NewPCG(seed, 2))
 								cfg := Config{Partitions: P, Intervals: I, Layers: L, Epochs: m.stale + 3,
 									Sync: m.sync, Staleness: m.stale, Gradients: flow,
-									ExternalVersions: !m.sync || rng.IntN(2) == 0, TailOverlap: rng.IntN(2) == 0}
+									ExternalVersions: !m.sync || rng.IntN(2) == 0, TailOverlap: rng.IntN(2) == 0, DrainEvery: rng.IntN(3)}
 								if rng.IntN(3) == 0 {
 									cfg.Reads = randomReads(rng, cfg.intervalCounts())
 								}

@@ -49,6 +49,15 @@
 // negative when the source is ahead). S = 0 keeps only the epoch gate: every interval finishes
 // epoch e before any starts e + 1, but within an epoch GA may read last epoch's rows.
 //
+// # Drains
+//
+// With Config.DrainEvery = N the gate closes every N epochs: no interval starts an epoch that
+// is a multiple of N until every interval has finished the one before it. The pipeline then
+// runs empty at that boundary once per N epochs: every gradient of the earlier epochs has been
+// pushed and none of a later one, so the parameter servers hold weights that a checkpoint can
+// save and a restarted run can resume from. With S = 0 the gate drains every epoch already;
+// with S ≥ 1 a drain costs about one pipeline fill per N epochs.
+//
 // # Tail overlap
 //
 // With Config.TailOverlap (asynchronous mode, S ≥ 1) an interval's epoch is cut in two lanes:

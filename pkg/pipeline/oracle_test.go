@@ -233,6 +233,9 @@ func (o *oracle) depsMet(t Task) (bool, string) {
 		if t.Epoch > o.minUnf()+o.stale {
 			return false, "gate"
 		}
+		if o.drains(t.Epoch) {
+			return false, "drain"
+		}
 		if o.cfg.Sync && t.Epoch > 0 {
 			if o.wuDone[t.Epoch-1] != o.n() {
 				return false, "sync: previous epoch not finished everywhere"
@@ -259,6 +262,12 @@ func (o *oracle) depsMet(t Task) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// drains reports whether epoch e may not start yet because the pipeline drains before it.
+func (o *oracle) drains(e int) bool {
+	d := o.cfg.DrainEvery
+	return !o.cfg.Sync && d > 0 && e%d == 0 && e > o.minUnf()
 }
 
 // readyLocal returns the tasks Ready must return, in its order.
@@ -292,6 +301,9 @@ func (o *oracle) start(t Task, got Started, version int) error {
 		m := o.minUnf()
 		if t.Epoch > m+o.stale {
 			return fmt.Errorf("epoch gate broken: %v starts with lowest unfinished %d, S=%d", t, m, o.stale)
+		}
+		if o.drains(t.Epoch) {
+			return fmt.Errorf("drain broken: %v starts with lowest unfinished %d, draining every %d epochs", t, m, o.cfg.DrainEvery)
 		}
 		if t.Epoch == m+o.stale && o.stale > 0 {
 			o.gateEdge++

@@ -272,6 +272,7 @@ func TestRandomSchedules(t *testing.T) {
 								}
 								cfg.ExternalVersions = rng.IntN(4) == 0
 								cfg.TailOverlap = rng.IntN(2) == 0
+								cfg.DrainEvery = rng.IntN(3) // 0: never
 								if err := drive(cfg, seed, &ms); err != nil {
 									t.Fatalf("P=%d I=%d L=%d %s %v seed %d: %v\nconfig %+v", P, I, L, m.name, flow, seed, err, cfg)
 								}

@@ -29,7 +29,7 @@ type Wait uint8
 // The reasons Blocked gives.
 const (
 	WaitNone    Wait = iota // a task of the interval is ready or running, or none is left
-	WaitGate                // the epoch gate: the interval is S epochs ahead of the slowest
+	WaitGate                // the epoch gate: the interval is S epochs ahead of the slowest, or waits for a drain
 	WaitVersion             // synchronous mode: the previous epoch's weights are not updated yet
 	WaitRows                // rows it reads are not produced yet (the barrier, or peers' rows)
 	waitLane                // the interval's other lane runs first (not a wait of the interval)
@@ -66,6 +66,9 @@ func (s *Scheduler) blocked(g int, sd side, reason *string) Wait {
 	if sd == head && si == 0 {
 		if e > s.minUnf+s.stale {
 			return why(WaitGate, "epoch gate: lowest unfinished epoch is %d, staleness %d", s.minUnf, s.stale)
+		}
+		if s.drain > 0 && e%s.drain == 0 && e > s.minUnf {
+			return why(WaitGate, "drain: epoch %d waits until every interval has finished epoch %d (lowest unfinished epoch is %d)", e, e-1, s.minUnf)
 		}
 		if s.sync && st.prevPin >= 0 && s.version <= st.prevPin {
 			return why(WaitVersion, "weights of epoch %d not updated yet (version %d)", e-1, s.version)

@@ -30,6 +30,7 @@ type Scheduler struct {
 	n              int // intervals in all
 	sync           bool
 	stale          int // S; 0 in synchronous mode
+	drain          int // Config.DrainEvery in asynchronous mode, else 0
 	external       bool
 	last           int // last epoch to run (StopAfter)
 
@@ -77,6 +78,8 @@ func New(cfg Config) (*Scheduler, error) {
 	s.atMin = s.n
 	if cfg.Sync {
 		s.version = cfg.FirstEpoch
+	} else {
+		s.drain = cfg.DrainEvery
 	}
 	s.readySet = [2]bitset{newBitset(s.n), newBitset(s.n)}
 	s.refreshAll()

@@ -109,6 +109,7 @@ func TestConfigErrors(t *testing.T) {
 		{"epochs", func(c *Config) { c.Epochs = 0 }, "epochs 0"},
 		{"staleness", func(c *Config) { c.Staleness = -1 }, "staleness -1"},
 		{"sync staleness", func(c *Config) { c.Sync = true }, "staleness 1 given with synchronous mode"},
+		{"drain", func(c *Config) { c.DrainEvery = -1 }, "drain every -1 epochs"},
 		{"flow", func(c *Config) { c.Gradients = 7 }, "unknown gradient flow"},
 		{"reads key", func(c *Config) { c.Reads = map[IntervalID][]IntervalID{{2, 0}: nil} }, "Reads has interval p2/i0"},
 		{"reads value", func(c *Config) { c.Reads = map[IntervalID][]IntervalID{{1, 1}: {{0, 5}}} }, "Reads[p1/i1] has interval p0/i5"},
@@ -174,6 +175,35 @@ func TestStalenessZeroIsAnEpochBarrier(t *testing.T) {
 	run(t, s, task(1, 0, 0, KindWU, 0))
 	if got := s.Ready(); !slices.Equal(got, []Task{task(0, 0, 1, KindAV, 0), task(1, 0, 1, KindAV, 0)}) {
 		t.Fatalf("Ready() = %v", got)
+	}
+}
+
+// With S = 1 and a drain every 2 epochs, an interval runs ahead into epoch 1 but not into
+// epoch 2 until every interval has finished epoch 1; past the drain it runs ahead again.
+func TestDrainEmptiesThePipeline(t *testing.T) {
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: 1, DrainEvery: 2,
+		Reads: selfOnly(1, 2), TailOverlap: true})
+	i0, i1 := IntervalID{0, 0}, IntervalID{0, 1}
+	runUntil(t, s, i0, 1, nil) // epoch 1 while i1 has not started epoch 0: no drain before it
+	runUntil(t, s, i1, 0, nil)
+	if got := s.LowestUnfinished(); got != 1 {
+		t.Fatalf("LowestUnfinished() = %d, want 1", got)
+	}
+	_, err := s.Start(task(0, 0, 2, KindAV, 0))
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "drain") {
+		t.Fatalf("start of epoch 2 before i1 finished epoch 1: %v, want a drain wait", err)
+	}
+	if got := s.Blocked(0, 0); got != WaitGate {
+		t.Errorf("Blocked(i0) = %v, want WaitGate", got)
+	}
+	runUntil(t, s, i1, 1, &Step{KindWU, 0})
+	if got := s.Ready(); !slices.Equal(got, []Task{task(0, 1, 1, KindWU, 0)}) {
+		t.Fatalf("Ready() = %v, want only i1's WU of epoch 1 (the drain holds epoch 2)", got)
+	}
+	run(t, s, task(0, 1, 1, KindWU, 0))
+	runUntil(t, s, i0, 3, nil) // epochs 2 and 3 while i1 has not started epoch 2
+	if got := s.Progress(); !slices.Equal(got[0], []int{4, 2}) {
+		t.Fatalf("Progress() = %v, want i0 done, i1 at epoch 2", got)
 	}
 }
 

@@ -897,9 +897,9 @@ type InitRequest struct {
 	// numbered as layers 4l..4l+3; weight_decay applies to every tensor.
 	Heads    uint32 `protobuf:"varint,10,opt,name=heads,proto3" json:"heads,omitempty"`                       // attention heads of every hidden layer
 	OutHeads uint32 `protobuf:"varint,11,opt,name=out_heads,json=outHeads,proto3" json:"out_heads,omitempty"` // attention heads of the output layer
-	// rewind_to, in synchronous mode, takes an initialised shard back to the weights after this
-	// epoch (from its checkpoint; 0: the initial weights): graph servers send it when they find
-	// the shards at different versions, one of them restarted from an older checkpoint.
+	// rewind_to takes an initialised shard back to the weights after this epoch (from its
+	// checkpoint; 0: the initial weights): graph servers send it when they find the shards at
+	// different epochs, one of them restarted from an older checkpoint.
 	RewindTo      *uint64 `protobuf:"varint,12,opt,name=rewind_to,json=rewindTo,proto3,oneof" json:"rewind_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1019,11 +1019,13 @@ func (x *InitRequest) GetRewindTo() uint64 {
 	return 0
 }
 
-// InitReply says which layers the shard holds and its newest version.
+// InitReply says which layers the shard holds, its newest version, and the epoch the run
+// (re)starts at: 0, or the epoch of the checkpoint the shard resumed or went back to.
 type InitReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Layers        []uint32               `protobuf:"varint,1,rep,packed,name=layers,proto3" json:"layers,omitempty"`
 	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1068,6 +1070,13 @@ func (x *InitReply) GetLayers() []uint32 {
 func (x *InitReply) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *InitReply) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -1713,10 +1722,11 @@ const file_dorylus_proto_rawDesc = "" +
 	"\tout_heads\x18\v \x01(\rR\boutHeads\x12 \n" +
 	"\trewind_to\x18\f \x01(\x04H\x00R\brewindTo\x88\x01\x01B\f\n" +
 	"\n" +
-	"_rewind_to\"=\n" +
+	"_rewind_to\"S\n" +
 	"\tInitReply\x12\x16\n" +
 	"\x06layers\x18\x01 \x03(\rR\x06layers\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"H\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"H\n" +
 	"\x04Keep\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06pinned\x18\x02 \x03(\x04R\x06pinned\x12\x16\n" +

@@ -28,7 +28,7 @@ type checkpointOptions struct {
 
 // addFlags registers the checkpoint flags.
 func (c *checkpointOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVar(&c.location, "checkpoint-dir", "", "save checkpoints (weights, optimizer state, epoch, seed) to this folder or s3://bucket/prefix: every --checkpoint-every epochs, after the last epoch, and on SIGTERM or Ctrl-C (with --graph-servers: by each parameter server, in subfolder shard-N, synchronous mode only)")
+	f.StringVar(&c.location, "checkpoint-dir", "", "save checkpoints (weights, optimizer state, epoch, seed) to this folder or s3://bucket/prefix: every --checkpoint-every epochs, after the last epoch, and on SIGTERM or Ctrl-C (with --graph-servers: by each parameter server, in subfolder shard-N; with a --staleness bound at the epoch boundaries where the pipeline drains, every --checkpoint-every epochs, and after the last epoch)")
 	f.IntVar(&c.every, "checkpoint-every", 10, "with --checkpoint-dir: epochs between checkpoints")
 	f.IntVar(&c.keep, "keep", 3, "with --checkpoint-dir: checkpoints kept (0: all)")
 	f.BoolVar(&c.resume, "resume", false, "with --checkpoint-dir: continue from its latest complete checkpoint (a fresh start if there is none)")

@@ -22,8 +22,8 @@ import (
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
-// podCluster runs 2 graph servers and 2 parameter servers of one synchronous Cora run as
-// separate processes, the way the operator's pods run them: parameter servers always resume
+// podCluster runs 2 graph servers and 2 parameter servers of one Cora run as separate
+// processes, the way the operator's pods run them: parameter servers always resume
 // from their checkpoints, and a restarted process serves at its old address (the test holds
 // the listeners, as a Service would keep the name).
 type podCluster struct {
@@ -35,9 +35,10 @@ type podCluster struct {
 	logs     *syncWriter
 	children []*child
 	events   chan graphserver.Event // graph server 0's lines, across its restarts
+	resumed  int                    // the first epoch graph server 0 reported after a fault
 }
 
-func newPodCluster(t *testing.T, data, ckpt string, epochs int) *podCluster {
+func newPodCluster(t *testing.T, data, ckpt string, epochs int, staleness jobconfig.Staleness) *podCluster {
 	c := &podCluster{t: t, lis: make([]net.Listener, 4), procs: make([]*child, 4), exited: make(chan *child, 32),
 		logs: &syncWriter{w: &strings.Builder{}}, events: make(chan graphserver.Event, 1024)}
 	addrs := make([]string, 4)
@@ -51,6 +52,7 @@ func newPodCluster(t *testing.T, data, ckpt string, epochs int) *podCluster {
 	t.Cleanup(func() { stopAll(c.children); closeAll(c.lis) })
 	run := serverConfig(t, data, addrs, 2, func(rc *jobconfig.RunConfig) {
 		rc.Job.Name, rc.Training.Intervals, rc.Training.Epochs, rc.Training.EvalEvery = "faults", 3, epochs, epochs
+		rc.Training.Staleness = staleness
 		rc.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, Path: ckpt} // resumed from, as a pod does
 	})
 	for q := range 2 {
@@ -156,7 +158,7 @@ func (c *podCluster) train(victim, killAt int) (graphserver.Event, time.Duration
 			c.start(1)
 			c.start(0)
 		case !killed.IsZero() && again == 0:
-			again = time.Since(killed)
+			again, c.resumed = time.Since(killed), ev.Epoch
 		}
 	}
 }
@@ -171,7 +173,7 @@ func TestFaultsSurvived(t *testing.T) {
 	const epochs = 60
 	data := coraPartitions(t)
 	straight := filepath.Join(t.TempDir(), "straight")
-	c := newPodCluster(t, data, straight, epochs)
+	c := newPodCluster(t, data, straight, epochs, jobconfig.Sync)
 	want, _ := c.train(-1, 0)
 	stopAll(c.children) // parameter servers save epoch 60 (a checkpoint is due then anyway)
 	check := func(t *testing.T, c *podCluster, got graphserver.Event, cut string) {
@@ -185,7 +187,7 @@ func TestFaultsSurvived(t *testing.T) {
 	for _, victim := range []int{3, 1} {
 		t.Run(strings.ReplaceAll(podName(victim), " ", "-")+"-killed", func(t *testing.T) {
 			cut := filepath.Join(t.TempDir(), "cut")
-			c := newPodCluster(t, data, cut, epochs)
+			c := newPodCluster(t, data, cut, epochs, jobconfig.Sync)
 			got, again := c.train(victim, 24)
 			t.Logf("SIGKILL of %s after epoch 24: training again after %v", podName(victim), again.Round(time.Millisecond))
 			logs := c.logs.w.(*strings.Builder).String()
@@ -212,7 +214,7 @@ func TestFaultsSurvived(t *testing.T) {
 		t.Setenv(objstore.EnvEndpoint, p.URL)
 		t.Setenv("TMPDIR", t.TempDir()) // the download cache
 		cut := filepath.Join(t.TempDir(), "cut")
-		c := newPodCluster(t, "s3://"+bucket+"/cora", cut, epochs)
+		c := newPodCluster(t, "s3://"+bucket+"/cora", cut, epochs, jobconfig.Sync)
 		got, _ := c.train(-1, 0)
 		if gets, _ := p.Seen(); gets < 4+2 {
 			t.Errorf("%d object GETs through the proxy, want 4 answered 500 and then each partition", gets)

@@ -166,7 +166,6 @@ func TestCheckpointFlagErrors(t *testing.T) {
 		{[]string{"--resume"}, "--resume needs --checkpoint-dir"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--checkpoint-every", "0"}, "--checkpoint-every 0"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--runs", "2"}, "one run at a time"},
-		{[]string{"--checkpoint-dir", t.TempDir(), "--graph-servers", "2", "--staleness", "1"}, "synchronous mode only"},
 	} {
 		_, _, err := run(t, append([]string{"train", "--epochs", "1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -247,38 +246,11 @@ func TestGraphServerSIGKILLResumes(t *testing.T) {
 	straight, cut := t.TempDir(), t.TempDir()
 	runCLI(t, distArgs(epochs, straight, "--checkpoint-every", "10")...)
 
-	cmd := exec.Command(dorylusBin, distArgs(epochs, cut, "--checkpoint-every", "10")...)
+	killed := killGraphServer1(t, distArgs(epochs, cut, "--checkpoint-every", "10"), 24, epochs)
+	// The resumed launch, timed to its first epoch.
+	cmd := exec.Command(dorylusBin, distArgs(epochs, cut, "--checkpoint-every", "10", "--resume")...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-		if strings.Contains(sc.Text(), fmt.Sprintf("epoch %d/%d", 24, epochs)) {
-			break
-		}
-	}
-	victim := childPID(t, cmd.Process.Pid, "graph-server", "--partition 1")
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-	}
-	err = cmd.Wait()
-	all := strings.Join(logs, "\n")
-	if err == nil || !strings.Contains(all, "graph-server 1 exited before the run finished") {
-		t.Fatalf("after SIGKILL of graph server 1: exit %v, want an error naming it:\n%s", err, all)
-	}
-	// The resumed launch, timed to its first epoch.
-	cmd = exec.Command(dorylusBin, distArgs(epochs, cut, "--checkpoint-every", "10", "--resume")...)
-	if stderr, err = cmd.StderrPipe(); err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
@@ -287,8 +259,8 @@ func TestGraphServerSIGKILLResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var again time.Duration
-	logs = nil
-	sc = bufio.NewScanner(stderr)
+	var logs []string
+	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		logs = append(logs, sc.Text())
 		if again == 0 && strings.Contains(sc.Text(), "resumed from the checkpoint of epoch") {
@@ -307,4 +279,41 @@ func TestGraphServerSIGKILLResumes(t *testing.T) {
 	}
 	t.Logf("graph server SIGKILL at epoch ≥ 24: resumed from epoch %d; kill to parameter servers restored: %v", rep.PerRun[0].ResumedFrom, again)
 	sameShards(t, straight, cut, epochs)
+}
+
+// killGraphServer1 runs dorylus with args (a distributed training of epochs), kills graph
+// server 1 with SIGKILL once epoch at is reported, checks that the launcher stops with an error
+// naming it, and returns when it was killed.
+func killGraphServer1(t *testing.T, args []string, at, epochs int) time.Time {
+	t.Helper()
+	cmd := exec.Command(dorylusBin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+		if strings.Contains(sc.Text(), fmt.Sprintf("epoch %d/%d", at, epochs)) {
+			break
+		}
+	}
+	victim := childPID(t, cmd.Process.Pid, "graph-server", "--partition 1")
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for sc.Scan() {
+		logs = append(logs, sc.Text())
+	}
+	err = cmd.Wait()
+	all := strings.Join(logs, "\n")
+	if err == nil || !strings.Contains(all, "graph-server 1 exited before the run finished") {
+		t.Fatalf("after SIGKILL of graph server 1: exit %v, want an error naming it:\n%s", err, all)
+	}
+	return killed
 }

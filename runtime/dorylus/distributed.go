@@ -92,9 +92,6 @@ type serverStats struct {
 // runDistributed runs `dorylus train` on real graph-server and parameter-server processes on
 // loopback and prints the same report as the single-process path.
 func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, stderr io.Writer) error {
-	if o.checkpoint.location != "" && !d.staleness.Sync {
-		return fmt.Errorf("--checkpoint-dir with --staleness %s: checkpoints are taken in synchronous mode only", d.staleness)
-	}
 	switch {
 	case d.paramServers < 1:
 		return fmt.Errorf("--param-servers %d: want at least 1", d.paramServers)

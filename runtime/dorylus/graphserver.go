@@ -371,6 +371,9 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if pull != nil {
 		cfg.Pull = pull
 	}
+	if c.Checkpoint != nil && !st.Sync {
+		cfg.DrainEvery = c.Checkpoint.IntervalEpochs // the parameter servers checkpoint there
+	}
 	if err := setExport(ctx, &cfg, c, model); err != nil {
 		return err
 	}

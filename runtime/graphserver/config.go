@@ -40,8 +40,12 @@ type Config struct {
 	Seed             uint64
 	Sync             bool
 	Staleness        int
-	TargetAccuracy   float64 // stop once the validation accuracy reaches it (0: never)
-	EvalEvery        int     // evaluate every this many epochs, and after the last
+	// DrainEvery, in asynchronous mode, drains the pipeline every this many epochs
+	// (pipeline.Config.DrainEvery): the epoch boundaries where the parameter servers take their
+	// checkpoints. 0 never drains.
+	DrainEvery     int
+	TargetAccuracy float64 // stop once the validation accuracy reaches it (0: never)
+	EvalEvery      int     // evaluate every this many epochs, and after the last
 	// Patience > 0 selects by validation as the GAT paper does (model.BestValidation, with
 	// EvalEvery 1): the result is the evaluation of the kept epoch, and the run stops after
 	// Patience evaluations without progress.
@@ -118,6 +122,8 @@ func (c *Config) validate() error {
 		return errors.New("staleness given with synchronous mode")
 	case c.Staleness < 0:
 		return fmt.Errorf("staleness %d", c.Staleness)
+	case c.DrainEvery < 0:
+		return fmt.Errorf("drain every %d epochs", c.DrainEvery)
 	case c.EvalEvery < 1:
 		return fmt.Errorf("evaluation every %d epochs", c.EvalEvery)
 	case c.Patience < 0 || (c.Patience > 0 && c.EvalEvery != 1):

@@ -117,7 +117,7 @@ func (s *server) run(ctx context.Context) error {
 	if s.cfg.Weights != nil {
 		return s.infer(ctx)
 	}
-	first, err := s.shards.firstEpoch(s.cfg.Sync, s.cfg.Epochs)
+	first, err := s.shards.firstEpoch(s.cfg.Epochs)
 	if err != nil {
 		return err
 	}
@@ -127,15 +127,19 @@ func (s *server) run(ctx context.Context) error {
 	return s.drive(ctx)
 }
 
-// begin makes the scheduler of training from epoch first, and starts the coordinator's clock.
+// begin makes the scheduler of training from epoch first at the shards' weight version, and
+// starts the coordinator's clock.
 func (s *server) begin(first int) error {
 	var err error
 	s.sched, err = pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.cfg.Layers, Epochs: s.cfg.Epochs,
-		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, Gradients: pipeline.PushGradients,
-		Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
+		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, DrainEvery: s.cfg.DrainEvery,
+		Gradients: pipeline.PushGradients, Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.sched.SetWeightVersion(s.shards.lowest(func(sh *shard) int { return sh.version })); err != nil {
 		return err
 	}
 	if s.coord != nil {

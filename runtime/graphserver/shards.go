@@ -21,6 +21,7 @@ type shard struct {
 	client  rpc.ParamServerClient
 	layers  []int // the parameter tensors it holds
 	version int   // its newest version, as last heard (loop only)
+	epoch   int   // the epoch it (re)started the run at (Init)
 	// checkpoint is the epoch of its newest checkpoint, 0 for none, as last heard (loop only)
 	checkpoint int
 }
@@ -47,8 +48,8 @@ func dialShards(self int, addrs []string, opts ...rpc.Option) (*shards, error) {
 }
 
 // init sends req (Init) to every shard and checks that together they hold every one of params
-// parameter tensors once; in synchronous mode it takes every shard back to the lowest version
-// any resumed from. startup bounds the wait for the other graph servers' Init.
+// parameter tensors once; it takes every shard back to the lowest epoch any resumed from.
+// startup bounds the wait for the other graph servers' Init.
 func (ss *shards) init(ctx context.Context, req *rpc.InitRequest, params int, startup time.Duration) error {
 	err := fanOut(ss.list, func(sh *shard) error {
 		// In synchronous mode Init returns once every graph server has sent it: wait as long
@@ -65,7 +66,7 @@ func (ss *shards) init(ctx context.Context, req *rpc.InitRequest, params int, st
 		for _, l := range r.Layers {
 			sh.layers = append(sh.layers, int(l))
 		}
-		sh.version = int(r.Version)
+		sh.version, sh.epoch = int(r.Version), int(r.Epoch)
 		return nil
 	})
 	if err != nil {
@@ -83,51 +84,43 @@ func (ss *shards) init(ctx context.Context, req *rpc.InitRequest, params int, st
 	if i := slices.IndexFunc(held, func(n int) bool { return n != 1 }); i >= 0 {
 		return fmt.Errorf("tensor %d is held by %d parameter servers, want 1 (are the shard numbers right?)", i, held[i])
 	}
-	if !req.Sync {
-		return nil
-	}
 	// A shard that restarted resumed from its last checkpoint: take the others back to it.
-	low := ss.lowest(func(sh *shard) int { return sh.version })
+	low := ss.lowest(func(sh *shard) int { return sh.epoch })
 	rewind := proto.Clone(req).(*rpc.InitRequest)
 	rewind.RewindTo = proto.Uint64(uint64(low))
 	return fanOut(ss.list, func(sh *shard) error {
-		if len(sh.layers) == 0 || sh.version == low {
+		if len(sh.layers) == 0 || sh.epoch == low {
 			return nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 		defer cancel()
 		r, err := sh.client.Init(cctx, rewind)
 		if err != nil {
-			return fmt.Errorf("take %s back from version %d to epoch %d, where another parameter server resumed: %w", sh.name, sh.version, low, err)
+			return fmt.Errorf("take %s back from epoch %d to epoch %d, where another parameter server resumed: %w", sh.name, sh.epoch, low, err)
 		}
-		sh.version = int(r.Version)
+		sh.version, sh.epoch = int(r.Version), int(r.Epoch)
 		return nil
 	})
 }
 
-// firstEpoch returns the epoch to start at: 0, or in synchronous mode the epoch of the
-// checkpoint the parameter servers resumed from (their version at Init; all must agree). In
-// asynchronous mode other graph servers may have pushed before this one's Init, and parameter
-// servers take no checkpoints.
-func (ss *shards) firstEpoch(sync bool, epochs int) (int, error) {
-	if !sync {
-		return 0, nil
-	}
+// firstEpoch returns the epoch to start at: 0, or the epoch of the checkpoint the parameter
+// servers resumed from (their epoch at Init; all must agree).
+func (ss *shards) firstEpoch(epochs int) (int, error) {
 	var first *shard
 	for _, sh := range ss.list {
 		switch {
 		case len(sh.layers) == 0: // holds nothing, never moves
 		case first == nil:
 			first = sh
-		case sh.version != first.version:
-			return 0, fmt.Errorf("the parameter servers start at different versions (%s at %d, %s at %d): they resumed from checkpoints of different epochs", first.name, first.version, sh.name, sh.version)
+		case sh.epoch != first.epoch:
+			return 0, fmt.Errorf("the parameter servers start at different epochs (%s at %d, %s at %d): they resumed from checkpoints of different epochs", first.name, first.epoch, sh.name, sh.epoch)
 		}
 	}
-	v := first.version // init checked that every layer is held
-	if v >= epochs {
-		return 0, fmt.Errorf("the parameter servers resumed from the checkpoint of epoch %d: the run of %d epochs is already done", v, epochs)
+	e := first.epoch // init checked that every layer is held
+	if e >= epochs {
+		return 0, fmt.Errorf("the parameter servers resumed from the checkpoint of epoch %d: the run of %d epochs is already done", e, epochs)
 	}
-	return v, nil
+	return e, nil
 }
 
 // lowest returns the lowest of f over the shards that hold a tensor.

@@ -25,11 +25,13 @@ const checkpointTimeout = time.Minute
 // cannot go on, and every later call to the shard fails with codes.DataLoss.
 var errCheckpoints = errors.New("the run cannot go on without its checkpoints")
 
-// Checkpointing says where and how often a shard saves its weights and Adam state.
-// Checkpoints are taken in synchronous mode, where version v is the weights after epoch v.
+// Checkpointing says where and how often a shard saves its weights and Adam state. A
+// checkpoint holds the weights after an epoch: in asynchronous mode the shard saves when the
+// graph servers have drained the pipeline there (pipeline.Config.DrainEvery, every Every
+// epochs too).
 type Checkpointing struct {
 	Checkpoints checkpoint.Checkpoints // the shard's own store
-	Every       int                    // save every this many versions (epochs)
+	Every       int                    // save every this many epochs
 	// Resume restores, when the first graph server sends Init, the newest complete checkpoint
 	// of an epoch that every shard in Peers has checkpointed too (a shard killed outright may
 	// lack the latest ones), if any; the graph servers then start at its epoch.
@@ -66,24 +68,25 @@ func (s *Shard) runIdentity(req *rpc.InitRequest) (string, error) {
 	return fmt.Sprintf("parameter server %d of %d, model %v, init %x", s.id, s.shards, req.Dims, sha256.Sum256(b)), nil
 }
 
-// restore loads into held and adam the newest checkpoint every shard has, if any (at setup).
-func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense, adam *model.Adam) error {
+// restore loads into held and adam the newest checkpoint every shard has, if any (at setup),
+// and returns its epoch (0 for none).
+func (s *Shard) restore(req *rpc.InitRequest, held []*tensor.Dense, adam *model.Adam) (int, error) {
 	c := s.ckpt
 	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 	defer cancel()
 	st, err := s.latestCommon(ctx)
 	if errors.Is(err, checkpoint.ErrNone) {
 		fmt.Fprintf(c.Log, "parameter server %d: no checkpoint in %s: starting from epoch 1\n", s.id, c.Checkpoints.Store)
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read the checkpoints in %s: %w: %w", c.Checkpoints.Store, err, errCheckpoints)
+		return 0, fmt.Errorf("read the checkpoints in %s: %w: %w", c.Checkpoints.Store, err, errCheckpoints)
 	}
 	if err := s.restoreState(req, st, held, adam); err != nil {
-		return err
+		return 0, err
 	}
 	fmt.Fprintf(c.Log, "parameter server %d: resumed from the checkpoint of epoch %d in %s\n", s.id, st.Epoch, c.Checkpoints.Store)
-	return nil
+	return st.Epoch, nil
 }
 
 // restoreState checks that st is a checkpoint of this run and loads it into held and adam.
@@ -96,21 +99,21 @@ func (s *Shard) restoreState(req *rpc.InitRequest, st checkpoint.State, held []*
 	if st.Run != id {
 		return fmt.Errorf("the checkpoint of epoch %d in %s is of another run (%s), not of this one (%s)", st.Epoch, where, st.Run, id)
 	}
-	if st.Position != int64(st.Epoch) {
-		return fmt.Errorf("the checkpoint of epoch %d in %s holds version %d, want the epoch's", st.Epoch, where, st.Position)
+	if want := int64(st.Epoch) * int64(perEpoch(req)); st.Position != want {
+		return fmt.Errorf("the checkpoint of epoch %d in %s holds version %d, want the epoch's, %d", st.Epoch, where, st.Position, want)
 	}
-	if err := adam.Restore(held, st.Tensors, st.Epoch); err != nil {
+	if err := adam.Restore(held, st.Tensors, int(st.Position)); err != nil {
 		return fmt.Errorf("restore the checkpoint of epoch %d from %s: %w", st.Epoch, where, err)
 	}
 	return nil
 }
 
 // rewind takes the shard back to the weights and Adam state after epoch: the initial ones for
-// 0, the state before its last step for the epoch before its newest, else its checkpoint of
-// that epoch (s.mu held).
+// 0, in synchronous mode the state before its last step for the epoch before its newest, else
+// its checkpoint of that epoch (s.mu held).
 func (s *Shard) rewind(epoch int) error {
-	if epoch > int(s.newest) {
-		return fmt.Errorf("asked to go back to epoch %d, but the newest version is %d", epoch, s.newest)
+	if epoch > s.epoch() {
+		return fmt.Errorf("asked to go back to epoch %d, but the shard is at epoch %d (version %d)", epoch, s.epoch(), s.newest)
 	}
 	held, adam, err := s.fresh(s.init)
 	if err != nil {
@@ -138,7 +141,7 @@ func (s *Shard) rewind(epoch int) error {
 		}
 	}
 	if s.ckpt != nil {
-		fmt.Fprintf(s.ckpt.Log, "parameter server %d: back from version %d to the checkpoint of epoch %d, where another shard resumed\n", s.id, s.newest, epoch)
+		fmt.Fprintf(s.ckpt.Log, "parameter server %d: back from version %d to the checkpoint of epoch %d\n", s.id, s.newest, epoch)
 	}
 	s.start(held, adam, epoch)
 	return nil
@@ -185,12 +188,13 @@ func (s *Shard) latestCommon(ctx context.Context) (checkpoint.State, error) {
 	return checkpoint.State{}, fmt.Errorf("no epoch has a valid checkpoint on every parameter server (%s); keep more checkpoints (--keep)", strings.Join(have, "; "))
 }
 
-// save writes the newest version and the Adam state as the checkpoint of that epoch (s.mu
-// held), unless it is saved already.
+// save writes the newest version and the Adam state as the checkpoint of its epoch (s.mu
+// held), if they are at an epoch boundary not saved yet.
 func (s *Shard) save(ctx context.Context) error {
-	if s.ckpt == nil || s.init == nil || s.newest == s.saved {
+	if s.ckpt == nil || s.init == nil || !s.boundary() || s.epoch() == s.saved {
 		return nil
 	}
+	epoch := s.epoch()
 	id, err := s.runIdentity(s.init)
 	if err != nil {
 		return err
@@ -201,17 +205,18 @@ func (s *Shard) save(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
-	err = s.ckpt.Checkpoints.Save(ctx, checkpoint.State{Run: id, Epoch: int(s.newest), Position: int64(s.newest), Seed: s.init.Seed, Tensors: tensors})
+	err = s.ckpt.Checkpoints.Save(ctx, checkpoint.State{Run: id, Epoch: epoch, Position: int64(s.newest), Seed: s.init.Seed, Tensors: tensors})
 	if err != nil {
-		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w: %w", s.id, s.newest, err, errCheckpoints)
+		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w: %w", s.id, epoch, err, errCheckpoints)
 	}
-	s.saved = s.newest
+	s.saved = epoch
 	s.notify()
 	return nil
 }
 
 // SaveCheckpoint writes the checkpoint of the newest version now, if checkpoints are enabled
-// and it is not saved yet: what a shard does when it is told to stop.
+// and it is at an epoch boundary not saved yet: what a shard does when it is told to stop. An
+// asynchronous run stopped mid-epoch keeps its last checkpoint instead.
 func (s *Shard) SaveCheckpoint(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,13 +1,18 @@
 package paramserver
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -203,7 +208,7 @@ func TestRejoinAndRewind(t *testing.T) {
 	if _, err := rewind(3); err == nil || !strings.Contains(err.Error(), "go back to epoch 3") {
 		t.Errorf("rewind to epoch 3, which has no checkpoint: %v", err)
 	}
-	if _, err := rewind(9); err == nil || !strings.Contains(err.Error(), "newest version is 6") {
+	if _, err := rewind(9); err == nil || !strings.Contains(err.Error(), "the shard is at epoch 6") {
 		t.Errorf("rewind to epoch 9 at version 6: %v", err)
 	}
 	for _, e := range []uint64{2, 0} {
@@ -228,5 +233,101 @@ func TestRejoinAndRewind(t *testing.T) {
 	}
 	if s.Newest() != 1 {
 		t.Errorf("newest %d after an epoch from the rewind to 0", s.Newest())
+	}
+}
+
+// TestAsyncCheckpointsAtBoundaries pushes an asynchronous run's gradients with epochs 0 and 1
+// interleaved (staleness 1) and the pipeline drained before epoch 2, checkpointing every 2
+// epochs: the shard saves only at the boundary of epoch 2 (version 8: two epochs of 4
+// contributions) and not when stopped mid-epoch; a restarted graph server takes it back to
+// that checkpoint while the other, not restarted yet, is refused until it restarts too; and a
+// shard started anew resumes there with the same weights.
+func TestAsyncCheckpointsAtBoundaries(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cp := checkpoint.Checkpoints{Store: checkpoint.Dir(dir)}
+	rng := rand.New(rand.NewPCG(5, 6))
+	g := func() map[int]*tensor.Dense { return map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)} }
+	s := mustShard(t, 0, 1)
+	if err := s.EnableCheckpoints(Checkpointing{Checkpoints: cp, Every: 2}); err != nil {
+		t.Fatal(err)
+	}
+	mustInitAll(t, s, initReq(0, false), initReq(1, false))
+	// Contribution c is interval c%2 of graph server c/2.
+	order := []struct{ c, epoch int }{{0, 0}, {1, 0}, {0, 1}, {2, 0}, {1, 1}, {3, 0}, {2, 1}, {3, 1}}
+	for k, o := range order {
+		if _, err := push(t, s, o.c/2, o.c%2, o.epoch, 0, g()); err != nil {
+			t.Fatalf("push %d: %v", k, err)
+		}
+		eps, err := cp.Epochs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := k == len(order)-1; (len(eps) > 0) != want {
+			t.Fatalf("after push %d: checkpoints of epochs %v", k, eps)
+		}
+	}
+	st, err := cp.Load(ctx, 2)
+	if err != nil || st.Epoch != 2 || st.Position != 8 {
+		t.Fatalf("checkpoint of epoch 2: epoch %d, version %d, %v; want 2 and 8", st.Epoch, st.Position, err)
+	}
+	second := pull(t, s, 8)
+	if _, err := push(t, s, 0, 0, 2, 8, g()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if eps, _ := cp.Epochs(ctx); !slices.Equal(eps, []int{2}) {
+		t.Fatalf("stopped mid-epoch 3: checkpoints of epochs %v, want only 2", eps)
+	}
+
+	replies := make(chan *rpc.InitReply, 2)
+	go func() {
+		r, err := s.Init(ctx, initReq(1, false))
+		if err != nil {
+			t.Error(err)
+		}
+		replies <- r
+	}()
+	for !slices.Equal(s.Versions(), []uint64{8}) { // graph server 1's Init takes the shard back
+		if len(replies) > 0 {
+			t.Fatal("graph server 1's Init returned before graph server 0 restarted")
+		}
+		runtime.Gosched()
+	}
+	if _, err := push(t, s, 0, 1, 2, 8, g()); status.Code(err) != codes.Aborted {
+		t.Fatalf("a push of graph server 0, not restarted, after graph server 1 restarted: %v, want Aborted", err)
+	}
+	r0, err := s.Init(ctx, initReq(0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*rpc.InitReply{r0, <-replies} {
+		if r == nil || r.Epoch != 2 || r.Version != 8 {
+			t.Fatalf("Init after the restart: %v, want epoch 2 at version 8", r)
+		}
+	}
+	sameTensors(t, "back at epoch 2", pull(t, s, 8), second)
+
+	again := mustShard(t, 0, 1)
+	if err := again.EnableCheckpoints(Checkpointing{Checkpoints: cp, Every: 2, Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range mustInitAll(t, again, initReq(0, false), initReq(1, false)) {
+		if r.Epoch != 2 || r.Version != 8 {
+			t.Fatalf("resumed shard: %v, want epoch 2 at version 8", r)
+		}
+	}
+	sameTensors(t, "resumed at epoch 2", pull(t, again, 8), second)
+}
+
+// sameTensors fails the test unless got and want hold the same values.
+func sameTensors(t *testing.T, what string, got, want []*tensor.Dense) {
+	t.Helper()
+	for l := range want {
+		if !slices.Equal(got[l].Data, want[l].Data) {
+			t.Errorf("%s: layer %d differs", what, l)
+		}
 	}
 }

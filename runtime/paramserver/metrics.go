@@ -11,7 +11,7 @@ var (
 	shardLabels        = []string{"shard"}
 	descVersion        = prometheus.NewDesc("dorylus_param_server_weight_version", "The shard's newest weight version (updates applied).", shardLabels, nil)
 	descVersionsHeld   = prometheus.NewDesc("dorylus_param_server_versions_held", "Weight versions the shard keeps for pinned readers (weight stashing).", shardLabels, nil)
-	descCheckpointSeen = prometheus.NewDesc("dorylus_param_server_checkpoint_version", "The newest weight version saved in or restored from a checkpoint.", shardLabels, nil)
+	descCheckpointSeen = prometheus.NewDesc("dorylus_param_server_checkpoint_version", "The weight version of the newest checkpoint saved or restored.", shardLabels, nil)
 )
 
 // Describe sends the shard's series descriptions; a Shard is a prometheus.Collector.
@@ -24,7 +24,10 @@ func (s *Shard) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the shard's series.
 func (s *Shard) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
-	newest, held, saved := s.newest, len(s.versions), s.saved
+	newest, held, saved := s.newest, len(s.versions), uint64(s.saved)
+	if s.init != nil {
+		saved *= perEpoch(s.init)
+	}
 	s.mu.Unlock()
 	id := strconv.Itoa(s.id)
 	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, float64(newest), id)

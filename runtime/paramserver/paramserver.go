@@ -21,12 +21,20 @@
 // knows, and it will only ever pin that one or newer. Until every graph server has reported,
 // nothing is dropped. Buffers of dropped versions are reused.
 //
-// Restarts (synchronous mode, with checkpoints): a shard saves its weights and Adam state every
-// few epochs and, restarted, resumes from the newest epoch every shard has a valid checkpoint
-// of. Graph servers restart together (one lost stops the others); a second Init from a graph
-// server drops the unfinished epoch, and Init's rewind_to takes a shard that kept running back
-// to the epoch a restarted shard resumed from. A checkpoint that cannot be written or read
-// breaks the shard: every call then fails with codes.DataLoss, since the run cannot go on.
+// Restarts (with checkpoints, in either mode): a shard saves its weights and Adam state every
+// few epochs at an epoch boundary — in asynchronous mode where the graph servers drain the
+// pipeline (pipeline.Config.DrainEvery): every gradient of the epochs before it applied and
+// none of a later one — and, restarted, resumes from the newest epoch every shard has a valid
+// checkpoint of. Versions count updates in both modes, so the checkpoint of epoch e holds
+// version e in synchronous mode and e·contributions in asynchronous mode. Graph servers restart
+// together (one lost stops the others): a second Init from a graph server begins a new start,
+// the graph servers that have not sent Init since are refused (codes.Aborted) until they
+// restart too, and the shard goes on from the newest epoch boundary it holds — in synchronous
+// mode its newest version, in asynchronous mode its weights if they are at one, else its
+// newest checkpoint. Init's rewind_to takes a shard that kept running back to the epoch
+// another resumed from. An asynchronous run without checkpoints cannot resume: a restarted
+// graph server ends it. A checkpoint that cannot be written or read breaks the shard: every
+// call then fails with codes.DataLoss, since the run cannot go on.
 package paramserver
 
 import (
@@ -71,14 +79,17 @@ type Shard struct {
 	received int
 	sum      []*tensor.Dense
 	joined   []bool // per graph server: sent Init since the run (re)started
+	// asynchronous mode: the lowest epoch some contribution has not pushed, and the pushes of
+	// that epoch and later ones; none means the weights are at that epoch's boundary
+	done   int
+	pushes map[int]int
 	// undo is the state before the last synchronous step (nil before the first)
 	undo *lastStep
-	// broken, once a checkpoint failed or a graph server restarted in an asynchronous run,
-	// answers every call: the run cannot go on
+	// broken, once a checkpoint failed or a graph server restarted in an asynchronous run
+	// without checkpoints, answers every call: the run cannot go on
 	broken error
-	// checkpoints (synchronous mode only)
-	ckpt  *Checkpointing
-	saved uint64 // the newest version saved, or restored
+	ckpt   *Checkpointing
+	saved  int // the epoch of the newest checkpoint saved or restored (0: none)
 	// maxMessage bounds the bytes of the held layers, which one Pull reply carries
 	maxMessage int
 }
@@ -136,9 +147,9 @@ func (s *Shard) Versions() []uint64 {
 	return out
 }
 
-// Init implements rpc.ParamServerServer. In synchronous mode a later Init restarts the run
-// at the newest version (or, with RewindTo, at an older checkpoint) when the graph servers
-// restarted; see rejoin.
+// Init implements rpc.ParamServerServer. A later Init restarts the run at the newest epoch
+// boundary (or, with RewindTo, at an older checkpoint) when the graph servers restarted; see
+// rejoin.
 func (s *Shard) Init(ctx context.Context, req *rpc.InitRequest) (*rpc.InitReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,11 +163,7 @@ func (s *Shard) Init(ctx context.Context, req *rpc.InitRequest) (*rpc.InitReply,
 			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: graph server %d describes another run or model (%v) than graph server %d did (%v)",
 				s.id, req.GraphServer, b, s.init.GraphServer, a)
 		}
-		join := s.rejoin
-		if !s.init.Sync {
-			join = s.joinAsync
-		}
-		if err := join(req); err != nil {
+		if err := s.rejoin(req); err != nil {
 			if s.broken != nil {
 				return nil, s.broken
 			}
@@ -185,12 +192,12 @@ func (s *Shard) Init(ctx context.Context, req *rpc.InitRequest) (*rpc.InitReply,
 	return s.initReply(), nil
 }
 
-// awaitJoined holds a synchronous run's Init (s.mu held, released while waiting) until every
-// graph server has joined since the run (re)started, so that no graph server starts an epoch
-// whose rows a peer that is about to restart would lose. It fails with Aborted when another
-// graph server's restart began a new start meanwhile: the caller must restart too.
+// awaitJoined holds the Init of a run that can restart (s.mu held, released while waiting)
+// until every graph server has joined since the run (re)started, so that no graph server
+// starts an epoch whose rows a peer that is about to restart would lose. It fails with Aborted
+// when another graph server's restart began a new start meanwhile: the caller must restart too.
 func (s *Shard) awaitJoined(ctx context.Context, gs int) error {
-	for s.init.Sync {
+	for s.restartable() {
 		switch {
 		case !s.joined[gs]:
 			return s.restarted(gs)
@@ -210,15 +217,41 @@ func (s *Shard) awaitJoined(ctx context.Context, gs int) error {
 	return nil
 }
 
-// restarted is the error a synchronous run's graph server gs gets once another graph server
-// restarted: its epoch's rows and gradients are gone, so it restarts too and every graph server
-// resumes at the newest version together.
+// restarted is the error graph server gs of a run that can restart gets once another graph
+// server restarted: its epoch's rows and gradients are gone, so it restarts too and every
+// graph server resumes at the same epoch together.
 func (s *Shard) restarted(gs int) error {
-	return status.Errorf(codes.Aborted, "parameter server %d: another graph server restarted: graph server %d must restart too, so that every graph server resumes at epoch %d together", s.id, gs, s.newest)
+	return status.Errorf(codes.Aborted, "parameter server %d: another graph server restarted: graph server %d must restart too, so that every graph server resumes at epoch %d together", s.id, gs, s.epoch())
 }
 
+// restartable reports whether the run's graph servers may restart: in synchronous mode, or
+// with checkpoints (s.init set).
+func (s *Shard) restartable() bool { return s.init.Sync || s.ckpt != nil }
+
+// perEpoch returns the updates (versions) of one epoch of the run req describes: one in
+// synchronous mode, one per contribution in asynchronous mode.
+func perEpoch(req *rpc.InitRequest) uint64 {
+	if req.Sync {
+		return 1
+	}
+	return uint64(req.Contributions)
+}
+
+// epoch returns the lowest epoch whose update is not complete: in synchronous mode the newest
+// version, in asynchronous mode the lowest epoch some contribution has not pushed (s.init set).
+func (s *Shard) epoch() int {
+	if s.init.Sync {
+		return int(s.newest)
+	}
+	return s.done
+}
+
+// boundary reports whether the newest version holds the weights after epoch(): every update of
+// the earlier epochs and none of a later one (s.init set).
+func (s *Shard) boundary() bool { return s.init.Sync || len(s.pushes) == 0 }
+
 func (s *Shard) initReply() *rpc.InitReply {
-	r := &rpc.InitReply{Version: s.newest}
+	r := &rpc.InitReply{Version: s.newest, Epoch: uint64(s.epoch())}
 	for _, l := range s.layers {
 		r.Layers = append(r.Layers, uint32(l))
 	}
@@ -241,19 +274,18 @@ func (s *Shard) setup(req *rpc.InitRequest) error {
 		return fmt.Errorf("%d layers of %d heads (%d in the output layer): want at most %d layers of at most %d heads", L, req.Heads, req.OutHeads, MaxLayers, MaxHeads)
 	case !(req.LearningRate > 0) || !(req.WeightDecay >= 0):
 		return fmt.Errorf("learning rate %g, weight decay %g", req.LearningRate, req.WeightDecay)
-	case s.ckpt != nil && !req.Sync:
-		return fmt.Errorf("checkpoints need synchronous mode (staleness sync)")
 	}
 	held, adam, err := s.fresh(req)
+	first := 0
 	if err == nil && s.ckpt != nil && s.ckpt.Resume {
-		err = s.restore(req, held, adam)
+		first, err = s.restore(req, held, adam)
 	}
 	if err != nil {
 		s.layers, s.shapes = nil, nil
 		return err
 	}
 	s.init = req
-	s.start(held, adam, adam.Steps())
+	s.start(held, adam, first)
 	return nil
 }
 
@@ -282,14 +314,15 @@ func (s *Shard) fresh(req *rpc.InitRequest) ([]*tensor.Dense, *model.Adam, error
 	return held, adam, err
 }
 
-// start makes held, with adam's state after epoch steps, the newest and only version, and
-// forgets the Keep reports and the gradients of an unfinished epoch (s.mu held, s.init set).
+// start makes held, with adam's state after epoch, the newest and only version, and forgets
+// the Keep reports and the gradients of an unfinished epoch (s.mu held, s.init set).
 func (s *Shard) start(held []*tensor.Dense, adam *model.Adam, epoch int) {
 	for _, ws := range s.versions {
 		s.free = append(s.free, ws)
 	}
-	s.adam, s.versions, s.undo = adam, map[uint64][]*tensor.Dense{uint64(epoch): held}, nil
-	s.newest, s.saved = uint64(epoch), uint64(epoch)
+	v := uint64(epoch) * perEpoch(s.init)
+	s.adam, s.versions, s.undo = adam, map[uint64][]*tensor.Dense{v: held}, nil
+	s.newest, s.saved, s.done, s.pushes = v, epoch, epoch, map[int]int{}
 	s.forget()
 	s.notify()
 }
@@ -309,12 +342,11 @@ func (s *Shard) forget() {
 	}
 }
 
-// rejoin handles a synchronous Init after the first. In synchronous mode every graph server
-// restarts when one does, so an Init from a graph server that sent one before starts the run
-// again at the newest version: the Keep reports and the gradients of the unfinished epoch are
-// dropped, and the graph servers that have not sent Init since are told to restart too
-// (restarted, through their Watch streams and Pushes). With RewindTo older than the newest
-// version, the shard goes back to the checkpoint of that epoch (s.mu held).
+// rejoin handles an Init after the first. Every graph server restarts when one does, so an
+// Init from a graph server that sent one before starts the run again at the newest epoch
+// boundary the shard holds (restart); the graph servers that have not sent Init since are
+// told to restart too (restarted, through their Watch streams and Pushes). With RewindTo
+// older than that epoch, the shard goes back to the checkpoint of RewindTo (s.mu held).
 func (s *Shard) rejoin(req *rpc.InitRequest) error {
 	gs := int(req.GraphServer)
 	if gs >= len(s.joined) {
@@ -323,40 +355,39 @@ func (s *Shard) rejoin(req *rpc.InitRequest) error {
 	if req.RewindTo != nil {
 		// The second round of a start: every graph server asks to go back to the epoch all
 		// shards can restore; the first one takes the shard there.
-		if *req.RewindTo > s.newest {
-			return fmt.Errorf("asked to go back to epoch %d, but the newest version is %d", *req.RewindTo, s.newest)
-		}
-		if *req.RewindTo != s.newest {
-			if err := s.rewind(int(*req.RewindTo)); err != nil {
+		if to := int(*req.RewindTo); to != s.epoch() {
+			if err := s.rewind(to); err != nil {
 				return err
 			}
 		}
 	} else if s.joined[gs] {
-		s.forget()
+		if err := s.restart(gs); err != nil {
+			return err
+		}
 	}
 	s.joined[gs] = true
 	s.notify() // wakes the Inits waiting in awaitJoined and ends the others' Watch streams
 	return nil
 }
 
-// joinAsync admits a graph server's first Init to an asynchronous run. A second one means the
-// graph server restarted: the gradients of the intervals it had in flight are lost and an
-// asynchronous run has no checkpoint to go back to, so it cannot rejoin.
-func (s *Shard) joinAsync(req *rpc.InitRequest) error {
-	gs := int(req.GraphServer)
+// restart begins a new start after graph server gs restarted: the Keep reports and the
+// gradients of the unfinished epoch are dropped; an asynchronous shard whose weights are not
+// at an epoch boundary goes back to its newest checkpoint. An asynchronous run without
+// checkpoints cannot restart: the gradients of the intervals in flight are lost (s.mu held).
+func (s *Shard) restart(gs int) error {
 	switch {
-	case gs >= len(s.joined):
-		return fmt.Errorf("graph server %d of %d", gs, len(s.joined))
-	case s.joined[gs]:
+	case s.boundary():
+		s.forget()
+		return nil
+	case s.ckpt == nil:
 		// Every later call fails too, so that graph server 0 reports why the run ended.
 		s.broken = status.Errorf(codes.FailedPrecondition, "parameter server %d: graph server %d restarted during an "+
-			"asynchronous run, which cannot resume: its intervals' work in flight is lost and asynchronous runs take "+
-			"no checkpoints; train with staleness sync (and checkpoints) to survive restarts", s.id, gs)
+			"asynchronous run without checkpoints, which cannot resume: its intervals' work in flight is lost; give "+
+			"the run checkpoints (--checkpoint-dir, spec.checkpoint) to survive restarts", s.id, gs)
 		s.notify()
 		return s.broken
 	}
-	s.joined[gs] = true
-	return nil
+	return s.rewind(s.saved)
 }
 
 // initialParams returns the model's initial parameter tensors, as pkg/model's single-process
@@ -524,11 +555,11 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 	if len(req.Grads) != len(s.layers) {
 		return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s pushed %d gradients, the shard holds %d layers", s.id, who, len(req.Grads), len(s.layers))
 	}
+	if s.restartable() && (int(req.GraphServer) >= len(s.joined) || !s.joined[req.GraphServer]) {
+		return nil, s.restarted(int(req.GraphServer))
+	}
 	var grads []*tensor.Dense
 	if s.init.Sync {
-		if int(req.GraphServer) >= len(s.joined) || !s.joined[req.GraphServer] {
-			return nil, s.restarted(int(req.GraphServer))
-		}
 		k := int(s.init.Contributions / s.init.GraphServers)
 		slot := int(t.Partition)*k + int(t.Interval)
 		switch {
@@ -544,6 +575,9 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		}
 		grads = s.pending[slot]
 	} else {
+		if e := int(t.Epoch); e < s.done || s.pushes[e] >= int(s.init.Contributions) {
+			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %s pushed gradients of an epoch every contribution has pushed", s.id, who)
+		}
 		grads = s.sum
 		if grads == nil {
 			s.sum = s.alloc()
@@ -579,12 +613,38 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		grads = s.sum
 	}
 	if err := s.step(grads); err != nil {
-		if s.broken != nil {
-			return nil, s.broken
-		}
 		return nil, status.Errorf(codes.Internal, "parameter server %d: %s: %v", s.id, who, err)
 	}
+	if !s.init.Sync {
+		s.count(int(t.Epoch))
+	}
+	if err := s.checkpointIfDue(); err != nil {
+		return nil, s.broken
+	}
 	return &rpc.PushReply{Version: s.newest}, nil
+}
+
+// count records an asynchronous push of epoch e and moves past the epochs every contribution
+// has pushed.
+func (s *Shard) count(e int) {
+	s.pushes[e]++
+	for n := int(s.init.Contributions); s.pushes[s.done] == n; s.done++ {
+		delete(s.pushes, s.done)
+	}
+}
+
+// checkpointIfDue saves a checkpoint when the weights are at the boundary of an epoch it is
+// due at; a failed save breaks the shard.
+func (s *Shard) checkpointIfDue() error {
+	if s.ckpt == nil || !s.boundary() || s.epoch()%s.ckpt.Every != 0 {
+		return nil
+	}
+	if err := s.save(context.Background()); err != nil {
+		s.broken = status.Error(codes.DataLoss, err.Error())
+		s.notify()
+		return err
+	}
+	return nil
 }
 
 // step makes a new version: the newest weights after one Adam step with grads.
@@ -604,13 +664,6 @@ func (s *Shard) step(grads []*tensor.Dense) error {
 	s.versions[s.newest] = next
 	s.notify()
 	s.collect()
-	if s.ckpt != nil && s.newest%uint64(s.ckpt.Every) == 0 {
-		if err := s.save(context.Background()); err != nil {
-			s.broken = status.Error(codes.DataLoss, err.Error())
-			s.notify()
-			return err
-		}
-	}
 	return nil
 }
 
@@ -668,15 +721,15 @@ func (s *Shard) notify() {
 }
 
 // Watch implements rpc.ParamServerServer: it streams the newest version and the epoch of the
-// newest checkpoint whenever either moves. In a synchronous run it ends with Aborted once
+// newest checkpoint whenever either moves. In a run that can restart it ends with Aborted once
 // another graph server restarted (see restarted).
 func (s *Shard) Watch(req *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) error {
 	ctx := stream.Context()
 	var sent *rpc.VersionUpdate
 	for {
 		s.mu.Lock()
-		u, ch, broken := &rpc.VersionUpdate{Version: s.newest, CheckpointEpoch: s.saved}, s.changed, s.broken
-		if broken == nil && s.init != nil && s.init.Sync && int(req.GraphServer) < len(s.joined) && !s.joined[req.GraphServer] {
+		u, ch, broken := &rpc.VersionUpdate{Version: s.newest, CheckpointEpoch: uint64(s.saved)}, s.changed, s.broken
+		if broken == nil && s.init != nil && s.restartable() && int(req.GraphServer) < len(s.joined) && !s.joined[req.GraphServer] {
 			broken = s.restarted(int(req.GraphServer))
 		}
 		s.mu.Unlock()

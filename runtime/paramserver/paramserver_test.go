@@ -139,7 +139,7 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 		}
 	}
 	for k := range 6 {
-		r, err := push(t, s, k%2, 0, 0, 0, map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)})
+		r, err := push(t, s, k%2, k/2%2, k/4, 0, map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)})
 		if err != nil || r.Version != uint64(k+1) {
 			t.Fatalf("push %d: version %v, %v", k, r, err)
 		}

@@ -67,16 +67,16 @@ func TestGraphServerKilled(t *testing.T) {
 	deleteJob(t, name, tl.processes())
 }
 
-// TestGraphServerKilledCheckpointed kills graph server 1 mid-training in a
-// job that checkpoints to S3 (a real MinIO the pods reach on the node's
-// address): the job must resume and succeed.
+// TestGraphServerKilledCheckpointed kills graph server 1 mid-training in an
+// asynchronous (staleness 0) job that checkpoints to S3 (a real MinIO the
+// pods reach on the node's address): the job must resume and succeed.
 func TestGraphServerKilledCheckpointed(t *testing.T) {
 	t.Parallel()
 	const name = "cora-kill-checkpointed"
 	c := setup(t, name)
 	_, bucket, endpoint := podMinIO(t, c, "checkpoints", name+"-s3")
 	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.Training.Staleness = intstr.FromString("sync") // checkpoints need synchronous training
+		j.Spec.Training.Staleness = intstr.FromInt32(0)
 		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{
 			Bucket: bucket, Prefix: name + "/", Region: minio.Region, Endpoint: endpoint,
 			SecretRef: &corev1.LocalObjectReference{Name: name + "-s3"}}}
@@ -85,16 +85,17 @@ func TestGraphServerKilledCheckpointed(t *testing.T) {
 	resumes(t, c, tl, killProcess)
 }
 
-// TestGraphServerPodDeleted deletes graph server 1's pod mid-training in a
-// job that checkpoints to a PersistentVolume: the StatefulSet makes a new
-// pod, and the job must resume from the checkpoint and succeed.
+// TestGraphServerPodDeleted deletes graph server 1's pod mid-training in an
+// asynchronous (staleness 1) job that checkpoints to a PersistentVolume: the
+// StatefulSet makes a new pod, and the job must resume from the checkpoint
+// and succeed.
 func TestGraphServerPodDeleted(t *testing.T) {
 	t.Parallel()
 	const name = "cora-pod-deleted"
 	c := setup(t, name)
 	hostVolume(t, c, "cora-checkpoints", "")
 	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.Training.Staleness = intstr.FromString("sync") // checkpoints need synchronous training
+		j.Spec.Training.Staleness = intstr.FromInt32(1)
 		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10,
 			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "cora-checkpoints", Path: name}}
 	})
@@ -273,6 +274,56 @@ func TestSuspendResume(t *testing.T) {
 		t.Errorf("after resuming, Suspended condition %+v, want False with reason %s", s, dorylusv1alpha1.ReasonResumed)
 	}
 	t.Logf("resumed from epoch %d and succeeded: %s", epoch, conditions(job))
+	tl.wait(t, msGone, 120*time.Second)
+	deleteJob(t, name, tl.processes())
+}
+
+// TestSuspendResumeCheckpointed suspends an asynchronous (staleness 1) job
+// that checkpoints every 5 epochs to a PersistentVolume once it has a
+// checkpoint: resumed, it must continue from its last checkpoint — no epoch
+// below it is reported again — and run to Succeeded without a restart.
+func TestSuspendResumeCheckpointed(t *testing.T) {
+	t.Parallel()
+	const name = "cora-suspend-checkpointed"
+	c := setup(t, name)
+	hostVolume(t, c, "cora-suspend-checkpoints", "")
+	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Staleness = intstr.FromInt32(1)
+		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 5,
+			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "cora-suspend-checkpoints", Path: name}}
+	})
+	defer tl.close()
+	waitJob(t, c, name, "a checkpoint of epoch 10 or later", 180*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+		p := job.Status.Progress
+		return p != nil && p.LastCheckpointEpoch != nil && *p.LastCheckpointEpoch >= 10, nil
+	})
+	run(t, kubectl, "patch", "-n", ns, "gnnjob/"+name, "--type=merge", "-p", `{"spec":{"runPolicy":{"suspend":true}}}`)
+	ctx := context.Background()
+	job := waitJob(t, c, name, "Suspended with no pods", 120*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+		if isFinished(job) {
+			return false, fmt.Errorf("the job finished while being suspended")
+		}
+		pods, err := jobPods(ctx, c, name)
+		return err == nil && len(pods) == 0 && meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionSuspended), nil
+	})
+	if job.Status.Progress == nil || job.Status.Progress.LastCheckpointEpoch == nil {
+		t.Fatalf("suspended job lost its progress: %s", conditions(job))
+	}
+	checkpointed := *job.Status.Progress.LastCheckpointEpoch
+	t.Logf("suspended at epoch %d with the checkpoint of epoch %d", job.Status.Progress.Epoch, checkpointed)
+
+	run(t, kubectl, "patch", "-n", ns, "gnnjob/"+name, "--type=merge", "-p", `{"spec":{"runPolicy":{"suspend":false}}}`)
+	lowest := job.Status.Progress.Epoch
+	job = waitJob(t, c, name, "Succeeded after resuming", 300*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
+		if p := job.Status.Progress; p != nil {
+			lowest = min(lowest, p.Epoch)
+		}
+		return succeeded(job)
+	})
+	if lowest < checkpointed || job.Status.Restarts != 0 {
+		t.Fatalf("resumed: progress went back to epoch %d, below the checkpoint of epoch %d (restarts %d): %s", lowest, checkpointed, job.Status.Restarts, conditions(job))
+	}
+	t.Logf("resumed from the checkpoint of epoch %d and succeeded: %s", checkpointed, conditions(job))
 	tl.wait(t, msGone, 120*time.Second)
 	deleteJob(t, name, tl.processes())
 }
