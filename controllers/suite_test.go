@@ -172,6 +172,10 @@ func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...st
 	if err != nil {
 		return nil, nil, err
 	}
+	kueue, err := KueueServed(mgr.GetRESTMapper())
+	if err != nil {
+		return nil, nil, err
+	}
 	r := &GNNTrainingJobReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
@@ -179,6 +183,7 @@ func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...st
 		RuntimeImage:     testImage,
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
+		KueueAvailable:   kueue,
 		Pricing:          testPricing,
 		MetricsScrapers:  testScrapers,
 	}
