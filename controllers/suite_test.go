@@ -107,9 +107,18 @@ func runSuite(m *testing.M) int {
 		logOpts = append(logOpts, zap.Level(zapcore.ErrorLevel))
 	}
 	logf.SetLogger(zap.New(logOpts...))
+	kueueCRDs, err := kueueCRDs()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			fmt.Fprintf(os.Stderr, "envtest: %v; CI is set, so this fails the suite\n", err)
+			return 1
+		}
+		kueueSkip = err.Error()
+	}
 	testEnv = &envtest.Environment{
 		BinaryAssetsDirectory: dir,
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases"), filepath.Join("testdata", "crds")},
+		CRDs:                  kueueCRDs,
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
