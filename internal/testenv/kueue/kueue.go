@@ -142,7 +142,7 @@ integrations:
 	t.Cleanup(func() {
 		m.stop()
 		if t.Failed() {
-			t.Logf("kueue manager log (last 8 KiB):\n%s", m.logTail(8 << 10))
+			t.Logf("kueue manager log (last 8 KiB):\n%s", m.logTail(8<<10))
 		}
 	})
 	if err := m.waitReady(fmt.Sprintf("http://127.0.0.1:%d/readyz", health), 90*time.Second); err != nil {
