@@ -40,10 +40,7 @@ var (
 // kueueNamespace is Kueue's own namespace in the suite.
 const kueueNamespace = "kueue-system"
 
-// kueueCRDs reads Kueue's CRDs at the installed manager's version. Kueue's
-// certificate management injects its CA into the conversion webhooks of five
-// of them, so those point at its webhook server; every client of the suite
-// reads and writes the storage version (v1beta2), so no conversion is called.
+// kueueCRDs reads Kueue's CRDs at the installed manager's version.
 func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	_, version, err := kueue.Binary()
 	if err != nil {
@@ -60,7 +57,6 @@ func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("no Kueue CRDs in %s (%v)", dir, err)
 	}
-	converted := map[string]bool{"localqueues": true, "clusterqueues": true, "workloads": true, "cohorts": true, "multikueueclusters": true}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -70,15 +66,6 @@ func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := yaml.Unmarshal(b, crd); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		if converted[crd.Spec.Names.Plural] {
-			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
-				Strategy: apiextensionsv1.WebhookConverter,
-				Webhook: &apiextensionsv1.WebhookConversion{
-					ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d/convert", kueueWebhookPort))},
-					ConversionReviewVersions: []string{"v1"},
-				},
-			}
 		}
 		crds = append(crds, crd)
 	}
@@ -96,6 +83,19 @@ func startKueue(t *testing.T) {
 		t.Fatal("the operator did not discover Kueue's Workloads")
 	}
 	ctx := context.Background()
+	// Kueue's certificate management injects its CA into the conversion
+	// webhooks of five CRDs and waits until it has (envtest installs them
+	// without: their types are not in its scheme), so those point at its
+	// webhook server. Every client here reads and writes the storage version
+	// (v1beta2): no conversion is ever called.
+	conversion := fmt.Sprintf(`{"spec": {"conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+		"clientConfig": {"url": "https://127.0.0.1:%d/convert"}}}}}`, kueueWebhookPort)
+	for _, plural := range []string{"localqueues", "clusterqueues", "workloads", "cohorts", "multikueueclusters"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: plural + ".kueue.x-k8s.io"}}
+		if err := k8sClient.Patch(ctx, crd, client.RawPatch(types.MergePatchType, []byte(conversion))); err != nil {
+			t.Fatalf("conversion webhook of %s: %v", crd.Name, err)
+		}
+	}
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kueueNamespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kueueNamespace, Name: "kueue-webhook-server-cert"}},

@@ -22,10 +22,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Module is Kueue's Go module.
 const Module = "sigs.k8s.io/kueue"
+
+// secretName is the Secret Kueue keeps its webhook certificates in.
+const secretName = "kueue-webhook-server-cert"
 
 // Binary returns the path of the kueue manager binary and its module
 // version, or an error saying how to install it.
@@ -139,6 +146,10 @@ integrations:
 		t.Fatal(err)
 	}
 	go func() { _ = m.cmd.Wait(); _ = logFile.Close(); close(m.exited) }()
+	if err := m.mountCerts(kubeconfig, cfg.Namespace, filepath.Join(dir, "certs")); err != nil {
+		m.stop()
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		m.stop()
 		if t.Failed() {
@@ -149,6 +160,43 @@ integrations:
 		t.Fatalf("kueue manager: %v\n%s", err, m.logTail(8<<10))
 	}
 	return m
+}
+
+// mountCerts plays the kubelet: until the manager exits it copies the
+// certificates Kueue writes into its Secret to the folder its webhook server
+// reads them from (where a pod mounts the Secret).
+func (m *Manager) mountCerts(kubeconfig []byte, namespace, dir string) error {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { <-m.exited; cancel() }()
+		for ctx.Err() == nil {
+			if s, err := cs.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{}); err == nil {
+				for k, v := range s.Data {
+					if old, err := os.ReadFile(filepath.Join(dir, k)); err != nil || !bytes.Equal(old, v) {
+						_ = os.WriteFile(filepath.Join(dir, k+".tmp"), v, 0o600)
+						_ = os.Rename(filepath.Join(dir, k+".tmp"), filepath.Join(dir, k))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return nil
 }
 
 // waitReady polls the readiness endpoint until it answers 200.
