@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,9 +29,9 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 )
 
-// The suite serves Kueue's CRDs (of the version of the installed Kueue
-// manager) so that the operator's manager discovers Kueue; TestKueue runs the
-// real Kueue manager against the suite's API server.
+// The suite serves Kueue's CRDs (at the version hack/tools.sh pins) so that
+// the operator's manager discovers Kueue; TestKueue runs the real Kueue
+// manager against the suite's API server.
 var (
 	// kueueSkip says why the Kueue test cannot run (no Kueue manager).
 	kueueSkip string
@@ -40,11 +42,32 @@ var (
 // kueueNamespace is Kueue's own namespace in the suite.
 const kueueNamespace = "kueue-system"
 
-// kueueCRDs reads Kueue's CRDs at the installed manager's version.
+// kueueVersion is the Kueue version hack/tools.sh pins.
+func kueueVersion() (string, error) {
+	b, err := os.ReadFile(filepath.Join("..", "hack", "tools.sh"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`KUEUE_VERSION=\$\{KUEUE_VERSION:-(v[^}]+)\}`).FindSubmatch(b)
+	if m == nil {
+		return "", errors.New("hack/tools.sh pins no KUEUE_VERSION")
+	}
+	return string(m[1]), nil
+}
+
+// kueueCRDs reads Kueue's CRDs at the version hack/tools.sh pins, from the Go
+// module cache. Without the Kueue manager of that version, the Kueue tests
+// skip (kueueSkip).
 func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	_, version, err := kueue.Binary()
+	version, err := kueueVersion()
 	if err != nil {
 		return nil, err
+	}
+	switch _, built, err := kueue.Binary(); {
+	case err != nil:
+		kueueSkip = err.Error()
+	case built != version:
+		kueueSkip = fmt.Sprintf("the installed Kueue manager is %s, hack/tools.sh pins %s: run hack/tools.sh kueue", built, version)
 	}
 	dir, err := kueue.CRDDir(version)
 	if err != nil {
