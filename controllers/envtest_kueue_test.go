@@ -302,7 +302,8 @@ func TestKueue(t *testing.T) {
 
 // TestKueueUserSuspend suspends an admitted queued job: its Workload turns
 // inactive, so Kueue takes its quota back, and the condition quotes the
-// spec; resumed, it is admitted again.
+// spec; resumed, it is admitted again. Its queue label removed, its Workload
+// is deleted and it runs.
 func TestKueueUserSuspend(t *testing.T) {
 	needEnv(t)
 	startKueue(t)
@@ -342,5 +343,17 @@ func TestKueueUserSuspend(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSuspended(t, ns, "s", metav1.ConditionFalse, dorylusv1alpha1.ReasonAdmitted)
+	waitScaled(t, ns, "s", 1, 1)
+
+	// No longer queued: its Workload is deleted (its quota freed); it runs.
+	if err := updateJob(t, ns, "s", func(j *dorylusv1alpha1.GNNTrainingJob) { delete(j.Labels, LabelQueueName) }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Workload deleted", func() error {
+		if _, err := getWorkload(t, ns, "s"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get Workload: %v", err)
+		}
+		return nil
+	})
 	waitScaled(t, ns, "s", 1, 1)
 }
