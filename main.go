@@ -168,7 +168,11 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("discover Knative Serving: %w", err)
 	}
-	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "watchNamespaces", cfg.watchNamespaces, "knativeServing", knative, "prices", cmp.Or(cfg.pricesFile, "built-in"))
+	kueue, err := controllers.KueueServed(mgr.GetRESTMapper())
+	if err != nil {
+		return fmt.Errorf("discover Kueue: %w", err)
+	}
+	ctrl.Log.Info("starting", "runtimeImage", cfg.runtimeImage, "watchNamespaces", cfg.watchNamespaces, "knativeServing", knative, "kueue", kueue, "prices", cmp.Or(cfg.pricesFile, "built-in"))
 
 	r := &controllers.GNNTrainingJobReconciler{
 		Client:           mgr.GetClient(),
@@ -177,6 +181,7 @@ func run(ctx context.Context, restCfg *rest.Config, cfg config) error {
 		RuntimeImage:     cfg.runtimeImage,
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
+		KueueAvailable:   kueue,
 		Pricing:          cfg.pricing,
 		MetricsScrapers:  cfg.metricsScrapers,
 	}

@@ -135,8 +135,8 @@ func TestChartPodMonitor(t *testing.T) {
 // TestChartWatchNamespaces renders the chart scoped to two namespaces: the
 // manager's rules are bound in each by a RoleBinding instead of cluster-wide,
 // the manager watches only those, and the cluster-scoped resources among its
-// rules (by the API server's discovery) are exactly what the one
-// ClusterRoleBinding left grants. The default rendering binds cluster-wide.
+// rules (by the API server's discovery) are exactly what the ClusterRoleBindings
+// left grant. The default rendering binds cluster-wide.
 func TestChartWatchNamespaces(t *testing.T) {
 	needEnv(t)
 	type rendered struct {
@@ -163,7 +163,7 @@ func TestChartWatchNamespaces(t *testing.T) {
 		}
 		return out
 	}
-	const manager, metricsAuth = "dorylus-dorylus-operator-manager", "dorylus-dorylus-operator-metrics-auth"
+	const manager, metricsAuth, kueueReader = "dorylus-dorylus-operator-manager", "dorylus-dorylus-operator-metrics-auth", "dorylus-dorylus-operator-kueue"
 
 	all := render()
 	if diff := cmp.Diff([]string{manager}, all.clusterBindings); diff != "" || all.roleBindings != nil || strings.Contains(all.args, "--watch-namespaces") {
@@ -174,7 +174,7 @@ func TestChartWatchNamespaces(t *testing.T) {
 	if diff := cmp.Diff([]string{"ml/" + manager, "research/" + manager}, scoped.roleBindings); diff != "" {
 		t.Errorf("RoleBindings to the manager's ClusterRole (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{metricsAuth}, scoped.clusterBindings); diff != "" {
+	if diff := cmp.Diff([]string{metricsAuth, kueueReader}, scoped.clusterBindings); diff != "" {
 		t.Errorf("ClusterRoleBindings (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(scoped.args, "--watch-namespaces=ml,research") {
@@ -202,7 +202,7 @@ func TestChartWatchNamespaces(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	need, granted := clusterScoped(scoped.roles[manager]), clusterScoped(scoped.roles[metricsAuth])
+	need, granted := clusterScoped(scoped.roles[manager]), clusterScoped(append(scoped.roles[metricsAuth], scoped.roles[kueueReader]...))
 	if diff := cmp.Diff(need, granted); diff != "" || len(need) == 0 {
 		t.Errorf("cluster-scoped rules the manager needs (-need +granted cluster-wide):\n%s", diff)
 	}

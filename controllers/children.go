@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,8 +99,9 @@ func (r *GNNTrainingJobReconciler) applyChildren(ctx context.Context, job *doryl
 	return errors.Join(errs...)
 }
 
-// pruneChildren deletes parameter-shard Deployments beyond the replica count
-// and a managed Knative Service the spec no longer asks for.
+// pruneChildren deletes parameter-shard Deployments beyond the replica count,
+// a managed Knative Service the spec no longer asks for, and the Workload of a
+// job no longer queued in Kueue.
 func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob) error {
 	var deps appsv1.DeploymentList
 	if err := r.List(ctx, &deps, client.InNamespace(job.Namespace), client.MatchingLabels(selectorLabels(job, RoleParamServer))); err != nil {
@@ -117,21 +119,29 @@ func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *doryl
 		}
 	}
 	if r.KnativeAvailable && !managedKnative(job) {
-		ks := &unstructured.Unstructured{}
-		ks.SetGroupVersionKind(KnativeServiceGVK)
-		err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: knativeServiceName(job)}, ks)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			errs = append(errs, err)
-		case ownedBy(ks.GetOwnerReferences(), job):
-			uid := ks.GetUID()
-			if err := r.Delete(ctx, ks, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, err)
-			}
-		}
+		errs = append(errs, r.deleteOwned(ctx, job, KnativeServiceGVK, knativeServiceName(job)))
+	}
+	if r.KueueAvailable && queueName(job) == "" {
+		errs = append(errs, r.deleteOwned(ctx, job, WorkloadGVK, workloadName(job))) // no longer queued: free its quota
 	}
 	return errors.Join(errs...)
+}
+
+// deleteOwned deletes the job's child of kind gvk named name, if it has one.
+func (r *GNNTrainingJobReconciler) deleteOwned(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, gvk schema.GroupVersionKind, name string) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: name}, u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !ownedBy(u.GetOwnerReferences(), job):
+		return nil
+	}
+	uid := u.GetUID()
+	return client.IgnoreNotFound(r.Delete(ctx, u, client.Preconditions{UID: &uid}))
 }
 
 // observe reads the children's readiness and the pods' failures from the

@@ -6,6 +6,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,6 +44,9 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -61,6 +65,9 @@ type GNNTrainingJobReconciler struct {
 	// KnativeAvailable says whether the cluster serves serving.knative.dev/v1
 	// Services; without it, managed Knative backends are refused in status.
 	KnativeAvailable bool
+	// KueueAvailable says whether the cluster serves kueue.x-k8s.io/v1beta2
+	// Workloads; without it, the queue-name label is ignored (kueue.go).
+	KueueAvailable bool
 	// Pricing prices the jobs (pricing.go).
 	Pricing Pricing
 	// MetricsScrapers selects the namespaces whose pods may reach the
@@ -100,8 +107,15 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("observe children: %w", err)
 	}
-	in := statusInput{obs: obs, now: now, knativeMissing: managedKnative(job) && !r.KnativeAvailable}
 	finished := isFinished(job)
+	var queue *queueState
+	var queueErr error
+	if r.KueueAvailable && queueName(job) != "" {
+		if queue, queueErr = r.syncWorkload(ctx, job, finished); queue.holds() {
+			job = heldByQueue(job)
+		}
+	}
+	in := statusInput{obs: obs, now: now, knativeMissing: managedKnative(job) && !r.KnativeAvailable, queue: queue}
 	var settle time.Duration
 	if !finished {
 		running := !isSuspended(job)
@@ -127,7 +141,7 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	// whose status write is refused; the write wakes the reconcile that
 	// starts them.
 	recorded := nextStartTime(job, running, now).Equal(job.Status.StartTime)
-	in.applyErr = r.applyChildren(ctx, applied, running && recorded, credentialsPeriod(job.Status.StartTime, applied.Status.Restarts))
+	in.applyErr = errors.Join(queueErr, r.applyChildren(ctx, withPlacement(applied, queue), running && recorded, credentialsPeriod(job.Status.StartTime, applied.Status.Restarts)))
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {
@@ -148,6 +162,9 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "Restarting", "Restart",
 				"%s; restarting every server from the last checkpoint (restart %d)", obs.failure.message, status.Restarts)
 		}
+	}
+	if err := r.settleWorkload(ctx, job, queue, len(obs.pods), now); err != nil {
+		return ctrl.Result{}, err
 	}
 	if running {
 		current := job.DeepCopy()
@@ -275,6 +292,11 @@ func (r *GNNTrainingJobReconciler) SetupWithManager(mgr ctrl.Manager, opts Optio
 		ks := &unstructured.Unstructured{}
 		ks.SetGroupVersionKind(KnativeServiceGVK)
 		b = b.Owns(ks)
+	}
+	if r.KueueAvailable {
+		wl := &unstructured.Unstructured{}
+		wl.SetGroupVersionKind(WorkloadGVK)
+		b = b.Owns(wl)
 	}
 	return b.Complete(r)
 }

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -47,8 +48,11 @@ func CacheOptions(namespaces ...string) cache.Options {
 }
 
 // KnativeServed reports whether the API server serves Knative Services.
-func KnativeServed(mapper meta.RESTMapper) (bool, error) {
-	_, err := mapper.RESTMapping(KnativeServiceGVK.GroupKind(), KnativeServiceGVK.Version)
+func KnativeServed(mapper meta.RESTMapper) (bool, error) { return served(mapper, KnativeServiceGVK) }
+
+// served reports whether the API server serves gvk.
+func served(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	switch {
 	case err == nil:
 		return true, nil

@@ -151,11 +151,11 @@ func TestSuspendedConditionAndStartTime(t *testing.T) {
 	now := metav1.NewTime(t0)
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
 	job := testJob()
-	if c := suspendedCondition(job); c.Status != metav1.ConditionFalse || c.Reason != "NotSuspended" {
+	if c := suspendedCondition(job, nil); c.Status != metav1.ConditionFalse || c.Reason != "NotSuspended" {
 		t.Errorf("never suspended: %s/%s, want False/NotSuspended", c.Status, c.Reason)
 	}
 	job.Spec.RunPolicy.Suspend = ptr.To(true)
-	if c := suspendedCondition(job); c.Status != metav1.ConditionTrue || c.Reason != "Suspended" {
+	if c := suspendedCondition(job, nil); c.Status != metav1.ConditionTrue || c.Reason != "Suspended" {
 		t.Errorf("suspended: %s/%s, want True/Suspended", c.Status, c.Reason)
 	}
 	job.Status.Conditions = []metav1.Condition{{Type: "Suspended", Status: metav1.ConditionTrue, Reason: "Suspended"}}
@@ -164,7 +164,7 @@ func TestSuspendedConditionAndStartTime(t *testing.T) {
 		t.Errorf("start time while suspended = %v, want kept %v", got, earlier)
 	}
 	job.Spec.RunPolicy.Suspend = ptr.To(false)
-	if c := suspendedCondition(job); c.Status != metav1.ConditionFalse || c.Reason != "Resumed" {
+	if c := suspendedCondition(job, nil); c.Status != metav1.ConditionFalse || c.Reason != "Resumed" {
 		t.Errorf("resumed: %s/%s, want False/Resumed", c.Status, c.Reason)
 	}
 	if got := nextStartTime(job, true, now); !got.Equal(&now) {

@@ -51,6 +51,8 @@ type statusInput struct {
 	restart bool
 	// now is the reconcile's time, already truncated to the API's precision.
 	now metav1.Time
+	// queue is Kueue's decision about a queued job; nil when not queued.
+	queue *queueState
 }
 
 // computeStatus is the job's next status. It is pure: conditions keep their
@@ -105,7 +107,7 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 	}
 	set(rc)
 	set(trainingCondition(running, finished, ready))
-	set(suspendedCondition(job))
+	set(suspendedCondition(job, in.queue))
 	if v := in.verdict; v != nil {
 		set(metav1.Condition{Type: v.conditionType, Status: metav1.ConditionTrue, Reason: v.reason, Message: v.message})
 	}

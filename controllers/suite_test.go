@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -70,6 +72,7 @@ const (
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
 	utilruntime.Must(dorylusv1alpha1.AddToScheme(testScheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(testScheme))
 }
 
 func TestMain(m *testing.M) {
@@ -107,9 +110,21 @@ func runSuite(m *testing.M) int {
 		logOpts = append(logOpts, zap.Level(zapcore.ErrorLevel))
 	}
 	logf.SetLogger(zap.New(logOpts...))
+	kueueCRDs, err := kueueCRDs()
+	if err == nil && kueueSkip != "" && os.Getenv("CI") != "" {
+		err = errors.New(kueueSkip)
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			fmt.Fprintf(os.Stderr, "envtest: Kueue: %v; CI is set, so this fails the suite\n", err)
+			return 1
+		}
+		kueueSkip = err.Error()
+	}
 	testEnv = &envtest.Environment{
 		BinaryAssetsDirectory: dir,
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases"), filepath.Join("testdata", "crds")},
+		CRDs:                  kueueCRDs,
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
@@ -172,6 +187,10 @@ func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...st
 	if err != nil {
 		return nil, nil, err
 	}
+	kueue, err := KueueServed(mgr.GetRESTMapper())
+	if err != nil {
+		return nil, nil, err
+	}
 	r := &GNNTrainingJobReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("dorylus-operator"),
@@ -179,6 +198,7 @@ func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...st
 		RuntimeImage:     testImage,
 		APIReader:        mgr.GetAPIReader(),
 		KnativeAvailable: knative,
+		KueueAvailable:   kueue,
 		Pricing:          testPricing,
 		MetricsScrapers:  testScrapers,
 	}

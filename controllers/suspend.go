@@ -3,6 +3,7 @@ package controllers
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
@@ -22,8 +23,20 @@ func wasSuspended(job *dorylusv1alpha1.GNNTrainingJob) bool {
 	return meta.IsStatusConditionTrue(job.Status.Conditions, dorylusv1alpha1.ConditionSuspended)
 }
 
-// suspendedCondition is the Suspended condition for the current spec.
-func suspendedCondition(job *dorylusv1alpha1.GNNTrainingJob) metav1.Condition {
+// heldByQueue is the job as the operator runs it while Kueue has not
+// admitted it: suspended.
+func heldByQueue(job *dorylusv1alpha1.GNNTrainingJob) *dorylusv1alpha1.GNNTrainingJob {
+	held := job.DeepCopy()
+	held.Spec.RunPolicy.Suspend = ptr.To(true)
+	return held
+}
+
+// suspendedCondition is the Suspended condition for the current spec and,
+// for a queued job the user has not suspended, Kueue's decision.
+func suspendedCondition(job *dorylusv1alpha1.GNNTrainingJob, queue *queueState) metav1.Condition {
+	if queue != nil && !queue.userSuspended {
+		return queue.suspendedCondition()
+	}
 	if isSuspended(job) {
 		return metav1.Condition{
 			Type: dorylusv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue,

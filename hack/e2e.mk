@@ -34,16 +34,20 @@ emulator-image: image ## Write the Lambda emulator image (aws-lambda-rie + doryl
 	$(GO) run ./hack/image custom --name $(EMULATOR_IMAGE) --add "$$(hack/tools.sh aws-lambda-rie 2>/dev/null)/aws-lambda-rie=/aws-lambda-rie" \
 		--add $(BIN)/image/dorylus=/dorylus --entrypoint /aws-lambda-rie --out $(EMULATOR_TAR)
 
-.PHONY: local-cluster local-cluster-down e2e e2e-timing
+.PHONY: local-cluster local-cluster-down kueue e2e e2e-timing
 
 local-cluster: image emulator-image helm ## Start the real one-node cluster with the runtime and emulator images imported (root)
 	hack/local-cluster/deps.sh
 	hack/local-cluster/cluster.sh up $(IMAGE_TAR) $(EMULATOR_TAR)
 
+kueue: ## Install Kueue on the running local cluster (hack/local-cluster/kueue.sh up; before the operator starts)
+	hack/local-cluster/kueue.sh up
+
 local-cluster-down: ## Stop the local cluster and undo its changes to the host (pids, mounts, bridge, sysctls, netfilter)
 	hack/local-cluster/cluster.sh down
 
 e2e: local-cluster build ## helm install the operator on the local cluster, run every sample and the disturbances, compare with dorylus train
+	hack/local-cluster/kueue.sh up || { hack/local-cluster/cluster.sh down; exit 1; }
 	HELM=$(HELM) go test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
 
 e2e-timing: local-cluster ## Print apply→Succeeded for Cora with 2 graph servers and its split, alone and 4 jobs at once

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the pinned tools (controller-gen, helm, golangci-lint, the protoc
-# plugins; the AWS Lambda runtime interface emulator and the MinIO server the
-# tests run against) with
+# plugins; the AWS Lambda runtime interface emulator, the MinIO server and the
+# Kueue manager the tests run against) with
 # `go install` into a cache folder outside the clone, so a fresh clone reuses
 # them. A binary already there whose embedded module version matches is kept.
 # Prints the folder.
-# Usage: hack/tools.sh [controller-gen|helm|golangci-lint|protoc-gen-go|protoc-gen-go-grpc|aws-lambda-rie|minio]...
+# Usage: hack/tools.sh [controller-gen|helm|golangci-lint|protoc-gen-go|protoc-gen-go-grpc|aws-lambda-rie|minio|kueue]...
 # protoc itself is Debian's protobuf-compiler (3.21.12 generated pkg/rpc); hack/gen-proto.sh checks it.
 set -euo pipefail
 
@@ -15,6 +15,8 @@ HELM_VERSION=${HELM_VERSION:-v4.3.2}
 RIE_VERSION=${RIE_VERSION:-v0.0.0-20261030222936-bef5c4ba774d}
 MINIO_VERSION=${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}
 GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
+# Kueue's own module (k8s.io v0.35): built apart, never in our go.mod
+KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
 # the versions that generated pkg/rpc/*.pb.go (their headers name them)
 PROTOC_GEN_GO_VERSION=${PROTOC_GEN_GO_VERSION:-v1.36.12}
 PROTOC_GEN_GO_GRPC_VERSION=${PROTOC_GEN_GO_GRPC_VERSION:-v1.6.2}
@@ -46,6 +48,7 @@ for t in "${want[@]}"; do
 	protoc-gen-go-grpc) install protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" ;;
 	aws-lambda-rie) install aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator "$RIE_VERSION" static ;; # static: the e2e test's emulator image has no C library
 	minio) install minio github.com/minio/minio github.com/minio/minio "$MINIO_VERSION" ;;
+	kueue) install kueue sigs.k8s.io/kueue/cmd/kueue sigs.k8s.io/kueue "$KUEUE_VERSION" static ;; # static: its image has no C library
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac
 done

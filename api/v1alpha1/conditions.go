@@ -16,8 +16,9 @@ const (
 	// ConditionFailed is true once the job stopped for good on an error or
 	// a policy limit.
 	ConditionFailed = "Failed"
-	// ConditionSuspended mirrors spec.runPolicy.suspend once the servers
-	// have been scaled accordingly.
+	// ConditionSuspended mirrors spec.runPolicy.suspend, or for a job queued
+	// in Kueue whether its Workload is admitted, once the servers have been
+	// scaled accordingly.
 	ConditionSuspended = "Suspended"
 )
 
@@ -60,6 +61,14 @@ const (
 	ReasonNotSuspended = "NotSuspended"
 	// ReasonResumed: the job was suspended and has been resumed.
 	ReasonResumed = "Resumed"
+	// ReasonWaitingForAdmission: the job is queued in Kueue (label
+	// kueue.x-k8s.io/queue-name) and its Workload is not admitted yet.
+	ReasonWaitingForAdmission = "WaitingForAdmission"
+	// ReasonEvicted: Kueue evicted the job's Workload (preempted it, or
+	// stopped its queue); the job waits to be admitted again.
+	ReasonEvicted = "Evicted"
+	// ReasonAdmitted: Kueue admitted the job's Workload; the servers run.
+	ReasonAdmitted = "Admitted"
 )
 
 // Reasons of the Succeeded condition.
