@@ -1,0 +1,95 @@
+package plan
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Calibration holds the model's coefficients, measured on one machine.
+type Calibration struct {
+	// Measured says when (a date, YYYY-MM-DD), Machine on what, and Command by which command
+	// the coefficients were measured.
+	Measured string `json:"measured"`
+	Machine  string `json:"machine"`
+	Command  string `json:"command"`
+	// GatherSecondsPerMAC and FlopSeconds are the core-seconds of one multiply-add of the
+	// sparse gather and of one flop of the dense GEMM, from micro-benchmarks of the kernels.
+	GatherSecondsPerMAC float64 `json:"gatherSecondsPerMAC"`
+	FlopSeconds         float64 `json:"flopSeconds"`
+	// BytesPerSecond is the rate of a loopback TCP transfer.
+	BytesPerSecond float64 `json:"bytesPerSecond"`
+	// WorkFactor scales the kernels' cost to what the tasks around them cost (activations,
+	// copies, dropout); TaskSeconds is the core-seconds of scheduling and sending one task;
+	// MessageSeconds those of one scatter message between two graph servers; ParamSeconds those of one weight element of one interval (fetched, its gradient pushed
+	// and applied); EpochSeconds is a fixed time per epoch (the epoch gate). The five are
+	// fitted to the epoch times of real runs on the cpu backend.
+	WorkFactor     float64 `json:"workFactor"`
+	TaskSeconds    float64 `json:"taskSeconds"`
+	MessageSeconds float64 `json:"messageSeconds"`
+	ParamSeconds   float64 `json:"paramSeconds"`
+	EpochSeconds   float64 `json:"epochSeconds"`
+	// CallSeconds is the latency of one function call beyond its compute and payload,
+	// fitted to a run through function emulators (0 when none was measured).
+	CallSeconds float64 `json:"callSeconds"`
+}
+
+//go:embed calibration.json
+var defaultCalibration []byte
+
+// Default returns the calibration shipped with the planner (calibration.json).
+func Default() Calibration {
+	c, err := ReadCalibration(strings.NewReader(string(defaultCalibration)))
+	if err != nil {
+		panic("plan: the shipped calibration.json is invalid: " + err.Error())
+	}
+	return c
+}
+
+// ErrCalibration is wrapped by the errors of an invalid calibration.
+var ErrCalibration = errors.New("plan: invalid calibration")
+
+// ReadCalibration reads a calibration in JSON; unknown fields and missing coefficients are
+// errors.
+func ReadCalibration(r io.Reader) (Calibration, error) {
+	var c Calibration
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Calibration{}, fmt.Errorf("%w: %w", ErrCalibration, err)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks that every coefficient is finite, the rates and kernel costs positive and
+// the rest not negative.
+func (c Calibration) Validate() error {
+	positive := map[string]float64{"gatherSecondsPerMAC": c.GatherSecondsPerMAC, "flopSeconds": c.FlopSeconds,
+		"bytesPerSecond": c.BytesPerSecond, "workFactor": c.WorkFactor}
+	for name, v := range positive {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: %s %v: want a finite number above 0", ErrCalibration, name, v)
+		}
+	}
+	nonNegative := map[string]float64{"taskSeconds": c.TaskSeconds, "messageSeconds": c.MessageSeconds, "paramSeconds": c.ParamSeconds, "epochSeconds": c.EpochSeconds, "callSeconds": c.CallSeconds}
+	for name, v := range nonNegative {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: %s %v: want a finite number, 0 or more", ErrCalibration, name, v)
+		}
+	}
+	if c.Measured == "" || c.Command == "" {
+		return fmt.Errorf("%w: measured %q, command %q: say when and by which command it was measured", ErrCalibration, c.Measured, c.Command)
+	}
+	return nil
+}
+
+// Write writes c as indented JSON.
+func (c Calibration) Write(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(c)
+}

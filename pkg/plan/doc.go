@@ -1,0 +1,36 @@
+// Package plan predicts the epoch time and the cost of a training run for each configuration
+// of backend (cpu, lambda, knative), graph servers, intervals, function concurrency and
+// function memory, and picks the one of best value (epochs per dollar) that meets a deadline
+// or a budget.
+//
+// # The model of one epoch
+//
+// Every graph server holds one part of an edge cut (Workload.Parts gives the heaviest part's
+// vertices, Â entries and ghosts). For layer l of widths w[l-1] → w[l] an epoch runs, on
+// each of a server's I intervals, the tasks of DESIGN.md section 4: GA (one multiply-add
+// per Â entry and input column), AV (2·V·w[l-1]·w[l] flops), SC (the ghosts' new rows), and
+// backward ∇AV (dW, and dZ above the first layer), ∇SC and ∇GA (above the first layer).
+// Three bounds limit an epoch; it takes the largest, plus a fixed per-epoch time:
+//
+//   - work: the core-seconds of the server's kernels (multiply-adds and flops times their
+//     calibrated costs and WorkFactor), plus a fixed cost per task (RPCs, scheduling), spread
+//     over its cores, plus the ghost bytes at the network's rate. On one shared machine
+//     (Machine.SharedCores) every server's and every function's work shares its cores.
+//   - functions: the calls of one server (AV and ∇AV of every interval and layer), each a call
+//     latency plus its payload's transfer plus its compute on the function's cores, Concurrency
+//     at a time.
+//   - chain: one interval's own tasks run in order (2L calls and its share of the graph work);
+//     no pipelining hides that, whatever the staleness.
+//
+// The pipeline's overlap is what the max expresses: with staleness S ≥ 1 and enough
+// intervals, graph work, calls and transfers of different intervals overlap, so the slowest
+// resource sets the pace. The synchronous mode (a barrier after every Scatter) is not
+// modelled.
+//
+// # Calibration
+//
+// The coefficients (Calibration) come from short measurements on the machine: kernel
+// micro-benchmarks, a loopback transfer, and real training runs whose epoch times fit the
+// task, epoch and call costs by least squares (see dorylus plan calibrate). Default is the
+// calibration shipped in calibration.json.
+package plan
