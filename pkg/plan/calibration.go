@@ -66,19 +66,24 @@ func ReadCalibration(r io.Reader) (Calibration, error) {
 }
 
 // Validate checks that every coefficient is finite, the rates and kernel costs positive and
-// the rest not negative.
+// the rest not negative, and that the file says when and how it was measured.
 func (c Calibration) Validate() error {
-	positive := map[string]float64{"gatherSecondsPerMAC": c.GatherSecondsPerMAC, "flopSeconds": c.FlopSeconds,
-		"bytesPerSecond": c.BytesPerSecond, "workFactor": c.WorkFactor}
-	for name, v := range positive {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: %s %v: want a finite number above 0", ErrCalibration, name, v)
-		}
-	}
-	nonNegative := map[string]float64{"taskSeconds": c.TaskSeconds, "messageSeconds": c.MessageSeconds, "paramSeconds": c.ParamSeconds, "epochSeconds": c.EpochSeconds, "callSeconds": c.CallSeconds}
-	for name, v := range nonNegative {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: %s %v: want a finite number, 0 or more", ErrCalibration, name, v)
+	for _, f := range []struct {
+		name     string
+		v        float64
+		positive bool
+	}{
+		{"gatherSecondsPerMAC", c.GatherSecondsPerMAC, true}, {"flopSeconds", c.FlopSeconds, true},
+		{"bytesPerSecond", c.BytesPerSecond, true}, {"workFactor", c.WorkFactor, true},
+		{"taskSeconds", c.TaskSeconds, false}, {"messageSeconds", c.MessageSeconds, false},
+		{"paramSeconds", c.ParamSeconds, false}, {"epochSeconds", c.EpochSeconds, false},
+		{"callSeconds", c.CallSeconds, false},
+	} {
+		switch {
+		case math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0:
+			return fmt.Errorf("%w: %s %v: want a finite number, 0 or more", ErrCalibration, f.name, f.v)
+		case f.positive && f.v == 0:
+			return fmt.Errorf("%w: %s 0: want a measured value above 0", ErrCalibration, f.name)
 		}
 	}
 	if c.Measured == "" || c.Command == "" {

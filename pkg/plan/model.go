@@ -178,9 +178,9 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 	n := w.Count(c.GraphServers, c.Intervals)
 	P, I := float64(c.GraphServers), float64(c.Intervals)
 	graphK, tensorK := n.kernelSeconds(cal)
-	graphCS := cal.WorkFactor*graphK + n.Tasks*cal.TaskSeconds // the graph tasks and the scheduling of all
-	tensorCS := cal.WorkFactor * tensorK                       // the tensor tasks' compute
-	paramCS := n.ParamUpdates * cal.ParamSeconds               // weights fetched, gradients pushed and applied
+	graphCS := cal.WorkFactor*graphK + n.Tasks*cal.TaskSeconds + n.Messages*cal.MessageSeconds // the graph tasks, the scheduling of all, the scatters
+	tensorCS := cal.WorkFactor * tensorK                                                       // the tensor tasks' compute
+	paramCS := n.ParamUpdates * cal.ParamSeconds                                               // weights fetched, gradients pushed and applied
 	cores := m.coresPerServer(c.GraphServers)
 	network := n.GhostBytes / cal.BytesPerSecond
 	var p Prediction
