@@ -17,18 +17,20 @@ type Calibration struct {
 	Measured string `json:"measured"`
 	Machine  string `json:"machine"`
 	Command  string `json:"command"`
-	// GatherSecondsPerMAC and FlopSeconds are the core-seconds of one multiply-add of the
-	// sparse gather and of one flop of the dense GEMM, from micro-benchmarks of the kernels.
-	GatherSecondsPerMAC float64 `json:"gatherSecondsPerMAC"`
-	FlopSeconds         float64 `json:"flopSeconds"`
+	// GatherSecondsPerMAC, FeatureSecondsPerMAC and FlopSeconds are the core-seconds of one
+	// multiply-add of the gather (Â P), of the product of sparse features and a weight (X W
+	// and Xᵀ dP), and of one flop of the dense GEMM, from micro-benchmarks of the kernels.
+	GatherSecondsPerMAC  float64 `json:"gatherSecondsPerMAC"`
+	FeatureSecondsPerMAC float64 `json:"featureSecondsPerMAC"`
+	FlopSeconds          float64 `json:"flopSeconds"`
 	// BytesPerSecond is the rate of a loopback TCP transfer.
 	BytesPerSecond float64 `json:"bytesPerSecond"`
-	// WorkFactor scales the kernels' cost to what the tasks around them cost (activations,
-	// copies, dropout); TaskSeconds is the core-seconds of scheduling and sending one task;
+	// ElementSeconds is the core-seconds of the element-wise work on one activation element
+	// (Epoch.Elements); TaskSeconds is the core-seconds of scheduling and sending one task;
 	// MessageSeconds those of one scatter message between two graph servers; ParamSeconds those of one weight element of one interval (fetched, its gradient pushed
 	// and applied); EpochSeconds is a fixed time per epoch (the epoch gate). The five are
 	// fitted to the epoch times of real runs on the cpu backend.
-	WorkFactor     float64 `json:"workFactor"`
+	ElementSeconds float64 `json:"elementSeconds"`
 	TaskSeconds    float64 `json:"taskSeconds"`
 	MessageSeconds float64 `json:"messageSeconds"`
 	ParamSeconds   float64 `json:"paramSeconds"`
@@ -73,8 +75,9 @@ func (c Calibration) Validate() error {
 		v        float64
 		positive bool
 	}{
-		{"gatherSecondsPerMAC", c.GatherSecondsPerMAC, true}, {"flopSeconds", c.FlopSeconds, true},
-		{"bytesPerSecond", c.BytesPerSecond, true}, {"workFactor", c.WorkFactor, true},
+		{"gatherSecondsPerMAC", c.GatherSecondsPerMAC, true}, {"featureSecondsPerMAC", c.FeatureSecondsPerMAC, true},
+		{"flopSeconds", c.FlopSeconds, true},
+		{"bytesPerSecond", c.BytesPerSecond, true}, {"elementSeconds", c.ElementSeconds, false},
 		{"taskSeconds", c.TaskSeconds, false}, {"messageSeconds", c.MessageSeconds, false},
 		{"paramSeconds", c.ParamSeconds, false}, {"epochSeconds", c.EpochSeconds, false},
 		{"callSeconds", c.CallSeconds, false},

@@ -12,9 +12,11 @@
 // backward ∇AV (dW, and dZ above the first layer), ∇SC and ∇GA (above the first layer).
 // Three bounds limit an epoch; it takes the largest, plus a fixed per-epoch time:
 //
-//   - work: the core-seconds of the server's kernels (multiply-adds and flops times their
-//     calibrated costs and WorkFactor), plus a fixed cost per task (RPCs, scheduling), spread
-//     over its cores, plus the ghost bytes at the network's rate. On one shared machine
+//   - work: the core-seconds of the server's kernels (multiply-adds and flops at their
+//     measured costs), of its element-wise work, of each task (scheduling, RPCs), of each
+//     scatter message and of each weight element fetched and updated, spread over its cores,
+//     plus the ghost bytes at the network's rate; the parameter servers apply every graph
+//     server's updates on their own cores. On one shared machine
 //     (Machine.SharedCores) every server's and every function's work shares its cores.
 //   - functions: the calls of one server (AV and ∇AV of every interval and layer), each a call
 //     latency plus its payload's transfer plus its compute on the function's cores, Concurrency
@@ -31,6 +33,7 @@
 //
 // The coefficients (Calibration) come from short measurements on the machine: kernel
 // micro-benchmarks, a loopback transfer, and real training runs whose epoch times fit the
-// task, epoch and call costs by least squares (see dorylus plan calibrate). Default is the
+// element, task, message, weight and epoch costs by least squares with no negative one, and a
+// run through function emulators the call latency (see dorylus plan calibrate). Default is the
 // calibration shipped in calibration.json.
 package plan

@@ -89,6 +89,10 @@ type Epoch struct {
 	// ParamUpdates counts each weight element once per interval: fetched for AV and ∇AV,
 	// its gradient pushed and applied by the parameter server.
 	ParamUpdates float64
+	// Elements are the activation elements the tensor tasks touch outside the products
+	// (dropout, ReLU, softmax, copies): each layer's input, output and aggregate, forward
+	// and backward; sparse features count their non-zeros.
+	Elements     float64
 	GhostBytes   float64 // bytes scattered to and from ghosts (SC, ∇SC)
 	Messages     float64 // messages of SC and ∇SC: one to every other graph server
 	PayloadBytes float64 // bytes of the tensor calls' requests and replies
@@ -106,8 +110,10 @@ func (w Workload) Count(parts, intervals int) Epoch {
 	var n Epoch
 	for l := 1; l <= L; l++ {
 		in, out := float64(ws[l-1]), float64(ws[l])
+		input := v * in
 		if l == 1 && w.FeatureEntries > 0 {
-			n.TensorMACs += 2 * float64(w.FeatureEntries) * v / float64(w.Vertices) * out // X W and Xᵀ dP
+			input = float64(w.FeatureEntries) * v / float64(w.Vertices)
+			n.TensorMACs += 2 * input * out // X W and Xᵀ dP
 		} else {
 			n.Flops += 2 * (2 * v * in * out) // H W and Hᵀ dP
 		}
@@ -115,6 +121,7 @@ func (w Workload) Count(parts, intervals int) Epoch {
 			n.Flops += 2 * v * in * out // dH = dP Wᵀ
 		}
 		n.GraphMACs += 2 * e * out // GA and ∇GA
+		n.Elements += 2 * (input + 2*v*out)
 		if w.Model.Architecture == GAT {
 			n.Flops += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
@@ -136,7 +143,7 @@ func (w Workload) Count(parts, intervals int) Epoch {
 // kernelSeconds returns the core-seconds of the graph and of the tensor kernels of n at the
 // micro-benchmarks' costs.
 func (n Epoch) kernelSeconds(cal Calibration) (graph, tensor float64) {
-	return n.GraphMACs * cal.GatherSecondsPerMAC, n.TensorMACs*cal.GatherSecondsPerMAC + n.Flops*cal.FlopSeconds
+	return n.GraphMACs * cal.GatherSecondsPerMAC, n.TensorMACs*cal.FeatureSecondsPerMAC + n.Flops*cal.FlopSeconds
 }
 
 // coresPerServer returns the cores each of servers graph servers has on m.
@@ -178,9 +185,9 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 	n := w.Count(c.GraphServers, c.Intervals)
 	P, I := float64(c.GraphServers), float64(c.Intervals)
 	graphK, tensorK := n.kernelSeconds(cal)
-	graphCS := cal.WorkFactor*graphK + n.Tasks*cal.TaskSeconds + n.Messages*cal.MessageSeconds // the graph tasks, the scheduling of all, the scatters
-	tensorCS := cal.WorkFactor * tensorK                                                       // the tensor tasks' compute
-	paramCS := n.ParamUpdates * cal.ParamSeconds                                               // weights fetched, gradients pushed and applied
+	graphCS := graphK + n.Tasks*cal.TaskSeconds + n.Messages*cal.MessageSeconds // the graph tasks, the scheduling of all, the scatters
+	tensorCS := tensorK + n.Elements*cal.ElementSeconds                         // the tensor tasks' products and element-wise work
+	paramCS := n.ParamUpdates * cal.ParamSeconds                                // weights fetched, gradients pushed and applied
 	cores := m.coresPerServer(c.GraphServers)
 	network := n.GhostBytes / cal.BytesPerSecond
 	var p Prediction

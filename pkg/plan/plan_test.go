@@ -16,8 +16,8 @@ var tiny = Workload{Vertices: 20, Entries: 80, Features: 8, Classes: 2,
 	Model: Model{Architecture: GCN, Layers: 2, Hidden: 4}, Cuts: map[int]Part{2: {Vertices: 10, Entries: 50, Ghosts: 4}}}
 
 // round is a calibration of round numbers.
-var round = Calibration{Measured: "2026-12-05", Command: "test", GatherSecondsPerMAC: 1e-3, FlopSeconds: 1e-4,
-	BytesPerSecond: 1000, WorkFactor: 1, TaskSeconds: 1e-2, MessageSeconds: 1e-2, ParamSeconds: 1e-3, EpochSeconds: 0.5, CallSeconds: 0.1}
+var round = Calibration{Measured: "2026-12-05", Command: "test", GatherSecondsPerMAC: 1e-3, FeatureSecondsPerMAC: 2e-3, FlopSeconds: 1e-4,
+	BytesPerSecond: 1000, ElementSeconds: 1e-4, TaskSeconds: 1e-2, MessageSeconds: 1e-2, ParamSeconds: 1e-3, EpochSeconds: 0.5, CallSeconds: 0.1}
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
@@ -26,15 +26,16 @@ func TestCount(t *testing.T) {
 	// layer 1 (8 → 4): flops 2·(2·10·8·4) = 1280, MACs 2·50·4 = 400, weights 2·8·4 = 64,
 	// ghost bytes 2·4·4·4 = 128, payload 4·10·(3·8+2·4) = 1280; layer 2 (4 → 2): flops
 	// 2·(2·10·4·2) + 2·10·4·2 = 480, MACs 2·50·2 = 200, weights 2·4·2 = 16, ghost bytes 64,
-	// payload 4·10·(3·4+2·2) = 640; tasks 2·4·2, calls 2·2·2, messages 2·2·2·1.
-	want := Epoch{GraphMACs: 600, Flops: 1760, Tasks: 16, Calls: 8, ParamUpdates: 80, GhostBytes: 192, Messages: 8, PayloadBytes: 1920}
+	// payload 4·10·(3·4+2·2) = 640; elements 2·(10·8 + 2·10·4) + 2·(10·4 + 2·10·2) = 480;
+	// tasks 2·4·2, calls 2·2·2, messages 2·2·2·1.
+	want := Epoch{GraphMACs: 600, Flops: 1760, Tasks: 16, Calls: 8, ParamUpdates: 80, Elements: 480, GhostBytes: 192, Messages: 8, PayloadBytes: 1920}
 	if got != want {
 		t.Errorf("Count = %+v, want %+v", got, want)
 	}
 	sparse := tiny
 	sparse.FeatureEntries = 40 // 20 per part of 10 of the 20 vertices: 2·20·4 = 160 MACs of X W and Xᵀ dP
-	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 {
-		t.Errorf("sparse features: TensorMACs %v, Flops %v; want 160, 480", got.TensorMACs, got.Flops)
+	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 360 {
+		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v; want 160, 480, 360", got.TensorMACs, got.Flops, got.Elements)
 	}
 }
 
@@ -46,22 +47,22 @@ func TestPredict(t *testing.T) {
 		m    Machine
 		want Prediction
 	}{{
-		// graph 0.6 + tasks 0.16 + messages 0.08 = 0.84 core-s; tensor 0.176; weights 0.08;
-		// work (0.84+0.176+0.08)/2 + 192 B/1000 = 0.74; calls 0.176/8/2 = 0.011 s each;
-		// chain 4·0.011 + 0.84/2/2 = 0.254; parameter servers 2·0.08/4 = 0.04.
+		// graph 0.6 + tasks 0.16 + messages 0.08 = 0.84 core-s; tensor 0.176 + elements
+		// 0.048 = 0.224; weights 0.08; work (0.84+0.224+0.08)/2 + 192 B/1000 = 0.764; calls
+		// 0.224/8/2 = 0.014 s each; chain 4·0.014 + 0.84/2/2 = 0.266; parameter servers 2·0.08/4.
 		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2}, m: cluster,
-		want: Prediction{EpochSeconds: 1.24, WorkSeconds: 0.74, ParamSeconds: 0.04, ChainSeconds: 0.254, Calls: 16, CallSeconds: 0.011},
+		want: Prediction{EpochSeconds: 1.264, WorkSeconds: 0.764, ParamSeconds: 0.04, ChainSeconds: 0.266, Calls: 16, CallSeconds: 0.014},
 	}, {
-		// a call: 0.1 + 1920/8/1000 + 0.176/8 on one vCPU = 0.362; calls 8·0.362/2 = 1.448;
-		// chain 4·0.362 + 0.21 = 1.658; work (0.84+0.08)/2 + 0.192 = 0.652.
+		// a call: 0.1 + 1920/8/1000 + 0.224/8 on one vCPU = 0.368; calls 8·0.368/2 = 1.472;
+		// chain 4·0.368 + 0.21 = 1.682; work (0.84+0.08)/2 + 0.192 = 0.652.
 		name: "lambda", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: lambdaMBPerVCPU}, m: cluster,
-		want: Prediction{EpochSeconds: 2.158, WorkSeconds: 0.652, ParamSeconds: 0.04, CallsSeconds: 1.448, ChainSeconds: 1.658, Calls: 16, CallSeconds: 0.362},
+		want: Prediction{EpochSeconds: 2.182, WorkSeconds: 0.652, ParamSeconds: 0.04, CallsSeconds: 1.472, ChainSeconds: 1.682, Calls: 16, CallSeconds: 0.368},
 	}, {
-		// 4 shared cores, 2 per server: the functions' 0.176 core-s join the work; no
+		// 4 shared cores, 2 per server: the functions' 0.224 core-s join the work; no
 		// parameter-server bound of its own; 20 ms more per call.
 		name: "lambda shared", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008},
 		m:    Machine{SharedCores: 4, ExtraLatency: 20 * time.Millisecond},
-		want: Prediction{EpochSeconds: 2.238, WorkSeconds: 0.74, CallsSeconds: 1.528, ChainSeconds: 1.738, Calls: 16, CallSeconds: 0.382},
+		want: Prediction{EpochSeconds: 2.262, WorkSeconds: 0.764, CallsSeconds: 1.552, ChainSeconds: 1.762, Calls: 16, CallSeconds: 0.388},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Predict(tiny, tc.c, tc.m, round)
@@ -127,7 +128,7 @@ func TestCalibrationFile(t *testing.T) {
 		t.Errorf("round trip: %+v, %v", got, err)
 	}
 	for name, in := range map[string]string{
-		"unknown field":  strings.Replace(b.String(), `"workFactor"`, `"workFactors"`, 1),
+		"unknown field":  strings.Replace(b.String(), `"elementSeconds"`, `"elementSecond"`, 1),
 		"negative":       strings.Replace(b.String(), `"taskSeconds": 0.01`, `"taskSeconds": -0.01`, 1),
 		"zero rate":      strings.Replace(b.String(), `"bytesPerSecond": 1000`, `"bytesPerSecond": 0`, 1),
 		"no command":     strings.Replace(b.String(), `"command": "test"`, `"command": ""`, 1),
@@ -158,12 +159,12 @@ func TestFit(t *testing.T) {
 		runs = append(runs, Run{Workload: w, Config: cfg, Machine: shared, EpochSeconds: p.EpochSeconds})
 	}
 	start := truth
-	start.WorkFactor, start.TaskSeconds, start.MessageSeconds, start.ParamSeconds, start.EpochSeconds = 1, 0, 0, 0, 0
+	start.ElementSeconds, start.TaskSeconds, start.MessageSeconds, start.ParamSeconds, start.EpochSeconds = 0, 0, 0, 0, 0
 	got, err := FitWork(start, runs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pair := range [][2]float64{{got.WorkFactor, truth.WorkFactor}, {got.TaskSeconds, truth.TaskSeconds},
+	for _, pair := range [][2]float64{{got.ElementSeconds, truth.ElementSeconds}, {got.TaskSeconds, truth.TaskSeconds},
 		{got.MessageSeconds, truth.MessageSeconds}, {got.ParamSeconds, truth.ParamSeconds}, {got.EpochSeconds, truth.EpochSeconds}} {
 		if math.Abs(pair[0]-pair[1]) > 1e-6*pair[1] {
 			t.Fatalf("FitWork = %+v, want %+v", got, truth)

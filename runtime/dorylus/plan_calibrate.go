@@ -33,15 +33,16 @@ type calibrateOptions struct {
 	lambdaEndpoints string
 }
 
-// calibrationRuns are the cpu runs whose epoch times fit the work coefficients: few and many
-// intervals (the cost per task), two and four graph servers (the scatter messages), a wider
-// hidden layer (the weights) and a denser graph of narrow dense features (the kernels). An
-// empty dataset is --dataset.
+// calibrationRuns are the cpu runs whose epoch times fit the work coefficients: on --dataset
+// (an empty dataset) few and many intervals (the cost per task), two and four graph servers
+// (the scatter messages) and a wider hidden layer (the weights); a dataset of many sparse
+// features (the element-wise work) and a denser graph of narrow dense features (the kernels).
 var calibrationRuns = []struct {
 	dataset                         string
 	graphServers, intervals, hidden int
 }{
 	{"", 1, 2, 16}, {"", 1, 16, 16}, {"", 2, 4, 16}, {"", 4, 4, 16}, {"", 1, 4, 64},
+	{"amazon_computers", 1, 4, 16}, {"amazon_computers", 2, 8, 16},
 	{"rmat:nodes=20000,edges=400000,features=32,classes=8,seed=1", 1, 4, 16},
 }
 
@@ -106,11 +107,12 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 		Machine:  fmt.Sprintf("%d cores, %s/%s, GEMM %s", o.cores, runtime.GOOS, runtime.GOARCH, tensor.MatMulImpl()),
 		Command:  "dorylus " + strings.Join(os.Args[1:], " "),
 	}
-	cal.GatherSecondsPerMAC, cal.FlopSeconds = kernelCosts(d.Adj)
+	cal.GatherSecondsPerMAC, cal.FeatureSecondsPerMAC, cal.FlopSeconds = kernelCosts(d)
 	if cal.BytesPerSecond, err = loopbackRate(); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "kernels: gather %.3g s/MAC, gemm %.3g s/flop per core; loopback %.3g B/s\n", cal.GatherSecondsPerMAC, cal.FlopSeconds, cal.BytesPerSecond)
+	fmt.Fprintf(log, "kernels: gather %.3g s/MAC, sparse features %.3g s/MAC, gemm %.3g s/flop per core; loopback %.3g B/s\n",
+		cal.GatherSecondsPerMAC, cal.FeatureSecondsPerMAC, cal.FlopSeconds, cal.BytesPerSecond)
 	shared := plan.Machine{SharedCores: o.cores}
 	wo := workloadOptions{dataset: o.dataset, model: string(plan.GCN), layers: 2, heads: 1}
 	var runs []plan.Run
@@ -197,21 +199,32 @@ func lastLine(s string) string {
 }
 
 // kernelCosts measures, on one thread, the seconds of one multiply-add of the gather (SpMM of
-// adj, all values 1, by a 16-column block) and of one flop of a tall GEMM (4096×512 by
-// 512×16), each the best of 5 timings.
-func kernelCosts(adj *tensor.CSR) (gather, flop float64) {
+// d's adjacency, all values 1, by a 16-column block), of one of the sparse features' products
+// with a 16-column weight (X W and Xᵀ dP; the gather's when d's features are dense) and of one
+// flop of a tall GEMM (4096×512 by 512×16), each the best of 5 timings.
+func kernelCosts(d *graph.Dataset) (gather, feature, flop float64) {
 	defer tensor.SetThreads(tensor.Threads())
 	tensor.SetThreads(1)
 	const width = 16
+	adj := d.Adj
 	a := &tensor.CSR{Rows: adj.Rows, Cols: adj.Cols, RowPtr: adj.RowPtr, ColIdx: adj.ColIdx, Val: make([]float32, adj.NNZ())}
 	for i := range a.Val {
 		a.Val[i] = 1
 	}
 	b, dst := randomDense(adj.Cols, width), tensor.NewDense(adj.Rows, width)
 	gather = bestOf(5, func() { tensor.SpMM(dst, a, b) }) / float64(adj.NNZ()*width)
+	feature = gather
+	if x := d.Features.Sparse; x != nil {
+		w, dW := randomDense(x.Cols, width), tensor.NewDense(x.Cols, width)
+		p := tensor.NewDense(x.Rows, width)
+		feature = bestOf(5, func() {
+			tensor.SpMM(p, x, w)
+			tensor.SpMMTransAdd(dW, x, p)
+		}) / float64(2*x.NNZ()*width)
+	}
 	x, w, out := randomDense(4096, 512), randomDense(512, width), tensor.NewDense(4096, width)
 	flop = bestOf(5, func() { tensor.MatMul(out, x, false, w, false, 1, 0) }) / (2 * 4096 * 512 * width)
-	return gather, flop
+	return gather, feature, flop
 }
 
 func randomDense(rows, cols int) *tensor.Dense {

@@ -59,7 +59,7 @@ func TestPlanJSON(t *testing.T) {
 
 func TestPlanFlagErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "cal.json")
-	if err := os.WriteFile(bad, []byte(`{"measured": "2026-12-05", "command": "x", "gatherSecondsPerMAC": 1, "flopSeconds": 1, "bytesPerSecond": 1, "workFactor": -1}`), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte(`{"measured": "2026-12-05", "command": "x", "gatherSecondsPerMAC": 1, "flopSeconds": 1, "bytesPerSecond": 1, "elementSeconds": -1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	size := []string{"--vertices", "1000", "--edges", "5000", "--features", "8", "--classes", "2"}
@@ -74,7 +74,7 @@ func TestPlanFlagErrors(t *testing.T) {
 		"objective":        {append([]string{"--objective", "speed"}, size...), `objective "speed"`},
 		"budget":           {append([]string{"--budget", "-1"}, size...), "no negative limit"},
 		"model":            {append([]string{"--model", "mlp"}, size...), `model "mlp"`},
-		"calibration":      {append([]string{"--calibration", bad}, size...), "workFactor -1"},
+		"calibration":      {append([]string{"--calibration", bad}, size...), "elementSeconds -1"},
 		"cores":            {append([]string{"--local", "--cores", "0"}, size...), "--cores 0"},
 	} {
 		_, err := runPlanCommand(t, tc.args...)
