@@ -19,16 +19,18 @@ type Space struct {
 	// (1: a call per interval; 2: also the next epoch's with staleness 1).
 	ConcurrencyPerInterval []int
 	MemoriesMB             []int // Lambda's function memories
+	Staleness              int   // every configuration's staleness bound S
 }
 
 // DefaultSpace is the space dorylus plan searches: 1 to 16 graph servers, 1 to 32 intervals,
-// and Lambda memories from one vCPU's worth to the most.
+// Lambda memories from one vCPU's worth to the most, and staleness 1.
 var DefaultSpace = Space{
 	Backends:               []Backend{CPU, Lambda, Knative},
 	GraphServers:           []int{1, 2, 4, 8, 16},
 	Intervals:              []int{1, 2, 4, 8, 16, 32},
 	ConcurrencyPerInterval: []int{1, 2},
 	MemoriesMB:             []int{1769, 3008, 5120, 10240},
+	Staleness:              1,
 }
 
 // Configs returns every configuration of s.
@@ -39,15 +41,15 @@ func (s Space) Configs() []Config {
 			for _, i := range s.Intervals {
 				switch b {
 				case CPU:
-					out = append(out, Config{Backend: b, GraphServers: p, Intervals: i})
+					out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Staleness: s.Staleness})
 				case Knative:
 					for _, k := range s.ConcurrencyPerInterval {
-						out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i})
+						out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, Staleness: s.Staleness})
 					}
 				case Lambda:
 					for _, k := range s.ConcurrencyPerInterval {
 						for _, mem := range s.MemoriesMB {
-							out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, MemoryMB: mem})
+							out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, MemoryMB: mem, Staleness: s.Staleness})
 						}
 					}
 				}
@@ -182,6 +184,9 @@ func (s Space) Validate() error {
 		if len(l) == 0 || slices.Min(l) < 1 {
 			return fmt.Errorf("%w: %s %v: want at least one, each at least 1", ErrConfig, name, l)
 		}
+	}
+	if s.Staleness < 0 {
+		return fmt.Errorf("%w: staleness %d: want 0 or more", ErrConfig, s.Staleness)
 	}
 	if len(s.Backends) == 0 {
 		return fmt.Errorf("%w: no backend: want cpu, lambda or knative", ErrConfig)

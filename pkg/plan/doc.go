@@ -18,16 +18,16 @@
 //     plus the ghost bytes at the network's rate; the parameter servers apply every graph
 //     server's updates on their own cores. On one shared machine
 //     (Machine.SharedCores) every server's and every function's work shares its cores.
-//   - functions: the calls of one server (AV and ∇AV of every interval and layer), each a call
+//   - functions: the calls of one server (AV, the loss and ∇AV of every interval), each a call
 //     latency plus its payload's transfer plus its compute on the function's cores, Concurrency
 //     at a time.
-//   - chain: one interval's own tasks run in order (2L calls and its share of the graph work);
-//     no pipelining hides that, whatever the staleness.
+//   - chain: one interval's own tasks run in order (2L+1 calls and its share of the graph
+//     work), but with staleness S it has up to S+1 epochs in flight, so an epoch waits for
+//     1/(S+1) of its chain.
 //
-// The pipeline's overlap is what the max expresses: with staleness S ≥ 1 and enough
-// intervals, graph work, calls and transfers of different intervals overlap, so the slowest
-// resource sets the pace. The synchronous mode (a barrier after every Scatter) is not
-// modelled.
+// The pipeline's overlap is what the max expresses: graph work, calls and transfers of
+// different intervals (and epochs) overlap, so the slowest resource sets the pace. The
+// synchronous mode (a barrier after every Scatter) is not modelled.
 //
 // # Calibration
 //

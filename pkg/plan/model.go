@@ -31,11 +31,14 @@ type Config struct {
 	// Concurrency is the most calls in flight per graph server (functions only).
 	Concurrency int `json:"concurrency,omitempty"`
 	MemoryMB    int `json:"memoryMB,omitempty"` // Lambda's function memory
+	// Staleness is the bound S of the asynchronous pipeline: an interval has up to S+1
+	// epochs in flight.
+	Staleness int `json:"staleness"`
 }
 
 // String names the configuration on one line.
 func (c Config) String() string {
-	s := fmt.Sprintf("%s gs=%d intervals=%d", c.Backend, c.GraphServers, c.Intervals)
+	s := fmt.Sprintf("%s gs=%d intervals=%d S=%d", c.Backend, c.GraphServers, c.Intervals, c.Staleness)
 	switch c.Backend {
 	case Lambda:
 		s += fmt.Sprintf(" concurrency=%d memory=%dMB", c.Concurrency, c.MemoryMB)
@@ -63,8 +66,8 @@ var ErrConfig = errors.New("plan: invalid configuration")
 
 func (c Config) validate(m Machine) error {
 	switch {
-	case c.GraphServers < 1 || c.Intervals < 1:
-		return fmt.Errorf("%w: %d graph servers, %d intervals: want at least 1 of each", ErrConfig, c.GraphServers, c.Intervals)
+	case c.GraphServers < 1 || c.Intervals < 1 || c.Staleness < 0:
+		return fmt.Errorf("%w: %d graph servers, %d intervals, staleness %d: want at least 1 server and interval, staleness 0 or more", ErrConfig, c.GraphServers, c.Intervals, c.Staleness)
 	case c.Backend != CPU && c.Backend != Lambda && c.Backend != Knative:
 		return fmt.Errorf("%w: backend %q: want cpu, lambda or knative", ErrConfig, c.Backend)
 	case c.Backend != CPU && c.Concurrency < 1:
@@ -81,11 +84,11 @@ func (c Config) validate(m Machine) error {
 
 // Epoch is the count of one epoch's work on the heaviest graph server.
 type Epoch struct {
-	GraphMACs  float64 // sparse multiply-adds of GA and ∇GA
+	GraphMACs  float64 // sparse multiply-adds of GA and ∇GA (GAT: and the attention per entry)
 	TensorMACs float64 // sparse multiply-adds of AV and ∇AV on sparse features
-	Flops      float64 // dense flops of AV and ∇AV (GAT: and the attention per entry)
+	Flops      float64 // dense flops of AV and ∇AV
 	Tasks      float64 // tasks scheduled
-	Calls      float64 // tensor calls (AV, ∇AV; GAT: and AE, ∇AE)
+	Calls      float64 // tensor calls (AV, the loss, ∇AV)
 	// ParamUpdates counts each weight element once per interval: fetched for AV and ∇AV,
 	// its gradient pushed and applied by the parameter server.
 	ParamUpdates float64
@@ -102,6 +105,8 @@ type Epoch struct {
 // intervals intervals each. As pkg/model computes them, a layer transforms first (AV: P = H W,
 // a sparse product for sparse features) and then aggregates at the output width (GA: Â P);
 // backward, ∇GA aggregates dZ and ∇AV computes dW = Hᵀ dP and, above the first layer, dH.
+// An interval's epoch is 6L+2 tasks (pipeline.Sequence): AV, SC, GA per layer, the loss (an
+// AV), ∇GA, ∇SC, ∇AV per layer and WU; GAT's attention runs inside GA and ∇GA.
 func (w Workload) Count(parts, intervals int) Epoch {
 	p := w.Part(parts)
 	ws := w.widths()
@@ -123,20 +128,16 @@ func (w Workload) Count(parts, intervals int) Epoch {
 		n.GraphMACs += 2 * e * out // GA and ∇GA
 		n.Elements += 2 * (input + 2*v*out)
 		if w.Model.Architecture == GAT {
-			n.Flops += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
+			n.GraphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
 		n.ParamUpdates += float64(intervals) * in * out
 		n.GhostBytes += 2 * 4 * g * out          // SC and ∇SC
 		n.PayloadBytes += 4 * v * (3*in + 2*out) // AV: H in, P out; ∇AV: H and dP in, dH out
 	}
 	I, fL := float64(intervals), float64(L)
-	n.Tasks = I * 4 * fL
-	n.Calls = I * 2 * fL
+	n.Tasks = I * (6*fL + 2)
+	n.Calls = I * (2*fL + 1)
 	n.Messages = I * 2 * fL * float64(parts-1)
-	if w.Model.Architecture == GAT {
-		n.Tasks += I * 2 * fL
-		n.Calls += I * 2 * fL
-	}
 	return n
 }
 
@@ -211,7 +212,7 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 	if m.SharedCores == 0 { // every graph server's updates reach the parameter servers
 		p.ParamSeconds = P * paramCS / float64(m.ParamServerCores)
 	}
-	p.ChainSeconds = n.Calls/I*p.CallSeconds + graphCS/I/cores
+	p.ChainSeconds = (n.Calls/I*p.CallSeconds + graphCS/I/cores) / float64(c.Staleness+1)
 	p.EpochSeconds = max(p.WorkSeconds, p.ParamSeconds, p.CallsSeconds, p.ChainSeconds) + cal.EpochSeconds
 	return p, nil
 }

@@ -27,8 +27,8 @@ func TestCount(t *testing.T) {
 	// ghost bytes 2·4·4·4 = 128, payload 4·10·(3·8+2·4) = 1280; layer 2 (4 → 2): flops
 	// 2·(2·10·4·2) + 2·10·4·2 = 480, MACs 2·50·2 = 200, weights 2·4·2 = 16, ghost bytes 64,
 	// payload 4·10·(3·4+2·2) = 640; elements 2·(10·8 + 2·10·4) + 2·(10·4 + 2·10·2) = 480;
-	// tasks 2·4·2, calls 2·2·2, messages 2·2·2·1.
-	want := Epoch{GraphMACs: 600, Flops: 1760, Tasks: 16, Calls: 8, ParamUpdates: 80, Elements: 480, GhostBytes: 192, Messages: 8, PayloadBytes: 1920}
+	// tasks 2·(6·2+2), calls 2·(2·2+1), messages 2·2·2·1.
+	want := Epoch{GraphMACs: 600, Flops: 1760, Tasks: 28, Calls: 10, ParamUpdates: 80, Elements: 480, GhostBytes: 192, Messages: 8, PayloadBytes: 1920}
 	if got != want {
 		t.Errorf("Count = %+v, want %+v", got, want)
 	}
@@ -47,22 +47,23 @@ func TestPredict(t *testing.T) {
 		m    Machine
 		want Prediction
 	}{{
-		// graph 0.6 + tasks 0.16 + messages 0.08 = 0.84 core-s; tensor 0.176 + elements
-		// 0.048 = 0.224; weights 0.08; work (0.84+0.224+0.08)/2 + 192 B/1000 = 0.764; calls
-		// 0.224/8/2 = 0.014 s each; chain 4·0.014 + 0.84/2/2 = 0.266; parameter servers 2·0.08/4.
-		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2}, m: cluster,
-		want: Prediction{EpochSeconds: 1.264, WorkSeconds: 0.764, ParamSeconds: 0.04, ChainSeconds: 0.266, Calls: 16, CallSeconds: 0.014},
+		// graph 0.6 + tasks 0.28 + messages 0.08 = 0.96 core-s; tensor 0.176 + elements
+		// 0.048 = 0.224; weights 0.08; work (0.96+0.224+0.08)/2 + 192 B/1000 = 0.824; calls
+		// 0.224/10/2 = 0.0112 s each; chain (5·0.0112 + 0.96/2/2)/(S+1) = 0.148; parameter
+		// servers 2·0.08/4.
+		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: 1}, m: cluster,
+		want: Prediction{EpochSeconds: 1.324, WorkSeconds: 0.824, ParamSeconds: 0.04, ChainSeconds: 0.148, Calls: 20, CallSeconds: 0.0112},
 	}, {
-		// a call: 0.1 + 1920/8/1000 + 0.224/8 on one vCPU = 0.368; calls 8·0.368/2 = 1.472;
-		// chain 4·0.368 + 0.21 = 1.682; work (0.84+0.08)/2 + 0.192 = 0.652.
+		// a call: 0.1 + 1920/10/1000 + 0.224/10 on one vCPU = 0.3144; calls 10·0.3144/2 =
+		// 1.572; chain (S = 0) 5·0.3144 + 0.24 = 1.812; work (0.96+0.08)/2 + 0.192 = 0.712.
 		name: "lambda", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: lambdaMBPerVCPU}, m: cluster,
-		want: Prediction{EpochSeconds: 2.182, WorkSeconds: 0.652, ParamSeconds: 0.04, CallsSeconds: 1.472, ChainSeconds: 1.682, Calls: 16, CallSeconds: 0.368},
+		want: Prediction{EpochSeconds: 2.312, WorkSeconds: 0.712, ParamSeconds: 0.04, CallsSeconds: 1.572, ChainSeconds: 1.812, Calls: 20, CallSeconds: 0.3144},
 	}, {
 		// 4 shared cores, 2 per server: the functions' 0.224 core-s join the work; no
 		// parameter-server bound of its own; 20 ms more per call.
 		name: "lambda shared", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008},
 		m:    Machine{SharedCores: 4, ExtraLatency: 20 * time.Millisecond},
-		want: Prediction{EpochSeconds: 2.262, WorkSeconds: 0.764, CallsSeconds: 1.552, ChainSeconds: 1.762, Calls: 16, CallSeconds: 0.388},
+		want: Prediction{EpochSeconds: 2.412, WorkSeconds: 0.824, CallsSeconds: 1.672, ChainSeconds: 1.912, Calls: 20, CallSeconds: 0.3344},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Predict(tiny, tc.c, tc.m, round)
@@ -93,6 +94,7 @@ func TestPredictRejects(t *testing.T) {
 		"unknown model":    {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: "mlp", Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
 		"gat no heads":     {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: GAT, Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
 		"no intervals":     {tiny, Config{Backend: CPU, GraphServers: 1}, m, ErrConfig},
+		"staleness":        {tiny, Config{Backend: CPU, GraphServers: 1, Intervals: 1, Staleness: -1}, m, ErrConfig},
 		"no concurrency":   {tiny, Config{Backend: Knative, GraphServers: 1, Intervals: 1}, m, ErrConfig},
 		"memory":           {tiny, Config{Backend: Lambda, GraphServers: 1, Intervals: 1, Concurrency: 1, MemoryMB: 64}, m, ErrConfig},
 		"backend":          {tiny, Config{Backend: "gpu", GraphServers: 1, Intervals: 1}, m, ErrConfig},

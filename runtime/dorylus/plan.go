@@ -123,6 +123,7 @@ type planOptions struct {
 	intervals              []int
 	concurrencyPerInterval []int
 	memoriesMB             []int
+	staleness              int
 	local                  bool
 	callLatency            time.Duration
 	instance, psInstance   string
@@ -142,7 +143,7 @@ Knative functions; graph servers, intervals, function concurrency and memory —
 one epoch (pkg/plan) calibrated on measured task costs, prices each with the price table of
 pkg/cost, and prints them best first: among those that meet --deadline and --budget, the most
 epochs per dollar (--objective value) or the shortest run (--objective time). The model is of
-the asynchronous pipeline: run the choice with --staleness 1.
+the asynchronous pipeline with staleness --staleness (1): run the choice with it.
 
 By default every graph server is its own instance of --instance-type and a function call waits
 --call-latency more than the calibrated one (the network to Lambda). With --local every process
@@ -168,6 +169,7 @@ emulators: that predicts runs on this machine.`,
 	f.IntSliceVar(&o.intervals, "intervals", plan.DefaultSpace.Intervals, "intervals per graph server to consider")
 	f.IntSliceVar(&o.concurrencyPerInterval, "concurrency-per-interval", plan.DefaultSpace.ConcurrencyPerInterval, "lambda, knative: calls in flight per graph server to consider, as multiples of the intervals")
 	f.IntSliceVar(&o.memoriesMB, "memory-mb", plan.DefaultSpace.MemoriesMB, "lambda: function memories to consider")
+	f.IntVar(&o.staleness, "staleness", plan.DefaultSpace.Staleness, "staleness bound S the run will use (the synchronous mode is not modelled)")
 	f.BoolVar(&o.local, "local", false, "predict runs on this machine: every graph server and function shares its cores (--cores)")
 	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "with --local: the cores of this machine")
 	f.DurationVar(&o.callLatency, "call-latency", 0, "latency added to every tensor call: the network to the functions, or dorylus train --inject-latency")
@@ -195,7 +197,7 @@ type planReport struct {
 // inputs parses and validates the flags into the planner's inputs.
 func (o *planOptions) inputs() (plan.Workload, plan.Space, plan.Machine, plan.Pricing, plan.Goal, error) {
 	var (
-		s  = plan.Space{GraphServers: o.graphServers, Intervals: o.intervals, ConcurrencyPerInterval: o.concurrencyPerInterval, MemoriesMB: o.memoriesMB}
+		s  = plan.Space{GraphServers: o.graphServers, Intervals: o.intervals, ConcurrencyPerInterval: o.concurrencyPerInterval, MemoriesMB: o.memoriesMB, Staleness: o.staleness}
 		m  = plan.Machine{ExtraLatency: o.callLatency}
 		pr = plan.Pricing{GraphServerInstance: o.instance, ParameterServerInstance: o.psInstance, ParameterServers: o.paramServers}
 		g  = plan.Goal{Epochs: o.epochs, Deadline: o.deadline, BudgetUSD: o.budget, Objective: plan.Objective(o.objective)}

@@ -46,6 +46,9 @@ var calibrationRuns = []struct {
 	{"rmat:nodes=20000,edges=400000,features=32,classes=8,seed=1", 1, 4, 16},
 }
 
+// calibrationStaleness is the staleness bound of the calibration runs.
+const calibrationStaleness = 1
+
 // calibrationCallIntervals are the intervals of the function run that fits the call latency,
 // on one graph server, one call in flight per interval.
 const calibrationCallIntervals = 4
@@ -122,7 +125,7 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 		if err != nil {
 			return err
 		}
-		c := plan.Config{Backend: plan.CPU, GraphServers: r.graphServers, Intervals: r.intervals}
+		c := plan.Config{Backend: plan.CPU, GraphServers: r.graphServers, Intervals: r.intervals, Staleness: calibrationStaleness}
 		t, err := medianEpoch(ctx, exe, o, wo.dataset, c, "--hidden", strconv.Itoa(r.hidden))
 		if err != nil {
 			return err
@@ -139,7 +142,7 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 		if err != nil {
 			return err
 		}
-		c := plan.Config{Backend: plan.Lambda, GraphServers: 1, Intervals: calibrationCallIntervals, Concurrency: calibrationCallIntervals, MemoryMB: defaultLambdaMemoryMB}
+		c := plan.Config{Backend: plan.Lambda, GraphServers: 1, Intervals: calibrationCallIntervals, Concurrency: calibrationCallIntervals, MemoryMB: defaultLambdaMemoryMB, Staleness: calibrationStaleness}
 		t, err := medianEpoch(ctx, exe, o, o.dataset, c, lambdaEmulatorFlags(o.lambdaEndpoints)...)
 		if err != nil {
 			return err
@@ -172,7 +175,7 @@ func lambdaEmulatorFlags(endpoints string) []string {
 // median of the runs' median epoch times.
 func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset string, c plan.Config, extra ...string) (float64, error) {
 	args := append([]string{"train", "--dataset", dataset, "--graph-servers", strconv.Itoa(c.GraphServers),
-		"--intervals", strconv.Itoa(c.Intervals), "--staleness", "1", "--epochs", strconv.Itoa(o.epochs),
+		"--intervals", strconv.Itoa(c.Intervals), "--staleness", strconv.Itoa(c.Staleness), "--epochs", strconv.Itoa(o.epochs),
 		"--eval-every", "1000000", "--output", "json"}, extra...)
 	var times []float64
 	for range o.rounds {
