@@ -35,8 +35,9 @@ type Calibration struct {
 	MessageSeconds float64 `json:"messageSeconds"`
 	ParamSeconds   float64 `json:"paramSeconds"`
 	EpochSeconds   float64 `json:"epochSeconds"`
-	// CallSeconds is the latency of one function call beyond its compute and payload,
-	// fitted to a run through function emulators (0 when none was measured).
+	// CallSeconds is the time of one function call beyond its compute and payload, fitted to
+	// a run through function emulators (0 when none was measured); on a shared machine it is
+	// also core-seconds (the emulator and both ends of the call run there).
 	CallSeconds float64 `json:"callSeconds"`
 }
 

@@ -17,7 +17,8 @@
 //     scatter message and of each weight element fetched and updated, spread over its cores,
 //     plus the ghost bytes at the network's rate; the parameter servers apply every graph
 //     server's updates on their own cores. On one shared machine
-//     (Machine.SharedCores) every server's and every function's work shares its cores.
+//     (Machine.SharedCores) every server's and every function's work shares its cores, the
+//     calls' overhead included.
 //   - functions: the calls of one server (AV, the loss and ∇AV of every interval), each a call
 //     latency plus its payload's transfer plus its compute on the function's cores, Concurrency
 //     at a time.

@@ -193,11 +193,10 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 	network := n.GhostBytes / cal.BytesPerSecond
 	var p Prediction
 	p.Calls = n.Calls * P
-	switch {
-	case c.Backend == CPU:
+	if c.Backend == CPU {
 		p.WorkSeconds = (graphCS+tensorCS+paramCS)/cores + network
 		p.CallSeconds = m.ExtraLatency.Seconds() + tensorCS/n.Calls/cores
-	default:
+	} else {
 		fnCores := 1.0 // an emulator's process, or the one vCPU a Knative call is priced as
 		if c.Backend == Lambda && m.SharedCores == 0 {
 			fnCores = min(float64(c.MemoryMB)/lambdaMBPerVCPU, lambdaMaxVCPUs)
@@ -205,8 +204,8 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 		p.CallSeconds = cal.CallSeconds + m.ExtraLatency.Seconds() + n.PayloadBytes/n.Calls/cal.BytesPerSecond + tensorCS/n.Calls/fnCores
 		p.CallsSeconds = n.Calls * p.CallSeconds / float64(c.Concurrency)
 		p.WorkSeconds = (graphCS+paramCS)/cores + network
-		if m.SharedCores > 0 { // the functions compute on the same cores
-			p.WorkSeconds += tensorCS / cores
+		if m.SharedCores > 0 { // the functions and their emulators run on the same cores
+			p.WorkSeconds += (tensorCS + n.Calls*cal.CallSeconds) / cores
 		}
 	}
 	if m.SharedCores == 0 { // every graph server's updates reach the parameter servers
