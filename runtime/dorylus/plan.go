@@ -194,57 +194,70 @@ type planReport struct {
 	Options []plan.Option `json:"options"`
 }
 
+// planInputs are the planner's inputs, parsed and validated from the flags.
+type planInputs struct {
+	workload plan.Workload
+	space    plan.Space
+	machine  plan.Machine
+	pricing  plan.Pricing
+	goal     plan.Goal
+	cal      plan.Calibration
+}
+
 // inputs parses and validates the flags into the planner's inputs.
-func (o *planOptions) inputs() (plan.Workload, plan.Space, plan.Machine, plan.Pricing, plan.Goal, error) {
-	var (
-		s  = plan.Space{GraphServers: o.graphServers, Intervals: o.intervals, ConcurrencyPerInterval: o.concurrencyPerInterval, MemoriesMB: o.memoriesMB, Staleness: o.staleness}
-		m  = plan.Machine{ExtraLatency: o.callLatency}
-		pr = plan.Pricing{GraphServerInstance: o.instance, ParameterServerInstance: o.psInstance, ParameterServers: o.paramServers}
-		g  = plan.Goal{Epochs: o.epochs, Deadline: o.deadline, BudgetUSD: o.budget, Objective: plan.Objective(o.objective)}
-	)
+func (o *planOptions) inputs() (in planInputs, err error) {
+	in.space = plan.Space{GraphServers: o.graphServers, Intervals: o.intervals, ConcurrencyPerInterval: o.concurrencyPerInterval,
+		MemoriesMB: o.memoriesMB, Staleness: o.staleness}
 	for _, b := range o.backends {
-		s.Backends = append(s.Backends, plan.Backend(b))
+		in.space.Backends = append(in.space.Backends, plan.Backend(b))
 	}
-	if err := s.Validate(); err != nil {
-		return plan.Workload{}, s, m, pr, g, err
+	in.machine = plan.Machine{ExtraLatency: o.callLatency}
+	in.pricing = plan.Pricing{GraphServerInstance: o.instance, ParameterServerInstance: o.psInstance, ParameterServers: o.paramServers}
+	in.goal = plan.Goal{Epochs: o.epochs, Deadline: o.deadline, BudgetUSD: o.budget, Objective: plan.Objective(o.objective)}
+	switch {
+	case o.local && o.cores < 1:
+		return in, fmt.Errorf("--cores %d: want at least 1", o.cores)
+	case o.paramServers < 1:
+		return in, fmt.Errorf("--param-servers %d: want at least 1", o.paramServers)
+	case o.callLatency < 0:
+		return in, fmt.Errorf("--call-latency %v: want 0 or more", o.callLatency)
 	}
 	if o.local {
-		if o.cores < 1 {
-			return plan.Workload{}, s, m, pr, g, fmt.Errorf("--cores %d: want at least 1", o.cores)
-		}
-		m.SharedCores = o.cores
+		in.machine.SharedCores = o.cores
 	}
-	if o.paramServers < 1 {
-		return plan.Workload{}, s, m, pr, g, fmt.Errorf("--param-servers %d: want at least 1", o.paramServers)
+	if err := in.space.Validate(); err != nil {
+		return in, err
 	}
-	var err error
+	if err := in.goal.Validate(); err != nil {
+		return in, err
+	}
 	costs := costOptions{pricesFile: o.pricesFile}
-	if pr.Prices, err = costs.list(); err != nil {
-		return plan.Workload{}, s, m, pr, g, err
+	if in.pricing.Prices, err = costs.list(); err != nil {
+		return in, err
 	}
-	w, err := o.workload(o.graphServers)
-	return w, s, m, pr, g, err
+	if in.cal, err = o.calibration(); err != nil {
+		return in, err
+	}
+	in.workload, err = o.workload(o.graphServers)
+	return in, err
 }
 
 func runPlan(o planOptions, stdout io.Writer) error {
-	w, s, m, pr, g, err := o.inputs()
+	in, err := o.inputs()
 	if err != nil {
 		return err
 	}
-	cal, err := o.calibration()
-	if err != nil {
-		return err
-	}
-	opts, best, err := plan.Choose(w, s, m, cal, pr, g)
+	opts, best, err := plan.Choose(in.workload, in.space, in.machine, in.cal, in.pricing, in.goal)
 	if err != nil {
 		return err
 	}
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(planReport{Workload: w, Goal: g, Calibration: cal, Prices: pr.Prices.Source + ", as of " + pr.Prices.AsOf, Best: best, Options: opts})
+		return enc.Encode(planReport{Workload: in.workload, Goal: in.goal, Calibration: in.cal,
+			Prices: in.pricing.Prices.Source + ", as of " + in.pricing.Prices.AsOf, Best: best, Options: opts})
 	}
-	writePlanTable(stdout, w, g, cal, best, opts, o.top)
+	writePlanTable(stdout, in.workload, in.goal, in.cal, best, opts, o.top)
 	return nil
 }
 

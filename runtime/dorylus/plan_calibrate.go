@@ -36,7 +36,9 @@ type calibrateOptions struct {
 // calibrationRuns are the cpu runs whose epoch times fit the work coefficients: on --dataset
 // (an empty dataset) few and many intervals (the cost per task), two and four graph servers
 // (the scatter messages) and a wider hidden layer (the weights); a dataset of many sparse
-// features (the element-wise work) and a denser graph of narrow dense features (the kernels).
+// features (the element-wise work), a denser graph of narrow dense features (the kernels), and
+// a tiny graph with one and many intervals (the costs per task and per epoch apart from the
+// weights').
 var calibrationRuns = []struct {
 	dataset                         string
 	graphServers, intervals, hidden int
@@ -44,14 +46,19 @@ var calibrationRuns = []struct {
 	{"", 1, 2, 16}, {"", 1, 16, 16}, {"", 2, 4, 16}, {"", 4, 4, 16}, {"", 1, 4, 64},
 	{"amazon_computers", 1, 4, 16}, {"amazon_computers", 2, 8, 16},
 	{"rmat:nodes=20000,edges=400000,features=32,classes=8,seed=1", 1, 4, 16},
+	{tinyGraph, 1, 1, 16}, {tinyGraph, 1, 16, 16},
 }
+
+// tinyGraph is calibrationRuns' graph of little work per task.
+const tinyGraph = "rmat:nodes=4000,edges=20000,features=8,classes=4,seed=2"
 
 // calibrationStaleness is the staleness bound of the calibration runs.
 const calibrationStaleness = 1
 
-// calibrationCallIntervals are the intervals of the function run that fits the call latency,
-// on one graph server, one call in flight per interval.
-const calibrationCallIntervals = 4
+// calibrationCallIntervals are the intervals of the function run that fits the call
+// overhead, on one graph server, one call in flight per interval: as many as the cores of a
+// small machine, so that the calls do not queue for them.
+const calibrationCallIntervals = 2
 
 func newCalibrateCommand() *cobra.Command {
 	o := calibrateOptions{}
