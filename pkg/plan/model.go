@@ -131,8 +131,8 @@ func (w Workload) Count(parts, intervals int) Epoch {
 			n.GraphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
 		n.ParamUpdates += float64(intervals) * in * out
-		n.GhostBytes += 2 * 4 * g * out          // SC and ∇SC
-		n.PayloadBytes += 4 * v * (3*in + 2*out) // AV: H in, P out; ∇AV: H and dP in, dH out
+		n.GhostBytes += 2 * 4 * g * out           // SC and ∇SC
+		n.PayloadBytes += 4 * (3*input + 2*v*out) // AV: H in, P out; ∇AV: H and dP in, dH out
 	}
 	I, fL := float64(intervals), float64(L)
 	n.Tasks = I * (6*fL + 2)

@@ -34,8 +34,10 @@ func TestCount(t *testing.T) {
 	}
 	sparse := tiny
 	sparse.FeatureEntries = 40 // 20 per part of 10 of the 20 vertices: 2·20·4 = 160 MACs of X W and Xᵀ dP
-	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 360 {
-		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v; want 160, 480, 360", got.TensorMACs, got.Flops, got.Elements)
+	// payload 4·(3·20 + 2·10·4) + 640 = 1200
+	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 360 || got.PayloadBytes != 1200 {
+		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v, PayloadBytes %v; want 160, 480, 360, 1200",
+			got.TensorMACs, got.Flops, got.Elements, got.PayloadBytes)
 	}
 }
 
