@@ -25,16 +25,18 @@ type Calibration struct {
 	FlopSeconds          float64 `json:"flopSeconds"`
 	// BytesPerSecond is the rate of a loopback TCP transfer.
 	BytesPerSecond float64 `json:"bytesPerSecond"`
-	// ElementSeconds is the core-seconds of the element-wise work on one activation element
-	// (Epoch.Elements); TaskSeconds is the core-seconds of scheduling and sending one task;
+	// ElementSeconds and FeatureElementSeconds are the core-seconds of the element-wise work
+	// on one activation element and one sparse feature (Epoch.Elements, FeatureElements);
+	// TaskSeconds is the core-seconds of scheduling and sending one task;
 	// MessageSeconds those of one scatter message between two graph servers; ParamSeconds those of one weight element of one interval (fetched, its gradient pushed
-	// and applied); EpochSeconds is a fixed time per epoch (the epoch gate). The five are
+	// and applied); EpochSeconds is a fixed time per epoch (the epoch gate). The six are
 	// fitted to the epoch times of real runs on the cpu backend.
-	ElementSeconds float64 `json:"elementSeconds"`
-	TaskSeconds    float64 `json:"taskSeconds"`
-	MessageSeconds float64 `json:"messageSeconds"`
-	ParamSeconds   float64 `json:"paramSeconds"`
-	EpochSeconds   float64 `json:"epochSeconds"`
+	ElementSeconds        float64 `json:"elementSeconds"`
+	FeatureElementSeconds float64 `json:"featureElementSeconds"`
+	TaskSeconds           float64 `json:"taskSeconds"`
+	MessageSeconds        float64 `json:"messageSeconds"`
+	ParamSeconds          float64 `json:"paramSeconds"`
+	EpochSeconds          float64 `json:"epochSeconds"`
 	// CallSeconds is the time of one function call beyond its compute and payload, fitted to
 	// a run through function emulators (0 when none was measured); on a shared machine it is
 	// also core-seconds (the emulator and both ends of the call run there).
@@ -79,6 +81,7 @@ func (c Calibration) Validate() error {
 		{"gatherSecondsPerMAC", c.GatherSecondsPerMAC, true}, {"featureSecondsPerMAC", c.FeatureSecondsPerMAC, true},
 		{"flopSeconds", c.FlopSeconds, true},
 		{"bytesPerSecond", c.BytesPerSecond, true}, {"elementSeconds", c.ElementSeconds, false},
+		{"featureElementSeconds", c.FeatureElementSeconds, false},
 		{"taskSeconds", c.TaskSeconds, false}, {"messageSeconds", c.MessageSeconds, false},
 		{"paramSeconds", c.ParamSeconds, false}, {"epochSeconds", c.EpochSeconds, false},
 		{"callSeconds", c.CallSeconds, false},

@@ -15,12 +15,12 @@ type Run struct {
 	EpochSeconds float64
 }
 
-// FitWork fits ElementSeconds, TaskSeconds, MessageSeconds, ParamSeconds and EpochSeconds of cal to runs on the cpu backend
+// FitWork fits ElementSeconds, FeatureElementSeconds, TaskSeconds, MessageSeconds, ParamSeconds and EpochSeconds of cal to runs on the cpu backend
 // with no extra latency, whose epochs the work bound sets: least squares with no negative
 // coefficient. The kernel costs and the transfer rate of cal must be measured already.
 func FitWork(cal Calibration, runs []Run) (Calibration, error) {
-	if len(runs) < 5 {
-		return cal, fmt.Errorf("%w: %d runs to fit 5 coefficients: want at least 5", ErrCalibration, len(runs))
+	if len(runs) < 6 {
+		return cal, fmt.Errorf("%w: %d runs to fit 6 coefficients: want at least 6", ErrCalibration, len(runs))
 	}
 	rows := make([][]float64, len(runs))
 	ys := make([]float64, len(runs))
@@ -34,14 +34,14 @@ func FitWork(cal Calibration, runs []Run) (Calibration, error) {
 		n := r.Workload.Count(r.Config.GraphServers, r.Config.Intervals)
 		cores := r.Machine.coresPerServer(r.Config.GraphServers)
 		graphK, tensorK := n.kernelSeconds(cal)
-		rows[i] = []float64{n.Elements / cores, n.Tasks / cores, n.Messages / cores, n.ParamUpdates / cores, 1}
+		rows[i] = []float64{n.Elements / cores, n.FeatureElements / cores, n.Tasks / cores, n.Messages / cores, n.ParamUpdates / cores, 1}
 		ys[i] = r.EpochSeconds - (graphK+tensorK)/cores - n.GhostBytes/cal.BytesPerSecond
 	}
 	x, err := nonNegativeLeastSquares(rows, ys)
 	if err != nil {
 		return cal, err
 	}
-	cal.ElementSeconds, cal.TaskSeconds, cal.MessageSeconds, cal.ParamSeconds, cal.EpochSeconds = x[0], x[1], x[2], x[3], x[4]
+	cal.ElementSeconds, cal.FeatureElementSeconds, cal.TaskSeconds, cal.MessageSeconds, cal.ParamSeconds, cal.EpochSeconds = x[0], x[1], x[2], x[3], x[4], x[5]
 	return cal, cal.Validate()
 }
 

@@ -92,13 +92,14 @@ type Epoch struct {
 	// ParamUpdates counts each weight element once per interval: fetched for AV and ∇AV,
 	// its gradient pushed and applied by the parameter server.
 	ParamUpdates float64
-	// Elements are the activation elements the tensor tasks touch outside the products
+	// Elements are the dense activation elements the tensor tasks touch outside the products
 	// (dropout, ReLU, softmax, copies): each layer's input, output and aggregate, forward
-	// and backward; sparse features count their non-zeros.
-	Elements     float64
-	GhostBytes   float64 // bytes scattered to and from ghosts (SC, ∇SC)
-	Messages     float64 // messages of SC and ∇SC: one to every other graph server
-	PayloadBytes float64 // bytes of the tensor calls' requests and replies
+	// and backward; FeatureElements the sparse features' non-zeros they touch so.
+	Elements        float64
+	FeatureElements float64
+	GhostBytes      float64 // bytes scattered to and from ghosts (SC, ∇SC)
+	Messages        float64 // messages of SC and ∇SC: one to every other graph server
+	PayloadBytes    float64 // bytes of the tensor calls' requests and replies
 }
 
 // Count counts the work of one epoch of w on the heaviest of parts graph servers with
@@ -126,7 +127,12 @@ func (w Workload) Count(parts, intervals int) Epoch {
 			n.Flops += 2 * v * in * out // dH = dP Wᵀ
 		}
 		n.GraphMACs += 2 * e * out // GA and ∇GA
-		n.Elements += 2 * (input + 2*v*out)
+		if l == 1 && w.FeatureEntries > 0 {
+			n.FeatureElements += 2 * input
+		} else {
+			n.Elements += 2 * input
+		}
+		n.Elements += 2 * 2 * v * out
 		if w.Model.Architecture == GAT {
 			n.GraphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
@@ -186,9 +192,9 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 	n := w.Count(c.GraphServers, c.Intervals)
 	P, I := float64(c.GraphServers), float64(c.Intervals)
 	graphK, tensorK := n.kernelSeconds(cal)
-	graphCS := graphK + n.Tasks*cal.TaskSeconds + n.Messages*cal.MessageSeconds // the graph tasks, the scheduling of all, the scatters
-	tensorCS := tensorK + n.Elements*cal.ElementSeconds                         // the tensor tasks' products and element-wise work
-	paramCS := n.ParamUpdates * cal.ParamSeconds                                // weights fetched, gradients pushed and applied
+	graphCS := graphK + n.Tasks*cal.TaskSeconds + n.Messages*cal.MessageSeconds                       // the graph tasks, the scheduling of all, the scatters
+	tensorCS := tensorK + n.Elements*cal.ElementSeconds + n.FeatureElements*cal.FeatureElementSeconds // the tensor tasks' products and element-wise work
+	paramCS := n.ParamUpdates * cal.ParamSeconds                                                      // weights fetched, gradients pushed and applied
 	cores := m.coresPerServer(c.GraphServers)
 	network := n.GhostBytes / cal.BytesPerSecond
 	var p Prediction

@@ -17,7 +17,7 @@ var tiny = Workload{Vertices: 20, Entries: 80, Features: 8, Classes: 2,
 
 // round is a calibration of round numbers.
 var round = Calibration{Measured: "2026-12-05", Command: "test", GatherSecondsPerMAC: 1e-3, FeatureSecondsPerMAC: 2e-3, FlopSeconds: 1e-4,
-	BytesPerSecond: 1000, ElementSeconds: 1e-4, TaskSeconds: 1e-2, MessageSeconds: 1e-2, ParamSeconds: 1e-3, EpochSeconds: 0.5, CallSeconds: 0.1}
+	BytesPerSecond: 1000, ElementSeconds: 1e-4, FeatureElementSeconds: 2e-4, TaskSeconds: 1e-2, MessageSeconds: 1e-2, ParamSeconds: 1e-3, EpochSeconds: 0.5, CallSeconds: 0.1}
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
@@ -35,9 +35,10 @@ func TestCount(t *testing.T) {
 	sparse := tiny
 	sparse.FeatureEntries = 40 // 20 per part of 10 of the 20 vertices: 2·20·4 = 160 MACs of X W and Xᵀ dP
 	// payload 4·(3·20 + 2·10·4) + 640 = 1200
-	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 360 || got.PayloadBytes != 1200 {
-		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v, PayloadBytes %v; want 160, 480, 360, 1200",
-			got.TensorMACs, got.Flops, got.Elements, got.PayloadBytes)
+	// elements 480 less the dense input of layer 1, 2·10·8; feature elements 2·20
+	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 320 || got.FeatureElements != 40 || got.PayloadBytes != 1200 {
+		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v, FeatureElements %v, PayloadBytes %v; want 160, 480, 320, 40, 1200",
+			got.TensorMACs, got.Flops, got.Elements, got.FeatureElements, got.PayloadBytes)
 	}
 }
 
@@ -150,11 +151,14 @@ func TestFit(t *testing.T) {
 	truth := round
 	shared := Machine{SharedCores: 2}
 	var runs []Run
-	for _, c := range []struct{ ds, p, i, h int }{{0, 1, 2, 4}, {0, 1, 16, 4}, {0, 2, 4, 4}, {0, 4, 4, 4}, {0, 1, 4, 32}, {1, 1, 4, 4}} {
+	for _, c := range []struct{ ds, p, i, h int }{{0, 1, 2, 4}, {0, 1, 16, 4}, {0, 2, 4, 4}, {0, 4, 4, 4}, {0, 1, 4, 32}, {1, 1, 4, 4}, {2, 1, 4, 4}} {
 		w := tiny
 		w.Cuts, w.Model.Hidden = nil, c.h
-		if c.ds == 1 {
+		switch c.ds {
+		case 1:
 			w.Vertices, w.Entries, w.Features = 500, 20000, 4
+		case 2:
+			w.Vertices, w.Features, w.FeatureEntries = 300, 1000, 9000
 		}
 		cfg := Config{Backend: CPU, GraphServers: c.p, Intervals: c.i}
 		p, err := Predict(w, cfg, shared, truth)
@@ -164,19 +168,19 @@ func TestFit(t *testing.T) {
 		runs = append(runs, Run{Workload: w, Config: cfg, Machine: shared, EpochSeconds: p.EpochSeconds})
 	}
 	start := truth
-	start.ElementSeconds, start.TaskSeconds, start.MessageSeconds, start.ParamSeconds, start.EpochSeconds = 0, 0, 0, 0, 0
+	start.ElementSeconds, start.FeatureElementSeconds, start.TaskSeconds, start.MessageSeconds, start.ParamSeconds, start.EpochSeconds = 0, 0, 0, 0, 0, 0
 	got, err := FitWork(start, runs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pair := range [][2]float64{{got.ElementSeconds, truth.ElementSeconds}, {got.TaskSeconds, truth.TaskSeconds},
+	for _, pair := range [][2]float64{{got.ElementSeconds, truth.ElementSeconds}, {got.FeatureElementSeconds, truth.FeatureElementSeconds}, {got.TaskSeconds, truth.TaskSeconds},
 		{got.MessageSeconds, truth.MessageSeconds}, {got.ParamSeconds, truth.ParamSeconds}, {got.EpochSeconds, truth.EpochSeconds}} {
 		if math.Abs(pair[0]-pair[1]) > 1e-6*pair[1] {
 			t.Fatalf("FitWork = %+v, want %+v", got, truth)
 		}
 	}
-	if _, err := FitWork(start, runs[:4]); !errors.Is(err, ErrCalibration) {
-		t.Errorf("4 runs: error %v, want ErrCalibration", err)
+	if _, err := FitWork(start, runs[:5]); !errors.Is(err, ErrCalibration) {
+		t.Errorf("5 runs: error %v, want ErrCalibration", err)
 	}
 
 	c := Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008}

@@ -143,6 +143,13 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 	if cal, err = plan.FitWork(cal, runs); err != nil {
 		return err
 	}
+	for _, r := range runs {
+		p, err := plan.Predict(r.Workload, r.Config, r.Machine, cal)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "fit: %s: %.1f ms measured, %.1f ms fitted\n", r.Config, 1e3*r.EpochSeconds, 1e3*p.EpochSeconds)
+	}
 	if o.lambdaEndpoints != "" {
 		wo.dataset, wo.hidden = o.dataset, 16
 		w, err := wo.workload([]int{1})

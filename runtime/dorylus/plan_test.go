@@ -59,7 +59,7 @@ func TestPlanJSON(t *testing.T) {
 
 func TestPlanFlagErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "cal.json")
-	if err := os.WriteFile(bad, []byte(`{"measured": "2026-12-05", "command": "x", "gatherSecondsPerMAC": 1, "featureSecondsPerMAC": 1, "flopSeconds": 1, "bytesPerSecond": 1, "elementSeconds": -1}`), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte(`{"measured": "2026-12-05", "command": "x", "gatherSecondsPerMAC": 1, "featureSecondsPerMAC": 1, "flopSeconds": 1, "bytesPerSecond": 1, "elementSeconds": -1, "featureElementSeconds": 0}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	size := []string{"--vertices", "1000", "--edges", "5000", "--features", "8", "--classes", "2"}
