@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Validates the planner (pkg/plan, dorylus plan) on runs it was not calibrated on: each round
 # calibrates on citeseer, amazon_computers and R-MAT graphs (dorylus plan calibrate, with
-# aws-lambda-rie emulators for the call overhead), then trains GCN (staleness 1, EPOCHS epochs, no evaluation in the timed epochs) on the cpu backend
-# with 1, 2 and 4 graph servers on each of DATASETS, on the cpu backend with LATENCY injected into
-# every tensor task, and on the lambda backend through emulators whose every call is delayed by
-# LATENCY, with 1, 2 and 4 graph servers. Each round predicts its runs with its own calibration,
-# so that a calibration and the runs it predicts share the load of the (shared) machine. Prints,
-# per run, the median over the rounds of the epoch time dorylus plan --local predicts and of the
-# measured median epoch time, and the error; exits 1 when an error is above 25 %.
+# aws-lambda-rie emulators for the call overhead), then trains GCN (staleness 1, EPOCHS epochs,
+# no evaluation in the timed epochs) on the cpu backend with 1, 2 and 4 graph servers on each of
+# DATASETS, on the cpu backend with LATENCY injected into every tensor task, and on the lambda
+# backend through emulators whose every call is delayed by LATENCY, with 1, 2 and 4 graph
+# servers. Each round predicts its runs with its own calibration, so that a calibration and the
+# runs it predicts share the load of the (shared) machine. Prints, per run, the median over the
+# rounds of the epoch time dorylus plan --local predicts and of the measured median epoch time,
+# and the error; exits 1 when an error is above 25 %.
 #
 #   hack/bench/plan-validate.sh [ROUNDS] [EPOCHS] [DATASETS] [LATENCY]
 #
 # Defaults: 3 rounds, 20 epochs, "cora coauthor_cs" (datasets the calibration does not train),
 # 20ms. Set CALIBRATION to a calibration file to use it in every round instead (the shipped one:
-# pkg/plan/calibration.json). Without
-# aws-lambda-rie (hack/tools.sh aws-lambda-rie) the lambda runs are skipped, and said so.
+# pkg/plan/calibration.json). Without aws-lambda-rie (hack/tools.sh aws-lambda-rie) the lambda
+# runs are skipped, and said so.
 set -euo pipefail
 rounds=${1:-3}
 epochs=${2:-20}

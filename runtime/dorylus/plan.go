@@ -292,7 +292,7 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 			roundedSeconds(op.TotalSeconds), op.CostUSD, op.EpochsPerUSD, bound(op.Prediction))
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (work of the servers, calls, one interval's chain)")
+	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain)")
 }
 
 func describeModel(m plan.Model) string {
@@ -314,7 +314,7 @@ func roundedSeconds(s float64) string {
 
 // bound names the largest of a prediction's bounds.
 func bound(p plan.Prediction) string {
-	names := []string{"work", "calls", "chain"}
-	vals := []float64{p.WorkSeconds, p.CallsSeconds, p.ChainSeconds}
+	names := []string{"work", "params", "calls", "chain"}
+	vals := []float64{p.WorkSeconds, p.ParamSeconds, p.CallsSeconds, p.ChainSeconds}
 	return names[slices.Index(vals, slices.Max(vals))]
 }
