@@ -92,7 +92,7 @@ and fits the latency of a call. It writes the calibration as JSON to --output.`,
 func calibrationRunsText() string {
 	var s []string
 	for _, r := range calibrationRuns {
-		s = append(s, fmt.Sprintf("%s%d graph servers × %d intervals, hidden %d", cmp.Or(r.dataset+" ", ""), r.graphServers, r.intervals, r.hidden))
+		s = append(s, fmt.Sprintf("%s %d graph servers × %d intervals, hidden %d", cmp.Or(r.dataset, "--dataset"), r.graphServers, r.intervals, r.hidden))
 	}
 	return strings.Join(s, "; ")
 }
@@ -166,16 +166,18 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 			return err
 		}
 	}
-	out := io.Writer(os.Stdout)
-	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
+	if o.output == "" {
+		return cal.Write(os.Stdout)
 	}
-	return cal.Write(out)
+	f, err := os.Create(o.output)
+	if err != nil {
+		return err
+	}
+	if err := cal.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // lambdaEmulatorFlags are the dorylus train flags of the lambda backend on aws-lambda-rie
