@@ -33,6 +33,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCommand(), newPrepareCommand(), newGraphServerCommand(), newParamServerCommand(), newFunctionCommand(), newPredictCommand())
+	root.AddCommand(newTrainCommand(), newPrepareCommand(), newGraphServerCommand(), newParamServerCommand(), newFunctionCommand(), newPredictCommand(), newPlanCommand())
 	return root
 }

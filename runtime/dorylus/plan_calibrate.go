@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/plan"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// calibrateOptions are the flags of `dorylus plan calibrate`.
+type calibrateOptions struct {
+	dataset         string
+	epochs, rounds  int
+	cores           int
+	output          string
+	lambdaEndpoints string
+}
+
+// calibrationRuns are the cpu runs whose epoch times fit the work coefficients: on --dataset
+// (an empty dataset) few and many intervals (the cost per task), two and four graph servers
+// (the scatter messages) and a wider hidden layer (the weights); a dataset of many sparse
+// features (the element-wise work), a denser graph of narrow dense features (the kernels), and
+// a tiny graph with one and many intervals (the costs per task and per epoch apart from the
+// weights').
+var calibrationRuns = []struct {
+	dataset                         string
+	graphServers, intervals, hidden int
+}{
+	{"", 1, 2, 16}, {"", 1, 16, 16}, {"", 2, 4, 16}, {"", 4, 4, 16}, {"", 1, 4, 64},
+	{"amazon_computers", 1, 4, 16}, {"amazon_computers", 2, 8, 16},
+	{"rmat:nodes=20000,edges=400000,features=32,classes=8,seed=1", 1, 4, 16},
+	{tinyGraph, 1, 1, 16}, {tinyGraph, 1, 16, 16},
+}
+
+// tinyGraph is calibrationRuns' graph of little work per task.
+const tinyGraph = "rmat:nodes=4000,edges=20000,features=8,classes=4,seed=2"
+
+// calibrationStaleness is the staleness bound of the calibration runs.
+const calibrationStaleness = 1
+
+// calibrationCallIntervals are the intervals of the function run that fits the call
+// overhead, on one graph server, one call in flight per interval: as many as the cores of a
+// small machine, so that the calls do not queue for them.
+const calibrationCallIntervals = 2
+
+func newCalibrateCommand() *cobra.Command {
+	o := calibrateOptions{}
+	cmd := &cobra.Command{
+		Use:   "calibrate",
+		Short: "Measure the planner's coefficients on this machine and write a calibration file",
+		Long: `Calibrate measures, on this machine: the core-seconds of one multiply-add of the sparse gather and
+of one flop of the GEMM (single-threaded micro-benchmarks of pkg/tensor's kernels), the rate of a
+loopback TCP transfer, and the median epoch times of short dorylus train runs on the cpu backend
+(GCN, staleness 1: ` + calibrationRunsText() + `), to which it fits the work factor,
+the cost per task and the fixed time per epoch. With --lambda-endpoints (aws-lambda-rie emulators,
+hack/lambda-emulators.sh) it also runs the lambda backend on 1 graph server with ` + strconv.Itoa(calibrationCallIntervals) + ` intervals
+and fits the latency of a call. It writes the calibration as JSON to --output.`,
+		Example: `  dorylus plan calibrate --output pkg/plan/calibration.json
+  dorylus plan calibrate --lambda-endpoints "$(hack/lambda-emulators.sh up /tmp/rie 4)" --output cal.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCalibrate(cmd.Context(), o, cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataset, "dataset", "citeseer", "dataset of the training runs (keep the datasets you validate on out of it)")
+	f.IntVar(&o.epochs, "epochs", 20, "epochs of each training run")
+	f.IntVar(&o.rounds, "rounds", 2, "times each training run is repeated; the median epoch time of all counts")
+	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "cores of this machine, shared by the runs' processes")
+	f.StringVar(&o.output, "output", "", "file to write the calibration to (default: standard output)")
+	f.StringVar(&o.lambdaEndpoints, "lambda-endpoints", "", "comma-separated aws-lambda-rie endpoints (at least "+strconv.Itoa(calibrationCallIntervals)+") to fit the call latency on; with none it is 0")
+	return cmd
+}
+
+func calibrationRunsText() string {
+	var s []string
+	for _, r := range calibrationRuns {
+		s = append(s, fmt.Sprintf("%s %d graph servers × %d intervals, hidden %d", cmp.Or(r.dataset, "--dataset"), r.graphServers, r.intervals, r.hidden))
+	}
+	return strings.Join(s, "; ")
+}
+
+func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error {
+	switch {
+	case o.epochs < 3 || o.rounds < 1 || o.cores < 1:
+		return fmt.Errorf("--epochs %d, --rounds %d, --cores %d: want at least 3 epochs, 1 round and 1 core", o.epochs, o.rounds, o.cores)
+	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationCallIntervals:
+		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationCallIntervals)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	d, err := graph.Load(o.dataset, graph.LoadOptions{})
+	if err != nil {
+		return fmt.Errorf("--dataset: %w", err)
+	}
+	cal := plan.Calibration{
+		Measured: time.Now().UTC().Format(time.DateOnly),
+		Machine:  fmt.Sprintf("%d cores, %s/%s, GEMM %s", o.cores, runtime.GOOS, runtime.GOARCH, tensor.MatMulImpl()),
+		Command:  "dorylus " + strings.Join(os.Args[1:], " "),
+	}
+	cal.GatherSecondsPerMAC, cal.FeatureSecondsPerMAC, cal.FlopSeconds = kernelCosts(d)
+	if cal.BytesPerSecond, err = loopbackRate(); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "kernels: gather %.3g s/MAC, sparse features %.3g s/MAC, gemm %.3g s/flop per core; loopback %.3g B/s\n",
+		cal.GatherSecondsPerMAC, cal.FeatureSecondsPerMAC, cal.FlopSeconds, cal.BytesPerSecond)
+	shared := plan.Machine{SharedCores: o.cores}
+	wo := workloadOptions{dataset: o.dataset, model: string(plan.GCN), layers: 2, heads: 1}
+	var runs []plan.Run
+	for _, r := range calibrationRuns {
+		wo.dataset, wo.hidden = cmp.Or(r.dataset, o.dataset), r.hidden
+		w, err := wo.workload([]int{r.graphServers})
+		if err != nil {
+			return err
+		}
+		c := plan.Config{Backend: plan.CPU, GraphServers: r.graphServers, Intervals: r.intervals, Staleness: calibrationStaleness}
+		t, err := medianEpoch(ctx, exe, o, wo.dataset, c, "--hidden", strconv.Itoa(r.hidden))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "%s %s hidden %d: median epoch %.1f ms\n", wo.dataset, c, r.hidden, 1e3*t)
+		runs = append(runs, plan.Run{Workload: w, Config: c, Machine: shared, EpochSeconds: t})
+	}
+	if cal, err = plan.FitWork(cal, runs); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		p, err := plan.Predict(r.Workload, r.Config, r.Machine, cal)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "fit: %s: %.1f ms measured, %.1f ms fitted\n", r.Config, 1e3*r.EpochSeconds, 1e3*p.EpochSeconds)
+	}
+	if o.lambdaEndpoints != "" {
+		wo.dataset, wo.hidden = o.dataset, 16
+		w, err := wo.workload([]int{1})
+		if err != nil {
+			return err
+		}
+		c := plan.Config{Backend: plan.Lambda, GraphServers: 1, Intervals: calibrationCallIntervals, Concurrency: calibrationCallIntervals, MemoryMB: defaultLambdaMemoryMB, Staleness: calibrationStaleness}
+		t, err := medianEpoch(ctx, exe, o, o.dataset, c, lambdaEmulatorFlags(o.lambdaEndpoints)...)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "%s: median epoch %.1f ms\n", c, 1e3*t)
+		if cal, err = plan.FitCall(cal, []plan.Run{{Workload: w, Config: c, Machine: shared, EpochSeconds: t}}); err != nil {
+			return err
+		}
+	}
+	if o.output == "" {
+		return cal.Write(os.Stdout)
+	}
+	f, err := os.Create(o.output)
+	if err != nil {
+		return err
+	}
+	if err := cal.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// lambdaEmulatorFlags are the dorylus train flags of the lambda backend on aws-lambda-rie
+// emulators, which serve one call at a time and check no credentials.
+func lambdaEmulatorFlags(endpoints string) []string {
+	return []string{"--backend", "lambda", "--lambda-function", "function", "--lambda-region", "us-east-1",
+		"--endpoint-concurrency", "1", "--lambda-endpoints", endpoints}
+}
+
+// medianEpoch runs dorylus train on dataset in configuration c o.rounds times and returns the
+// median of the runs' median epoch times.
+func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset string, c plan.Config, extra ...string) (float64, error) {
+	args := append([]string{"train", "--dataset", dataset, "--graph-servers", strconv.Itoa(c.GraphServers),
+		"--intervals", strconv.Itoa(c.Intervals), "--staleness", strconv.Itoa(c.Staleness), "--epochs", strconv.Itoa(o.epochs),
+		"--eval-every", "1000000", "--output", "json"}, extra...)
+	var times []float64
+	for range o.rounds {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("dorylus %s: %w: %s", strings.Join(args, " "), err, lastLine(stderr.String()))
+		}
+		var rep trainReport
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			return 0, fmt.Errorf("dorylus %s: report: %w", strings.Join(args, " "), err)
+		}
+		times = append(times, rep.EpochSecondsMedian)
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// kernelCosts measures, on one thread, the seconds of one multiply-add of the gather (SpMM of
+// d's adjacency, all values 1, by a 16-column block), of one of the sparse features' products
+// with a 16-column weight (X W and Xᵀ dP; the gather's when d's features are dense) and of one
+// flop of a tall GEMM (4096×512 by 512×16), each the best of 5 timings.
+func kernelCosts(d *graph.Dataset) (gather, feature, flop float64) {
+	defer tensor.SetThreads(tensor.Threads())
+	tensor.SetThreads(1)
+	const width = 16
+	adj := d.Adj
+	a := &tensor.CSR{Rows: adj.Rows, Cols: adj.Cols, RowPtr: adj.RowPtr, ColIdx: adj.ColIdx, Val: make([]float32, adj.NNZ())}
+	for i := range a.Val {
+		a.Val[i] = 1
+	}
+	b, dst := randomDense(adj.Cols, width), tensor.NewDense(adj.Rows, width)
+	gather = bestOf(5, func() { tensor.SpMM(dst, a, b) }) / float64(adj.NNZ()*width)
+	feature = gather
+	if x := d.Features.Sparse; x != nil {
+		w, dW := randomDense(x.Cols, width), tensor.NewDense(x.Cols, width)
+		p := tensor.NewDense(x.Rows, width)
+		feature = bestOf(5, func() {
+			tensor.SpMM(p, x, w)
+			tensor.SpMMTransAdd(dW, x, p)
+		}) / float64(2*x.NNZ()*width)
+	}
+	x, w, out := randomDense(4096, 512), randomDense(512, width), tensor.NewDense(4096, width)
+	flop = bestOf(5, func() { tensor.MatMul(out, x, false, w, false, 1, 0) }) / (2 * 4096 * 512 * width)
+	return gather, feature, flop
+}
+
+func randomDense(rows, cols int) *tensor.Dense {
+	d := tensor.NewDense(rows, cols)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range d.Data {
+		d.Data[i] = rng.Float32()
+	}
+	return d
+}
+
+// bestOf returns the shortest of n timings of f in seconds, each repeating f for at least
+// 50 ms.
+func bestOf(n int, f func()) float64 {
+	best := 0.0
+	for range n {
+		reps, start := 0, time.Now()
+		for time.Since(start) < 50*time.Millisecond {
+			f()
+			reps++
+		}
+		t := time.Since(start).Seconds() / float64(reps)
+		if best == 0 || t < best {
+			best = t
+		}
+	}
+	return best
+}
+
+// loopbackRate returns the bytes per second of a 64 MiB TCP transfer over loopback.
+func loopbackRate() (float64, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	const size = 64 << 20
+	done := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(io.Discard, c)
+		done <- err
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	_, err = io.Copy(c, io.LimitReader(zeroReader{}, size))
+	c.Close()
+	if err == nil {
+		err = <-done
+	}
+	if err != nil {
+		return 0, fmt.Errorf("loopback transfer: %w", err)
+	}
+	return size / time.Since(start).Seconds(), nil
+}
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
