@@ -131,6 +131,7 @@ type planOptions struct {
 	pricesFile             string
 	json                   bool
 	top                    int
+	job                    string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -148,14 +149,24 @@ the asynchronous pipeline with staleness --staleness (1): run the choice with it
 By default every graph server is its own instance of --instance-type and a function call waits
 --call-latency more than the calibrated one (the network to Lambda). With --local every process
 shares this machine's cores, as dorylus train --graph-servers runs them, with functions in
-emulators: that predicts runs on this machine.`,
+emulators: that predicts runs on this machine.
+
+With --job a GNNTrainingJob manifest asks for the choice: its builtin dataset (or --dataset, or
+the size flags), model, epochs, parameter servers, staleness bound, runPolicy.budgetUSD and
+activeDeadlineSeconds are the plan's unless a flag says otherwise, its tensor backend is the only
+one weighed, and the manifest is printed with the choice written in (graph servers, intervals,
+staleness, the functions' concurrency and memory); the table goes to standard error.`,
 		Example: `  dorylus plan --dataset coauthor_cs --epochs 200 --deadline 10m
   dorylus plan --vertices 1000000 --edges 10000000 --features 128 --classes 16 --hidden 128 --budget 5
   dorylus plan --dataset cora --local --backends cpu --graph-servers 2 --intervals 4 --json
+  dorylus plan --job config/samples/cpu_cora.yaml --deadline 5m | kubectl apply -f -
   dorylus plan calibrate --output calibration.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPlan(o, cmd.OutOrStdout())
+			if o.job == "" {
+				return runPlan(o, cmd.OutOrStdout())
+			}
+			return runPlanJob(o, cmd.Flags(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -179,6 +190,7 @@ emulators: that predicts runs on this machine.`,
 	f.StringVar(&o.pricesFile, "prices", "", "JSON price list over the built-in one (pkg/cost)")
 	f.BoolVar(&o.json, "json", false, "print the goal and every configuration as JSON")
 	f.IntVar(&o.top, "top", 10, "configurations to print in the table (0: all)")
+	f.StringVar(&o.job, "job", "", "GNNTrainingJob manifest whose settings are the plan's, printed back with the choice written in")
 	cmd.AddCommand(newCalibrateCommand())
 	return cmd
 }

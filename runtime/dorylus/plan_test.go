@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
@@ -91,5 +94,94 @@ func TestHeaviestPart(t *testing.T) {
 	q := plan.Part{Vertices: 60, Entries: 275, Ghosts: 17}
 	if got := heaviestPart(partition.Quality{Parts: 2, Entries: 400, Balance: 1.1, VertexBalance: 1.2, Ghosts: 30}, 100); got != q {
 		t.Errorf("heaviestPart = %+v, want %+v", got, q)
+	}
+}
+
+// planJob runs dorylus plan --job with a manifest of spec and returns the job it prints.
+func planJob(t *testing.T, spec string, args ...string) (dorylusv1alpha1.GNNTrainingJob, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	manifest := "apiVersion: dorylus.dev/v1alpha1\nkind: GNNTrainingJob\nmetadata:\n  name: planned\nspec:\n" + spec
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newPlanCommand()
+	var out, table bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&table)
+	cmd.SetArgs(append([]string{"--job", path}, args...))
+	var job dorylusv1alpha1.GNNTrainingJob
+	if err := cmd.Execute(); err != nil {
+		return job, err
+	}
+	if !strings.Contains(table.String(), "* the choice") {
+		t.Errorf("no table on standard error:\n%s", table.String())
+	}
+	return job, yaml.UnmarshalStrict(out.Bytes(), &job)
+}
+
+// planChoice returns the configuration dorylus plan --json chooses with args.
+func planChoice(t *testing.T, args ...string) plan.Config {
+	t.Helper()
+	out, err := runPlanCommand(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep planReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Best {
+		t.Fatalf("no configuration meets the goal of %v", args)
+	}
+	return rep.Options[0].Config
+}
+
+func TestPlanJob(t *testing.T) {
+	space := []string{"--graph-servers", "1,2", "--intervals", "1,4"}
+	cpu := "  dataset: {builtin: {name: cora}}\n  model: {architecture: GCN, hidden: 32}\n  training: {epochs: 300, staleness: 1, learningRate: \"0.02\"}\n" +
+		"  runPolicy: {activeDeadlineSeconds: 600}\n"
+	job, err := planJob(t, cpu, space...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := planChoice(t, append(space, "--dataset", "cora", "--backends", "cpu", "--hidden", "32", "--epochs", "300", "--deadline", "10m")...)
+	s := job.Spec
+	if job.Name != "planned" || s.Dataset.Builtin.Name != "cora" || s.Training.LearningRate != "0.02" || s.Model.Hidden != 32 ||
+		int(s.GraphServers.Replicas) != want.GraphServers || s.Training.Intervals == nil || int(*s.Training.Intervals) != want.Intervals ||
+		s.Training.Staleness.IntValue() != 1 || s.TensorBackend != nil {
+		t.Errorf("planned job %+v, want the manifest with %v", s, want)
+	}
+
+	lambda := "  dataset: {s3: {bucket: b, prefix: p/, region: us-east-1}, format: Prepared}\n" +
+		"  tensorBackend: {lambda: {functionName: f, region: us-east-1, credentials: {roleARN: arn:aws:iam::1:role/r}}}\n"
+	size := []string{"--vertices", "100000", "--edges", "1000000", "--features", "64", "--classes", "8", "--budget", "1"}
+	job, err = planJob(t, lambda, append(append(space, size...), "--staleness", "0")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = planChoice(t, append(append(space, size...), "--staleness", "0", "--backends", "lambda")...)
+	l := job.Spec.TensorBackend.Lambda
+	if l.FunctionName != "f" || int(l.MaxConcurrency) != want.Concurrency || int(l.MemoryMB) != want.MemoryMB ||
+		int(job.Spec.GraphServers.Replicas) != want.GraphServers || job.Spec.Training.Staleness.IntValue() != 0 {
+		t.Errorf("planned lambda job %+v %+v, want %v", job.Spec, l, want)
+	}
+
+	for name, tc := range map[string]struct {
+		spec string
+		args []string
+		want string
+	}{
+		"sync":          {"  dataset: {builtin: {name: cora}}\n", nil, "spec.training.staleness is sync"},
+		"not builtin":   {lambda, []string{"--staleness", "1"}, "spec.dataset is not builtin"},
+		"unknown field": {cpu + "  graphServer: {replicas: 2}\n", nil, `unknown field "graphServer"`},
+		"other backend": {cpu, []string{"--backends", "lambda"}, "the job's tensor backend is cpu"},
+		"local":         {cpu, []string{"--local"}, "--local with --job"},
+		"json":          {cpu, []string{"--json"}, "--json with --job"},
+		"goal":          {cpu, []string{"--deadline", "1ms"}, "no configuration of the job's cpu backend meets its goal"},
+	} {
+		if _, err := planJob(t, tc.spec, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", name, err, tc.want)
+		}
 	}
 }
