@@ -227,26 +227,46 @@ type Identity struct{ CA, Cert, Key []byte }
 
 // LoadIdentity reads the functions' identity from the credentials folder dir.
 func LoadIdentity(dir string) (Identity, error) {
-	var der [3][]byte
-	for i, name := range []string{CAFile, FunctionCertFile, FunctionKeyFile} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+	var b Bundle
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{CAFile, &b.CA}, {FunctionCertFile, &b.FunctionCert}, {FunctionKeyFile, &b.FunctionKey}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
 			return Identity{}, fmt.Errorf("load the function identity: %w", err)
 		}
-		blk, _ := pem.Decode(b)
-		if blk == nil {
-			return Identity{}, fmt.Errorf("load the function identity: %s: no PEM block", filepath.Join(dir, name))
-		}
-		der[i] = blk.Bytes
+		*f.dst = data
 	}
-	id := Identity{CA: der[0], Cert: der[1], Key: der[2]}
-	if _, err := id.Credentials(); err != nil {
+	id, err := b.Identity()
+	if err != nil {
 		return Identity{}, fmt.Errorf("load the function identity from %s: %w", dir, err)
 	}
 	return id, nil
 }
 
-// Credentials parses the identity: the credentials of a client of the job's servers.
+// Identity returns the bundle's function identity, checked.
+func (b *Bundle) Identity() (Identity, error) {
+	var der [3][]byte
+	for i, f := range []struct {
+		name string
+		pem  []byte
+	}{{CAFile, b.CA}, {FunctionCertFile, b.FunctionCert}, {FunctionKeyFile, b.FunctionKey}} {
+		blk, _ := pem.Decode(f.pem)
+		if blk == nil {
+			return Identity{}, fmt.Errorf("%s: no PEM block", f.name)
+		}
+		der[i] = blk.Bytes
+	}
+	id := Identity{CA: der[0], Cert: der[1], Key: der[2]}
+	if _, err := id.Credentials(); err != nil {
+		return Identity{}, err
+	}
+	return id, nil
+}
+
+// Credentials parses the identity, whose certificate must be valid now for client use and
+// chain to its CA: the credentials of a client of the job's servers.
 func (id Identity) Credentials() (*Credentials, error) {
 	cert, err := tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: id.Cert}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: id.Key}))
@@ -259,6 +279,9 @@ func (id Identity) Credentials() (*Credentials, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
+	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return nil, fmt.Errorf("function certificate: %w", err)
+	}
 	return &Credentials{cert: cert, ca: pool}, nil
 }
 

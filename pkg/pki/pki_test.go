@@ -121,6 +121,10 @@ func TestFunctionIdentity(t *testing.T) {
 	if _, err := mixed.Credentials(); err == nil {
 		t.Error("an identity whose key is not its certificate's is accepted")
 	}
+	mixed.Cert = pemDER(t, other.FunctionCert)
+	if _, err := mixed.Credentials(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("an identity whose certificate is of another CA: %v", err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, FunctionKeyFile), []byte("junk"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -34,11 +34,7 @@ func TestTLS(t *testing.T) {
 	}
 	jobBundle := bundle()
 	job, other := creds(jobBundle), creds(bundle())
-	dir := t.TempDir()
-	if err := jobBundle.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	id, err := pki.LoadIdentity(dir)
+	id, err := jobBundle.Identity()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,10 +152,9 @@ func TestServersRefuseOutsiders(t *testing.T) {
 }
 
 // TestFunctionNeedsItsCredentials: `dorylus function` refuses to serve HTTP without a token
-// unless told --insecure, and names a bad --tls-dir or --token-file.
+// unless told --insecure, and names a bad --token-file.
 func TestFunctionNeedsItsCredentials(t *testing.T) {
 	t.Setenv(jobconfig.EnvTokenFile, "")
-	t.Setenv(jobconfig.EnvTLSDir, "")
 	empty := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -166,7 +165,6 @@ func TestFunctionNeedsItsCredentials(t *testing.T) {
 	}{
 		{nil, "--token-file (or $DORYLUS_TOKEN_FILE) is required to serve HTTP; --insecure serves without authentication"},
 		{[]string{"--token-file", empty}, "--token-file: load token: " + empty + " is empty"},
-		{[]string{"--tls-dir", t.TempDir(), "--insecure"}, "--tls-dir: load TLS credentials: open "},
 	} {
 		_, _, err := run(t, append([]string{"function", "--listen", "127.0.0.1:0"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
