@@ -38,7 +38,7 @@ const (
 	// and a port.
 	MaxAddress = 259
 	// MaxIdentityPart is the longest CA certificate, function certificate or key a descriptor
-	// carries, DER (pki's are about 400, 350 and 140 bytes).
+	// carries, DER (pki's are about 400, 400 and 140 bytes).
 	MaxIdentityPart = 2048
 )
 

@@ -123,7 +123,8 @@ type RunConfig struct {
 // TLSDir and Insecure.
 type Security struct {
 	// TLSDir is the folder of the job's credentials (pkg/pki: ca.crt, tls.crt,
-	// tls.key): every gRPC link is mutual TLS chained to the job's CA.
+	// tls.key; on the pull data path, function.crt and function.key for the
+	// descriptors): every gRPC link is mutual TLS chained to the job's CA.
 	TLSDir string `json:"tlsDir,omitempty"`
 	// Insecure runs the gRPC links in plaintext without authentication, and
 	// the function calls without a token: for debugging only.
