@@ -30,7 +30,7 @@ import (
 // bare TLS connection of each outsider reads the alert the server refused it with. The
 // plaintext --health-address of each answers health and nothing else.
 func TestServersRefuseOutsiders(t *testing.T) {
-	health := []string{loopback.FreeAddr(t), loopback.FreeAddr(t)}
+	health := loopback.FreeAddrs(t, 2)
 	var creds string
 	addrs, _ := coraServers(t, func(c *jobconfig.RunConfig) {
 		c.Training.Epochs, c.Training.EvalEvery = 2, 2
