@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,20 @@ func TestFunctionNeedsItsCredentials(t *testing.T) {
 		_, _, err := run(t, append([]string{"function", "--listen", "127.0.0.1:0"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("function %q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestCommandArgs: an executable named bootstrap started without arguments, as the Lambda
+// provided runtimes start a zip's, runs `dorylus function`; any other command line is its own.
+func TestCommandArgs(t *testing.T) {
+	for _, c := range []struct{ argv, want []string }{
+		{[]string{"/var/task/bootstrap"}, []string{"function"}},
+		{[]string{"bootstrap", "train"}, []string{"train"}},
+		{[]string{"/dorylus"}, []string{}},
+	} {
+		if got := commandArgs(c.argv); !slices.Equal(got, c.want) {
+			t.Errorf("commandArgs(%q) = %q, want %q", c.argv, got, c.want)
 		}
 	}
 }
