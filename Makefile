@@ -14,6 +14,10 @@ help: ## List the targets
 build: ## Build the dorylus data-plane binary into bin/
 	$(GO) build -o $(BIN)/dorylus ./runtime/dorylus
 
+.PHONY: lambda
+lambda: ## Build `dorylus function` for AWS Lambda (amd64, arm64): bin/lambda/*.zip (provided.al2023) and *.tar (container images)
+	hack/lambda/build.sh
+
 .PHONY: run
 run: build ## Train GCN on the embedded Cora dataset
 	$(BIN)/dorylus train

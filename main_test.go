@@ -45,7 +45,8 @@ func TestOperatorServesProbesMetricsAndLeads(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 
-	metricsAddr, probeAddr := loopback.FreeAddr(t), loopback.FreeAddr(t)
+	addrs := loopback.FreeAddrs(t, 2)
+	metricsAddr, probeAddr := addrs[0], addrs[1]
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -49,6 +49,10 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 	if managedKnative(job) {
 		keys = append(keys[:len(keys):len(keys)], pki.TokenFile)
 	}
+	if lambdaPull(job) {
+		// the function identity its descriptors carry
+		keys = append(keys[:len(keys):len(keys)], pki.FunctionCertFile, pki.FunctionKeyFile)
+	}
 	cv, cm := credentialsVolume(job, keys...)
 	volumes, mounts = append(volumes, cv), append(mounts, cm)
 	if k := job.Spec.Backend().Knative; k != nil && k.TokenSecretRef != nil {

@@ -33,7 +33,7 @@ func networkPolicyName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.
 // port, so the job's pods are never the source a function pod sees.
 func buildNetworkPolicy(job *dorylusv1alpha1.GNNTrainingJob, scrapers metav1.LabelSelector) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	data := networkingv1ac.NetworkPolicyIngressRule().WithPorts(policyPorts(serverDataPorts...)...)
-	if l := job.Spec.Backend().Lambda; l == nil || l.DataPath != dorylusv1alpha1.DataPathPull {
+	if !lambdaPull(job) {
 		data.WithFrom(networkingv1ac.NetworkPolicyPeer().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelJobName: job.Name})))
 	}

@@ -77,6 +77,8 @@ func commonEnv(job *dorylusv1alpha1.GNNTrainingJob) []*corev1ac.EnvVarApplyConfi
 		corev1ac.EnvVar().WithName(jobconfig.EnvJobName).WithValue(job.Name),
 		fieldEnv(jobconfig.EnvNamespace, "metadata.namespace"),
 		fieldEnv(jobconfig.EnvPodName, "metadata.name"),
+		// the address a server advertises to functions on the pull data path
+		fieldEnv(jobconfig.EnvPodIP, "status.podIP"),
 	}
 }
 

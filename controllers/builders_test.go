@@ -218,6 +218,7 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+							{Name: "DORYLUS_POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
 							{Name: "DORYLUS_PARTITION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels['apps.kubernetes.io/pod-index']"}}},
 						},
 						ReadinessProbe: &corev1.Probe{
@@ -320,13 +321,14 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "graphs", ReadOnly: true}}})
 			p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "dataset", MountPath: "/data/dataset", ReadOnly: true})
 		}},
-		{name: "s3 and lambda secrets are mounted, never in env", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+		{name: "s3 and lambda secrets are mounted, never in env; lambda pull: the function identity", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{S3: &dorylusv1alpha1.S3Location{Bucket: "graphs", SecretRef: &corev1.LocalObjectReference{Name: "s3"}}}
 			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				FunctionName: "f", Region: "us-east-1", MemoryMB: 128, MaxConcurrency: 1, DataPath: dorylusv1alpha1.DataPathPull,
 				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: secret}}}
 		}, want: func(s *appsv1.StatefulSet) {
 			p := &s.Spec.Template.Spec
+			p.Volumes[2] = wantCredentialsVolume("ca.crt", "tls.crt", "tls.key", "function.crt", "function.key")
 			p.Volumes = append(p.Volumes,
 				corev1.Volume{Name: "secret-dataset", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s3"}}},
 				corev1.Volume{Name: "secret-lambda", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "aws"}}})
@@ -388,6 +390,7 @@ func TestBuildParamDeployment(t *testing.T) {
 							{Name: "DORYLUS_JOB_NAME", Value: "cora"},
 							{Name: "DORYLUS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 							{Name: "DORYLUS_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+							{Name: "DORYLUS_POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 5001}},

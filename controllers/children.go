@@ -33,6 +33,13 @@ func managedKnative(job *dorylusv1alpha1.GNNTrainingJob) bool {
 	return job.Spec.Backend().Knative != nil && job.Spec.Backend().Knative.Service != nil
 }
 
+// lambdaPull reports whether the job's Lambda functions pull their tensors
+// from the servers (dataPath Pull).
+func lambdaPull(job *dorylusv1alpha1.GNNTrainingJob) bool {
+	l := job.Spec.Backend().Lambda
+	return l != nil && l.DataPath == dorylusv1alpha1.DataPathPull
+}
+
 // desiredChildren builds every child of the job but its credentials Secret
 // (credentials.go). running selects the replica counts: the spec's, or zero
 // while suspended or finished; period names the credentials the pods mount.

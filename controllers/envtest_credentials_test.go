@@ -82,7 +82,7 @@ func TestJobCredentials(t *testing.T) {
 	waitCondition(t, ns, "sec", dorylusv1alpha1.ConditionSuspended, metav1.ConditionTrue, dorylusv1alpha1.ReasonSuspended)
 	fakeClock.Step(10 * time.Minute)
 	_, second := resume()
-	for _, k := range []string{pki.CAFile, pki.CertFile, pki.KeyFile, pki.TokenFile} {
+	for _, k := range []string{pki.CAFile, pki.CertFile, pki.KeyFile, pki.TokenFile, pki.FunctionCertFile, pki.FunctionKeyFile} {
 		if string(first.Data[k]) == string(second.Data[k]) {
 			t.Errorf("%s kept across a resume", k)
 		}
@@ -93,7 +93,8 @@ func TestJobCredentials(t *testing.T) {
 }
 
 // checkCredentials checks the Secret field by field: the job's own, type kubernetes.io/tls,
-// exactly the four keys, a leaf for pki.ServerName that its CA signed, a 64-digit token.
+// exactly the six keys, a leaf for pki.ServerName and a function certificate that its CA
+// signed, a 64-digit token.
 func checkCredentials(t *testing.T, s *corev1.Secret, job *dorylusv1alpha1.GNNTrainingJob) {
 	t.Helper()
 	if s.Type != corev1.SecretTypeTLS {
@@ -107,7 +108,7 @@ func checkCredentials(t *testing.T, s *corev1.Secret, job *dorylusv1alpha1.GNNTr
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"ca.crt", "tls.crt", "tls.key", "token"}; !slices.Equal(keys, want) {
+	if want := []string{"ca.crt", "function.crt", "function.key", "tls.crt", "tls.key", "token"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 	parse := func(key string) *x509.Certificate {
@@ -132,6 +133,9 @@ func checkCredentials(t *testing.T, s *corev1.Secret, job *dorylusv1alpha1.GNNTr
 	}
 	if _, err := (&pki.Bundle{CA: s.Data[pki.CAFile], Cert: s.Data[pki.CertFile], Key: s.Data[pki.KeyFile]}).Credentials(); err != nil {
 		t.Errorf("key pair: %v", err)
+	}
+	if _, err := (&pki.Bundle{CA: s.Data[pki.CAFile], FunctionCert: s.Data[pki.FunctionCertFile], FunctionKey: s.Data[pki.FunctionKeyFile]}).Identity(); err != nil {
+		t.Errorf("function identity: %v", err)
 	}
 	if len(s.Data[pki.TokenFile]) != 64 {
 		t.Errorf("token of %d bytes, want 64 hex digits", len(s.Data[pki.TokenFile]))

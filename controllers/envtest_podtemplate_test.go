@@ -60,8 +60,8 @@ func TestPodTemplatesReachThePods(t *testing.T) {
 		ownLabels map[string]string
 		ownEnv    int
 	}{
-		{"graph servers", sts.Spec.Template, gs, map[string]string{LabelJobName: "tmpl", LabelRole: RoleGraphServer}, 4},
-		{"parameter servers", dep.Spec.Template, ps, map[string]string{LabelJobName: "tmpl", LabelRole: RoleParamServer, LabelShard: "0"}, 3},
+		{"graph servers", sts.Spec.Template, gs, map[string]string{LabelJobName: "tmpl", LabelRole: RoleGraphServer}, 5},
+		{"parameter servers", dep.Spec.Template, ps, map[string]string{LabelJobName: "tmpl", LabelRole: RoleParamServer, LabelShard: "0"}, 4},
 		{"knative function", fnPod, fn, map[string]string{LabelJobName: "tmpl", LabelRole: RoleFunction}, 0},
 	} {
 		for k, v := range withOwn(c.tmpl.Metadata.Labels, c.ownLabels) {

@@ -54,11 +54,12 @@ type LambdaBackend struct {
 	// +kubebuilder:default=100
 	// +optional
 	MaxConcurrency int32 `json:"maxConcurrency,omitempty"`
-	// DataPath is how tensors reach the function: Pull (a small descriptor;
-	// the function fetches rows and weights over gRPC) or Inline (tensors in
-	// the request, under Lambda's 6 MB limit).
+	// DataPath is how tensors reach the function: Inline (tensors in the
+	// request, under Lambda's 6 MB limit) or Pull (a small descriptor; the
+	// function fetches rows and weights over gRPC from the servers' pod IPs,
+	// so it must run in the cluster's VPC with routable pod IPs).
 	// +kubebuilder:validation:Enum=Pull;Inline
-	// +kubebuilder:default=Pull
+	// +kubebuilder:default=Inline
 	// +optional
 	DataPath DataPath `json:"dataPath,omitempty"`
 	// Endpoint overrides the Lambda endpoint (a VPC endpoint or an emulator).

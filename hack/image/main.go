@@ -6,8 +6,9 @@
 //	go run ./hack/image runtime --bin DIR --tag TAG --out FILE
 //	    the project's runtime image: DIR/manager and DIR/dorylus (static
 //	    binaries), the builtin datasets under /datasets, user 65532
-//	go run ./hack/image custom --name REPO:TAG --add SRC=DST... --entrypoint A,B --user U --out FILE
-//	    any other image of static files (the tests' pause and emulator images)
+//	go run ./hack/image custom --name REPO:TAG --add SRC=DST... --entrypoint A,B --user U [--arch ARCH] --out FILE
+//	    any other image of static files (the tests' pause and emulator images,
+//	    the Lambda function's of hack/lambda)
 package main
 
 import (
@@ -103,10 +104,14 @@ func run(args []string) error {
 		name := fset.String("name", "", "image reference REPOSITORY:TAG")
 		entry := fset.String("entrypoint", "", "comma-separated entrypoint")
 		user := fset.String("user", NonRootUser, "uid:gid")
+		arch := fset.String("arch", "amd64", "the binaries' GOARCH: amd64 or arm64")
 		if err := fset.Parse(args[1:]); err != nil {
 			return err
 		}
-		spec = Spec{Name: *name, User: *user, Env: []string{"PATH=/"}, WorkingDir: "/"}
+		if *arch != "amd64" && *arch != "arm64" {
+			return fmt.Errorf("image custom: --arch %q: want amd64 or arm64", *arch)
+		}
+		spec = Spec{Name: *name, Arch: *arch, User: *user, Env: []string{"PATH=/"}, WorkingDir: "/"}
 		if *entry != "" {
 			spec.Entrypoint = strings.Split(*entry, ",")
 		}

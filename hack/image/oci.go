@@ -33,6 +33,7 @@ const (
 // Spec is what an image holds and how it starts.
 type Spec struct {
 	Name       string   // full reference, e.g. docker.io/dorylus-gnn/dorylus:0.1.0
+	Arch       string   // the binaries' GOARCH, amd64 (the default) or arm64
 	Files      []File   // regular files and directories of the single layer
 	User       string   // uid:gid
 	Entrypoint []string // the image's ENTRYPOINT
@@ -226,12 +227,16 @@ func Write(w io.Writer, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	arch := spec.Arch
+	if arch == "" {
+		arch = "amd64"
+	}
 	gz, diffID, err := layer(files)
 	if err != nil {
 		return err
 	}
 	cfg, err := json.Marshal(imageConfig{
-		Created: epoch.Format(time.RFC3339), Architecture: "amd64", OS: "linux",
+		Created: epoch.Format(time.RFC3339), Architecture: arch, OS: "linux",
 		Config: containerConf{User: spec.User, Entrypoint: spec.Entrypoint, Env: spec.Env, WorkingDir: spec.WorkingDir},
 		RootFS: rootFS{Type: "layers", DiffIDs: []string{diffID}},
 	})
@@ -250,7 +255,7 @@ func Write(w io.Writer, spec Spec) error {
 	idx, err := json.Marshal(index{SchemaVersion: 2, MediaType: mediaIndex, Manifests: []descriptor{{
 		MediaType: mediaManifest, Digest: digest(man), Size: int64(len(man)),
 		Annotations: map[string]string{"io.containerd.image.name": spec.Name, "org.opencontainers.image.ref.name": tag},
-		Platform:    &platform{Architecture: "amd64", OS: "linux"},
+		Platform:    &platform{Architecture: arch, OS: "linux"},
 	}}})
 	if err != nil {
 		return err

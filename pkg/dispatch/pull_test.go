@@ -2,28 +2,48 @@ package dispatch_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// TestDescriptorRoundTrip encodes a descriptor, decodes it back, and refuses damaged ones.
+// TestDescriptorRoundTrip encodes descriptors with and without an identity, decodes them back,
+// and refuses damaged ones.
 func TestDescriptorRoundTrip(t *testing.T) {
 	req := dispatch.TaskRequest{Op: dispatch.OpBackward, Model: cfg, Layer: 1, RowOffset: 120, Key: 77, Train: true, Z: tensor.NewDense(4, 5)}
-	d := dispatch.Descriptor{Task: 9, Lo: 20, Hi: 24, Source: "10.0.0.7:7000", WeightVersion: 31, WeightSource: "10.0.0.8:7100"}
+	plain := dispatch.Descriptor{Task: 9, Lo: 20, Hi: 24, Source: "10.0.0.7:7000", WeightVersion: 31, WeightSource: "10.0.0.8:7100"}
+	d := plain
+	d.Identity = identity(t)
+	for _, c := range []struct {
+		d   dispatch.Descriptor
+		max int
+	}{{plain, 256}, {d, 1280}} {
+		b := dispatch.EncodeDescriptor(&req, c.d)
+		if len(b) > c.max {
+			t.Errorf("descriptor of %d bytes, want at most %d", len(b), c.max)
+		}
+		_, gd, err := dispatch.DecodeDescriptor(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.d, gd); diff != "" {
+			t.Errorf("decoded descriptor (-want +got):\n%s", diff)
+		}
+	}
 	b := dispatch.EncodeDescriptor(&req, d)
 	if !dispatch.IsDescriptor(b) || dispatch.IsDescriptor(dispatch.EncodeRequest(&req)) {
 		t.Fatal("IsDescriptor does not tell a descriptor from a request")
-	}
-	if len(b) > 256 {
-		t.Errorf("descriptor of %d bytes, want a few hundred at most", len(b))
 	}
 	got, gd, err := dispatch.DecodeDescriptor(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gd != d || got.Op != req.Op || got.Model != req.Model || got.Layer != 1 || got.RowOffset != 120 || got.Key != 77 || !got.Train || got.Z != nil {
+	if got.Op != req.Op || got.Model != req.Model || got.Layer != 1 || got.RowOffset != 120 || got.Key != 77 || !got.Train || got.Z != nil {
 		t.Errorf("decoded %+v %+v, want %+v %+v without tensors", got, gd, req, d)
 	}
 	inputs := req
@@ -39,8 +59,30 @@ func TestDescriptorRoundTrip(t *testing.T) {
 			t.Errorf("%s descriptor: got %v, want an error wrapping ErrRequest", name, err)
 		}
 	}
-	d.Source = ""
-	if _, _, err := dispatch.DecodeDescriptor(dispatch.EncodeDescriptor(&req, d)); !errors.Is(err, dispatch.ErrRequest) {
-		t.Errorf("descriptor without a source: got %v, want an error wrapping ErrRequest", err)
+	bad := map[string]func(*dispatch.Descriptor){
+		"no source":                 func(d *dispatch.Descriptor) { d.Source = "" },
+		"a long address":            func(d *dispatch.Descriptor) { d.WeightSource = strings.Repeat("a", dispatch.MaxAddress+1) },
+		"a long certificate":        func(d *dispatch.Descriptor) { d.Identity.Cert = make([]byte, dispatch.MaxIdentityPart+1) },
+		"an identity without a key": func(d *dispatch.Descriptor) { d.Identity.Key = nil },
 	}
+	for name, edit := range bad {
+		e := d
+		edit(&e)
+		if _, _, err := dispatch.DecodeDescriptor(dispatch.EncodeDescriptor(&req, e)); !errors.Is(err, dispatch.ErrRequest) {
+			t.Errorf("descriptor with %s: got %v, want an error wrapping ErrRequest", name, err)
+		}
+	}
+}
+
+// identity returns the function identity of a new job's credentials.
+func identity(t testing.TB) pki.Identity {
+	b, err := pki.Issue("ns/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

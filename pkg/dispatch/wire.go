@@ -44,7 +44,8 @@ import (
 //
 // Version 3 added the rows' original ids (TaskRequest.RowIDs, an int32 vector), which key the
 // dropout masks of a renumbered partition: a version-2 caller would draw other masks.
-const WireVersion = 3
+// Version 4 added the job's function identity to descriptors (Descriptor.Identity).
+const WireVersion = 4
 
 // ErrWireVersion is wrapped by the error a decoder returns for another version's bytes.
 var ErrWireVersion = errors.New("unsupported tensor task wire version")

@@ -45,9 +45,9 @@ const (
 	EnvPodName = "DORYLUS_POD_NAME"
 	// EnvPartition holds a graph server's partition id (its ordinal).
 	EnvPartition = "DORYLUS_PARTITION"
-	// EnvTLSDir is the function's default --tls-dir: the job's credentials
-	// for the pull data path.
-	EnvTLSDir = "DORYLUS_TLS_DIR"
+	// EnvPodIP holds a server pod's IP: the servers' default --advertise-address, which
+	// functions on the pull data path reach them at.
+	EnvPodIP = "DORYLUS_POD_IP"
 	// EnvTokenFile is the function's default --token-file: the bearer token
 	// its HTTP service requires.
 	EnvTokenFile = "DORYLUS_TOKEN_FILE"
@@ -123,7 +123,8 @@ type RunConfig struct {
 // TLSDir and Insecure.
 type Security struct {
 	// TLSDir is the folder of the job's credentials (pkg/pki: ca.crt, tls.crt,
-	// tls.key): every gRPC link is mutual TLS chained to the job's CA.
+	// tls.key; on the pull data path, function.crt and function.key for the
+	// descriptors): every gRPC link is mutual TLS chained to the job's CA.
 	TLSDir string `json:"tlsDir,omitempty"`
 	// Insecure runs the gRPC links in plaintext without authentication, and
 	// the function calls without a token: for debugging only.

@@ -92,9 +92,10 @@
 // relaunches included. Lambda.DataPath inline sends the tensors in the
 // requests, cut by rows under Lambda's 6 MB payload limit; pull sends a small
 // descriptor, and the function fetches the interval's inputs from its graph
-// server and the weights by version from the parameter server over gRPC, so
-// both must be reachable from the function (the same as dorylus graph-server
-// --data-path pull).
+// server and the weights by version from the parameter server over gRPC, at
+// the addresses they advertise (graph-server and param-server
+// --advertise-address, default the pod IP), so both must be reachable from the
+// function (the same as dorylus train --data-path pull).
 //
 // # Credentials
 //

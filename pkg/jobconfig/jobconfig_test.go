@@ -198,19 +198,28 @@ func TestDurationRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCRDDefaultStaleness: the GNNTrainingJob CRD defaults spec.training.staleness to the same
-// value as dorylus train (DefaultStaleness).
-func TestCRDDefaultStaleness(t *testing.T) {
+// TestCRDDefaults: the GNNTrainingJob CRD defaults spec.training.staleness and
+// spec.tensorBackend.lambda.dataPath to the same values as dorylus train (DefaultStaleness,
+// DataPathInline).
+func TestCRDDefaults(t *testing.T) {
 	data, err := os.ReadFile("../../config/crd/bases/dorylus.dev_gnntrainingjobs.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(data), "\n                  staleness:\n")
-	if !ok {
-		t.Fatal("no spec.training.staleness in the CRD")
+	for _, f := range []struct{ field, want string }{
+		{"\n                  staleness:\n", DefaultStaleness},
+		{"\n                      dataPath:\n", "Inline"},
+	} {
+		_, rest, ok := strings.Cut(string(data), f.field)
+		if !ok {
+			t.Fatalf("no %q in the CRD", f.field)
+		}
+		rest, _, _ = strings.Cut(rest, "description:")
+		if want := "default: " + f.want + "\n"; !strings.Contains(rest, want) {
+			t.Errorf("the CRD's schema of %q has %q, no %q", f.field, rest, want)
+		}
 	}
-	rest, _, _ = strings.Cut(rest, "description:")
-	if want := "default: " + DefaultStaleness + "\n"; !strings.Contains(rest, want) {
-		t.Errorf("the CRD's staleness schema %q has no %q", rest, want)
+	if !strings.EqualFold("Inline", DataPathInline) {
+		t.Errorf("the CRD's Inline is not the run config's %q", DataPathInline)
 	}
 }

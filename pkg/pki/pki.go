@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,6 +25,9 @@ const (
 	CertFile  = "tls.crt" // the leaf certificate, PEM
 	KeyFile   = "tls.key" // the leaf's private key, PEM (PKCS #8)
 	TokenFile = "token"   // the HTTP function's bearer token
+
+	FunctionCertFile = "function.crt" // the function's client-only certificate, PEM
+	FunctionKeyFile  = "function.key" // its private key, PEM (PKCS #8)
 )
 
 // ServerName is the DNS name in every leaf certificate, which clients verify as the server's
@@ -37,12 +41,16 @@ const Validity = 365 * 24 * time.Hour
 // Bundle is a job's credentials in their on-disk form.
 type Bundle struct {
 	CA, Cert, Key []byte // PEM
-	Token         string // hex, 256 random bits
+	// FunctionCert and FunctionKey are the functions' identity on the pull data path: a
+	// certificate for client use only, which servers let call nothing but the fetches of a
+	// task's inputs and weights (rpc.FunctionMethods).
+	FunctionCert, FunctionKey []byte // PEM
+	Token                     string // hex, 256 random bits
 }
 
-// Issue makes a new CA named for the job, signs one leaf certificate with it (server and client
-// use, DNS name ServerName, valid from a minute ago for Validity), discards the CA's key and
-// draws a token.
+// Issue makes a new CA named for the job, signs with it one leaf certificate (server and client
+// use, DNS name ServerName) and one function certificate (client use only), both valid from a
+// minute ago for Validity, discards the CA's key and draws a token.
 func Issue(job string) (*Bundle, error) {
 	now := time.Now().Add(-time.Minute) // clocks of the job's nodes may lag a little
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -66,10 +74,7 @@ func Issue(job string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ca certificate: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("leaf key: %w", err)
-	}
+	b := &Bundle{CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
 	leaf := &x509.Certificate{
 		Subject:   pkix.Name{CommonName: job},
 		DNSNames:  []string{ServerName},
@@ -77,27 +82,44 @@ func Issue(job string) (*Bundle, error) {
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	if leaf.SerialNumber, err = serial(); err != nil {
-		return nil, err
+	if b.Cert, b.Key, err = sign(leaf, ca, caKey); err != nil {
+		return nil, fmt.Errorf("leaf: %w", err)
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("leaf certificate: %w", err)
+	fn := &x509.Certificate{
+		Subject:   pkix.Name{CommonName: job + " function"},
+		NotBefore: now, NotAfter: now.Add(Validity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("leaf key: %w", err)
+	if b.FunctionCert, b.FunctionKey, err = sign(fn, ca, caKey); err != nil {
+		return nil, fmt.Errorf("function certificate: %w", err)
 	}
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
-	return &Bundle{
-		CA:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Cert:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-		Key:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		Token: hex.EncodeToString(tok),
-	}, nil
+	b.Token = hex.EncodeToString(tok)
+	return b, nil
+}
+
+// sign issues tmpl with a new P-256 key, signed by ca: the certificate and key, PEM.
+func sign(tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (cert, key []byte, err error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("key: %w", err)
+	}
+	if tmpl.SerialNumber, err = serial(); err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, nil, fmt.Errorf("key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 func serial() (*big.Int, error) {
@@ -110,7 +132,8 @@ func serial() (*big.Int, error) {
 
 // Files returns the bundle as the contents of a credentials folder, by file name.
 func (b *Bundle) Files() map[string][]byte {
-	return map[string][]byte{CAFile: b.CA, CertFile: b.Cert, KeyFile: b.Key, TokenFile: []byte(b.Token)}
+	return map[string][]byte{CAFile: b.CA, CertFile: b.Cert, KeyFile: b.Key, TokenFile: []byte(b.Token),
+		FunctionCertFile: b.FunctionCert, FunctionKeyFile: b.FunctionKey}
 }
 
 // WriteDir writes the bundle into dir (created if missing), readable by the owner only.
@@ -194,6 +217,78 @@ func (c *Credentials) ClientConfig() *tls.Config {
 		RootCAs:      c.ca,
 		ServerName:   ServerName,
 	}
+}
+
+// Identity is the functions' TLS identity for one running period of a job, as a pull-mode
+// descriptor carries it (dispatch.Descriptor): the job's CA certificate, the function
+// certificate and its key, DER (the key PKCS #8). With it a function deployed once does mutual
+// TLS with the servers of whichever job invokes it.
+type Identity struct{ CA, Cert, Key []byte }
+
+// LoadIdentity reads the functions' identity from the credentials folder dir.
+func LoadIdentity(dir string) (Identity, error) {
+	var b Bundle
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{CAFile, &b.CA}, {FunctionCertFile, &b.FunctionCert}, {FunctionKeyFile, &b.FunctionKey}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return Identity{}, fmt.Errorf("load the function identity: %w", err)
+		}
+		*f.dst = data
+	}
+	id, err := b.Identity()
+	if err != nil {
+		return Identity{}, fmt.Errorf("load the function identity from %s: %w", dir, err)
+	}
+	return id, nil
+}
+
+// Identity returns the bundle's function identity, checked.
+func (b *Bundle) Identity() (Identity, error) {
+	var der [3][]byte
+	for i, f := range []struct {
+		name string
+		pem  []byte
+	}{{CAFile, b.CA}, {FunctionCertFile, b.FunctionCert}, {FunctionKeyFile, b.FunctionKey}} {
+		blk, _ := pem.Decode(f.pem)
+		if blk == nil {
+			return Identity{}, fmt.Errorf("%s: no PEM block", f.name)
+		}
+		der[i] = blk.Bytes
+	}
+	id := Identity{CA: der[0], Cert: der[1], Key: der[2]}
+	if _, err := id.Credentials(); err != nil {
+		return Identity{}, err
+	}
+	return id, nil
+}
+
+// Credentials parses the identity, whose certificate must be valid now for client use and
+// chain to its CA: the credentials of a client of the job's servers.
+func (id Identity) Credentials() (*Credentials, error) {
+	cert, err := tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: id.Cert}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: id.Key}))
+	if err != nil {
+		return nil, fmt.Errorf("function certificate and key: %w", err)
+	}
+	ca, err := x509.ParseCertificate(id.CA)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return nil, fmt.Errorf("function certificate: %w", err)
+	}
+	return &Credentials{cert: cert, ca: pool}, nil
+}
+
+// IsFunction reports whether cert, a verified client certificate, is a function certificate:
+// one for client use only.
+func IsFunction(cert *x509.Certificate) bool {
+	return !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 }
 
 // LoadToken reads a bearer token from path; an empty file is an error.

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func TestIssueWriteLoad(t *testing.T) {
 	if err := b.WriteDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{CAFile, CertFile, KeyFile, TokenFile} {
+	for _, name := range []string{CAFile, CertFile, KeyFile, TokenFile, FunctionCertFile, FunctionKeyFile} {
 		st, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, mode %v", name, err, st.Mode())
@@ -68,6 +69,78 @@ func TestIssueWriteLoad(t *testing.T) {
 	if tok, err := LoadToken(filepath.Join(dir, TokenFile)); err != nil || tok != b.Token {
 		t.Errorf("LoadToken: %q, %v", tok, err)
 	}
+	if IsFunction(leaf) {
+		t.Error("the leaf is taken for a function certificate")
+	}
+}
+
+// TestFunctionIdentity loads the function identity of a bundle: a client certificate of the
+// job's CA, which no server would accept as its peer's and IsFunction tells apart; its
+// credentials trust the job's CA alone.
+func TestFunctionIdentity(t *testing.T) {
+	b, err := Issue("ns/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := b.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	id, err := LoadIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(id.CA) + len(id.Cert) + len(id.Key); n > 1500 {
+		t.Errorf("identity of %d bytes, want a small one", n)
+	}
+	c, err := id.Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := x509.ParseCertificate(c.cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsFunction(fn) || fn.Subject.CommonName != "ns/job function" || len(fn.DNSNames) != 0 || fn.IsCA {
+		t.Errorf("function certificate: CN %q, DNS names %v, CA %v, usage %v", fn.Subject.CommonName, fn.DNSNames, fn.IsCA, fn.ExtKeyUsage)
+	}
+	opts := x509.VerifyOptions{Roots: c.ca, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if _, err := fn.Verify(opts); err != nil {
+		t.Errorf("as a client: %v", err)
+	}
+	opts.KeyUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if _, err := fn.Verify(opts); err == nil {
+		t.Error("the function certificate verifies as a server's")
+	}
+	other, err := Issue("ns/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := id
+	mixed.Key = pemDER(t, other.FunctionKey)
+	if _, err := mixed.Credentials(); err == nil {
+		t.Error("an identity whose key is not its certificate's is accepted")
+	}
+	mixed.Cert = pemDER(t, other.FunctionCert)
+	if _, err := mixed.Credentials(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("an identity whose certificate is of another CA: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FunctionKeyFile), []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadIdentity(dir); err == nil || !strings.Contains(err.Error(), FunctionKeyFile) {
+		t.Errorf("bad %s: %v", FunctionKeyFile, err)
+	}
+}
+
+// pemDER returns the bytes of the first PEM block of b.
+func pemDER(t *testing.T, b []byte) []byte {
+	t.Helper()
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatal("no PEM block")
+	}
+	return blk.Bytes
 }
 
 // TestLoadErrors expects each missing or bad file to be named.

@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
@@ -33,8 +37,9 @@ type settings struct {
 }
 
 // WithTLS makes every connection mutual TLS with the job's credentials (pki): a server
-// requires a client certificate chaining to the job's CA, a client accepts only a server whose
-// certificate does and names pki.ServerName. A nil c leaves the connections plaintext and
+// requires a client certificate chaining to the job's CA (and lets the function certificate
+// call FunctionMethods only), a client accepts only a server whose certificate does and names
+// pki.ServerName. A nil c leaves the connections plaintext and
 // unauthenticated, which only a run marked insecure (debugging) and tests ask for.
 func WithTLS(c *pki.Credentials) Option {
 	return func(s *settings) { s.tls = c }
@@ -94,13 +99,46 @@ func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
 	}
 	if set.tls != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(set.tls.ServerConfig())))
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(set.tls.ServerConfig())),
+			grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+				if err := functionScope(ctx, info.FullMethod); err != nil {
+					return nil, err
+				}
+				return next(ctx, req)
+			}),
+			grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+				if err := functionScope(ss.Context(), info.FullMethod); err != nil {
+					return err
+				}
+				return next(srv, ss)
+			}))
 	}
 	s := grpc.NewServer(sopts...)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s, h)
 	return s, h
+}
+
+// FunctionMethods are the only methods a client presenting the job's function certificate
+// (pki.IsFunction) may call: the fetches of the pull data path.
+var FunctionMethods = []string{TaskSource_Inputs_FullMethodName, ParamServer_Pull_FullMethodName}
+
+// functionScope refuses a call to method from a function certificate, unless it is one of
+// FunctionMethods, with codes.PermissionDenied.
+func functionScope(ctx context.Context, method string) error {
+	p, _ := peer.FromContext(ctx)
+	var info credentials.TLSInfo
+	if p != nil {
+		info, _ = p.AuthInfo.(credentials.TLSInfo)
+	}
+	if len(info.State.VerifiedChains) == 0 {
+		return status.Errorf(codes.Unauthenticated, "%s: no verified client certificate", method)
+	}
+	if pki.IsFunction(info.State.VerifiedChains[0][0]) && !slices.Contains(FunctionMethods, method) {
+		return status.Errorf(codes.PermissionDenied, "%s: the function certificate may call only %v", method, FunctionMethods)
+	}
+	return nil
 }
 
 // ServeHealth serves only h's grpc.health.v1.Health, in plaintext, on lis until ctx ends (as

@@ -1022,10 +1022,13 @@ func (x *InitRequest) GetRewindTo() uint64 {
 // InitReply says which layers the shard holds, its newest version, and the epoch the run
 // (re)starts at: 0, or the epoch of the checkpoint the shard resumed or went back to.
 type InitReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Layers        []uint32               `protobuf:"varint,1,rep,packed,name=layers,proto3" json:"layers,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Layers  []uint32               `protobuf:"varint,1,rep,packed,name=layers,proto3" json:"layers,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// advertise is the address functions pull weights from on the pull data path (the shard's
+	// pod IP and port); empty: the address the graph server dialed.
+	Advertise     string `protobuf:"bytes,4,opt,name=advertise,proto3" json:"advertise,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1079,6 +1082,13 @@ func (x *InitReply) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *InitReply) GetAdvertise() string {
+	if x != nil {
+		return x.Advertise
+	}
+	return ""
 }
 
 // Keep is a graph server's report of the versions it may still read: those it pinned, and any
@@ -1722,11 +1732,12 @@ const file_dorylus_proto_rawDesc = "" +
 	"\tout_heads\x18\v \x01(\rR\boutHeads\x12 \n" +
 	"\trewind_to\x18\f \x01(\x04H\x00R\brewindTo\x88\x01\x01B\f\n" +
 	"\n" +
-	"_rewind_to\"S\n" +
+	"_rewind_to\"q\n" +
 	"\tInitReply\x12\x16\n" +
 	"\x06layers\x18\x01 \x03(\rR\x06layers\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"H\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1c\n" +
+	"\tadvertise\x18\x04 \x01(\tR\tadvertise\"H\n" +
 	"\x04Keep\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06pinned\x18\x02 \x03(\x04R\x06pinned\x12\x16\n" +

@@ -15,20 +15,33 @@ import (
 
 // TestTLS serves health over WithTLS and its plaintext ServeHealth endpoint: a client with the
 // job's credentials is served; one with another job's, or in plaintext, fails Unavailable;
-// the plaintext endpoint answers health.
+// one with the job's function identity is refused health (unary and stream) as
+// PermissionDenied; the plaintext endpoint answers health.
 func TestTLS(t *testing.T) {
-	creds := func() *pki.Credentials {
+	bundle := func() *pki.Bundle {
 		b, err := pki.Issue("job")
 		if err != nil {
 			t.Fatal(err)
 		}
+		return b
+	}
+	creds := func(b *pki.Bundle) *pki.Credentials {
 		c, err := b.Credentials()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	job, other := creds(), creds()
+	jobBundle := bundle()
+	job, other := creds(jobBundle), creds(bundle())
+	id, err := jobBundle.Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := id.Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
 	listen := func() net.Listener {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -69,6 +82,21 @@ func TestTLS(t *testing.T) {
 	}
 	if err := check(plain.Addr().String()); err != nil {
 		t.Errorf("plaintext health endpoint: %v", err)
+	}
+	if err := check(lis.Addr().String(), WithTLS(fn)); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the function identity: %v, want PermissionDenied", err)
+	}
+	conn, err := Dial(lis.Addr().String(), WithTLS(fn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = watch.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the function identity watching health: %v, want PermissionDenied", err)
 	}
 	for name, opts := range map[string][]Option{"another job's credentials": {WithTLS(other)}, "plaintext": nil} {
 		if err := check(lis.Addr().String(), opts...); status.Code(err) != codes.Unavailable {

@@ -223,7 +223,8 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		return res, err
 	}
 	for s := range m {
-		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited, "param-server", "--config", path, "--shard", strconv.Itoa(s))
+		c, err := startChild(exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, stderr, exited, "param-server", "--config", path, "--shard", strconv.Itoa(s),
+			"--advertise-address", addrs[n+s])
 		if err != nil {
 			return res, err
 		}
@@ -236,7 +237,8 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		if q == 0 {
 			out = eventsW
 		}
-		args := []string{"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(work, seed, q)}
+		args := []string{"graph-server", "--config", path, "--partition", strconv.Itoa(q), "--usage-file", usagePath(work, seed, q),
+			"--advertise-address", addrs[q]}
 		if o.trace != "" && seed == o.seed {
 			args = append(args, "--trace", serverTracePath(work, q))
 		}

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // jobCredentials issues a run's credentials (pkg/pki) into a folder of the test's and returns
-// it: the servers' --tls-dir, and the functions' --tls-dir and --token-file.
+// it: the servers' TLS credentials (distOptions.tlsDir) and the HTTP functions' --token-file.
 func jobCredentials(t *testing.T) string {
 	t.Helper()
 	b, err := pki.Issue(t.Name())

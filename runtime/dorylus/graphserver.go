@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
@@ -43,6 +44,7 @@ type serverFlags struct {
 	stopOnStdin bool
 	metricsAddr string
 	healthAddr  string
+	advertise   string
 }
 
 func (f *serverFlags) add(fs *pflag.FlagSet) {
@@ -52,6 +54,22 @@ func (f *serverFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.stopOnStdin, "stop-on-stdin-eof", false, "stop when standard input closes (set by dorylus train for its child processes)")
 	fs.StringVar(&f.metricsAddr, "metrics-address", "", "serve Prometheus metrics on GET /metrics at this address, e.g. :9090 (empty: none)")
 	fs.StringVar(&f.healthAddr, "health-address", "", "serve the gRPC health service alone, in plaintext, at this address for readiness probes, e.g. :5001 (empty: none)")
+	fs.StringVar(&f.advertise, "advertise-address", os.Getenv(jobconfig.EnvPodIP), "pull data path: the host or host:port functions reach this server at (default $"+jobconfig.EnvPodIP+", the pod's IP, with the run config's port; empty: the run config's address of this server)")
+}
+
+// advertised returns --advertise-address, with port when it names a host alone; "" without it.
+func (f *serverFlags) advertised(port int) (string, error) {
+	a := f.advertise
+	if a == "" {
+		return "", nil
+	}
+	if _, _, err := net.SplitHostPort(a); err != nil {
+		a = net.JoinHostPort(a, strconv.Itoa(port))
+	}
+	if host, p, err := net.SplitHostPort(a); err != nil || host == "" || p == "" || len(a) > dispatch.MaxAddress {
+		return "", fmt.Errorf("--advertise-address %q: want a host or host:port of at most %d bytes", f.advertise, dispatch.MaxAddress)
+	}
+	return a, nil
 }
 
 // healthListener returns the socket of --health-address; nil without the flag.
@@ -64,6 +82,15 @@ func (f *serverFlags) healthListener() (net.Listener, error) {
 		return nil, fmt.Errorf("--health-address: %w", err)
 	}
 	return lis, nil
+}
+
+// functionIdentity returns the function identity of the run config's credentials, which
+// pull-mode descriptors carry: none for an insecure run.
+func functionIdentity(s jobconfig.Security) (pki.Identity, error) {
+	if s.Insecure {
+		return pki.Identity{}, nil
+	}
+	return pki.LoadIdentity(s.TLSDir)
 }
 
 // tlsCredentials returns the TLS credentials the run config's security section names: nil for
@@ -326,7 +353,18 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	var pull *remote.Store
 	if b.pull() {
-		if pull, err = remote.NewStore(peers[o.partition]); err != nil {
+		addr, err := o.advertised(c.GraphServers.Port)
+		if err != nil {
+			return err
+		}
+		if addr == "" {
+			addr = peers[o.partition]
+		}
+		id, err := functionIdentity(c.Security)
+		if err != nil {
+			return err
+		}
+		if pull, err = remote.NewStore(addr, id); err != nil {
 			return err
 		}
 	}

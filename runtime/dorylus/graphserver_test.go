@@ -40,3 +40,26 @@ func TestStatusJob(t *testing.T) {
 		t.Fatal("a reporter on graph server 1")
 	}
 }
+
+// TestAdvertised: --advertise-address is a host, which takes the server's port, or a
+// host:port; without it there is none; a bad one is refused.
+func TestAdvertised(t *testing.T) {
+	for _, c := range []struct{ flag, want string }{
+		{"", ""},
+		{"10.1.2.3", "10.1.2.3:5000"},
+		{"10.1.2.3:6000", "10.1.2.3:6000"},
+		{"fd00::7", "[fd00::7]:5000"},
+		{"gs-0.example:7000", "gs-0.example:7000"},
+	} {
+		f := serverFlags{advertise: c.flag}
+		if got, err := f.advertised(5000); err != nil || got != c.want {
+			t.Errorf("--advertise-address %q: %q, %v; want %q", c.flag, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{":5000", "10.1.2.3:", strings.Repeat("a", 260)} {
+		f := serverFlags{advertise: bad}
+		if got, err := f.advertised(5000); err == nil {
+			t.Errorf("--advertise-address %q: %q accepted", bad, got)
+		}
+	}
+}

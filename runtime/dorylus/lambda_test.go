@@ -102,7 +102,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	o := coraOptions(6)
 	o.evalEvery = 3
 	dir := coraPartitions(t)
-	creds := jobCredentials(t) // the servers' and the functions' (token and pull)
+	creds := jobCredentials(t) // the servers' and the knative functions' token
 	token := filepath.Join(creds, pki.TokenFile)
 	train := func(t *testing.T, b backendOptions) (runResult, backendUsage) {
 		t.Helper()
@@ -128,7 +128,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	want, _ := train(t, backendOptions{kind: "cpu"})
 	lambdaFaults := func(env []string, flags ...string) func(*testing.T) backendOptions {
 		return func(t *testing.T) backendOptions {
-			return lambdaEmulators(t, 4, env, append(flags, "--tls-dir", creds)...)
+			return lambdaEmulators(t, 4, env, flags...)
 		}
 	}
 	for _, c := range []struct {
@@ -147,12 +147,14 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 			return b
 		}, true},
 		{"lambda-exit", lambdaFaults(nil, "--fault-every", "5", "--fault", "exit"), true},
-		// the pull data path, with functions that refuse any request over 512 bytes: only
-		// descriptors pass, and the functions fetch inputs and weights over gRPC
-		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "512")), false},
-		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "512", "--fault-every", "5", "--fault", "exit")), true},
+		// the pull data path, with functions that have no credentials of their own and refuse
+		// any request over 2 KiB: only descriptors pass, and the functions fetch inputs and
+		// weights from the servers' advertised addresses over mutual TLS with the identity
+		// the descriptors carry
+		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048")), false},
+		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit")), true},
 		{"knative-pull", pullMode(func(t *testing.T) backendOptions {
-			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "512", "--tls-dir", creds, "--token-file", token)
+			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "2048", "--token-file", token)
 			return backendOptions{kind: "knative", knativeURLs: url, knativeTokenFile: token}
 		}), false},
 	} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -18,12 +19,24 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	root := newRootCommand()
+	root.SetArgs(commandArgs(os.Args))
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dorylus:", err)
 		os.Exit(1)
 	}
+}
+
+// commandArgs returns the arguments of the command line argv: those given or, for an
+// executable named bootstrap started without any (how the Lambda provided runtimes start a
+// function's zip, hack/lambda), those of `dorylus function`.
+func commandArgs(argv []string) []string {
+	if len(argv) == 1 && filepath.Base(argv[0]) == "bootstrap" {
+		return []string{"function"}
+	}
+	return argv[1:]
 }
 
 func newRootCommand() *cobra.Command {

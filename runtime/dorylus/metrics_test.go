@@ -81,7 +81,8 @@ func coraServers(t *testing.T, mutate func(*jobconfig.RunConfig), extra [3][]str
 // --metrics-address, and scrapes graph server 0 and the parameter server once the run has
 // its result (they keep serving): the run's series match graph server 0's result line.
 func TestServersServeMetrics(t *testing.T) {
-	gsMetrics, psMetrics := loopback.FreeAddr(t), loopback.FreeAddr(t)
+	addrs := loopback.FreeAddrs(t, 2)
+	gsMetrics, psMetrics := addrs[0], addrs[1]
 	_, res := coraServers(t, func(c *jobconfig.RunConfig) { c.Training.Epochs, c.Training.EvalEvery = 3, 3 },
 		[3][]string{{"--metrics-address", gsMetrics}, nil, {"--metrics-address", psMetrics}})
 	gs, err := scrape.Families("http://" + gsMetrics + "/metrics")

@@ -94,6 +94,13 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 			return err
 		}
 	}
+	addr, err := o.advertised(o.port)
+	if err != nil {
+		return err
+	}
+	if addr != "" {
+		sh.Advertise(addr)
+	}
 	creds, err := tlsCredentials(o.security)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ import (
 // bare TLS connection of each outsider reads the alert the server refused it with. The
 // plaintext --health-address of each answers health and nothing else.
 func TestServersRefuseOutsiders(t *testing.T) {
-	health := []string{loopback.FreeAddr(t), loopback.FreeAddr(t)}
+	health := loopback.FreeAddrs(t, 2)
 	var creds string
 	addrs, _ := coraServers(t, func(c *jobconfig.RunConfig) {
 		c.Training.Epochs, c.Training.EvalEvery = 2, 2
@@ -152,10 +153,9 @@ func TestServersRefuseOutsiders(t *testing.T) {
 }
 
 // TestFunctionNeedsItsCredentials: `dorylus function` refuses to serve HTTP without a token
-// unless told --insecure, and names a bad --tls-dir or --token-file.
+// unless told --insecure, and names a bad --token-file.
 func TestFunctionNeedsItsCredentials(t *testing.T) {
 	t.Setenv(jobconfig.EnvTokenFile, "")
-	t.Setenv(jobconfig.EnvTLSDir, "")
 	empty := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -166,11 +166,24 @@ func TestFunctionNeedsItsCredentials(t *testing.T) {
 	}{
 		{nil, "--token-file (or $DORYLUS_TOKEN_FILE) is required to serve HTTP; --insecure serves without authentication"},
 		{[]string{"--token-file", empty}, "--token-file: load token: " + empty + " is empty"},
-		{[]string{"--tls-dir", t.TempDir(), "--insecure"}, "--tls-dir: load TLS credentials: open "},
 	} {
 		_, _, err := run(t, append([]string{"function", "--listen", "127.0.0.1:0"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("function %q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestCommandArgs: an executable named bootstrap started without arguments, as the Lambda
+// provided runtimes start a zip's, runs `dorylus function`; any other command line is its own.
+func TestCommandArgs(t *testing.T) {
+	for _, c := range []struct{ argv, want []string }{
+		{[]string{"/var/task/bootstrap"}, []string{"function"}},
+		{[]string{"bootstrap", "train"}, []string{"train"}},
+		{[]string{"/dorylus"}, []string{}},
+	} {
+		if got := commandArgs(c.argv); !slices.Equal(got, c.want) {
+			t.Errorf("commandArgs(%q) = %q, want %q", c.argv, got, c.want)
 		}
 	}
 }

@@ -2,7 +2,8 @@
 // request in the dispatch wire format, runs it with dispatch.Execute and encodes the result.
 // A pull-mode request (a dispatch.Descriptor) names the task instead: the handler fetches its
 // inputs from the graph server (rpc.TaskSource) and its weight by version from the parameter
-// server over gRPC. It keeps no state between calls but those connections. Serve runs it as an AWS Lambda handler (aws-lambda-go)
+// server over gRPC, over mutual TLS with the job's function identity the descriptor carries.
+// It keeps no state between calls but those connections. Serve runs it as an AWS Lambda handler (aws-lambda-go)
 // when the Lambda runtime API is in its environment, and otherwise as an HTTP service for
 // Knative: POST / takes a request and answers the result, GET /healthz and /readyz answer
 // 200 (readyz 503 once shutdown began), and cancelling Serve's context (SIGTERM) drains the

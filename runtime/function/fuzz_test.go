@@ -13,6 +13,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/runtime/function"
 )
 
@@ -29,11 +30,12 @@ func FuzzHandler(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	h.AllowPlaintextPull()
 	srv := httptest.NewServer(function.HTTPHandler(h, func() bool { return true }))
 	f.Cleanup(srv.Close)
 	client := &http.Client{Timeout: 10 * time.Second}
 	tasks := remotetest.Tasks(1, 4, 6, 3)
-	_, pulled := pulltest.Source(f, tasks)
+	_, pulled := pulltest.Source(f, tasks, nil, pki.Identity{})
 	addr := pulled[0].WeightSource // the task source and the parameter server share it
 	for _, r := range append(tasks, remotetest.GATTasks(2, 3, 5, 2)...) {
 		f.Add(dispatch.EncodeRequest(&r))

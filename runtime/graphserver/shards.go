@@ -18,6 +18,7 @@ import (
 type shard struct {
 	peer
 	addr    string
+	pullAt  string // where functions pull its weights: its advertised address (Init), else addr
 	client  rpc.ParamServerClient
 	layers  []int // the parameter tensors it holds
 	version int   // its newest version, as last heard (loop only)
@@ -42,7 +43,7 @@ func dialShards(self int, addrs []string, opts ...rpc.Option) (*shards, error) {
 			return nil, err
 		}
 		ss.list = append(ss.list, &shard{peer: peer{name: fmt.Sprintf("parameter server %d (%s)", i, addr), conn: conn},
-			addr: addr, client: rpc.NewParamServerClient(conn)})
+			addr: addr, pullAt: addr, client: rpc.NewParamServerClient(conn)})
 	}
 	return ss, nil
 }
@@ -67,6 +68,9 @@ func (ss *shards) init(ctx context.Context, req *rpc.InitRequest, params int, st
 			sh.layers = append(sh.layers, int(l))
 		}
 		sh.version, sh.epoch = int(r.Version), int(r.Epoch)
+		if r.Advertise != "" {
+			sh.pullAt = r.Advertise
+		}
 		return nil
 	})
 	if err != nil {
@@ -145,11 +149,11 @@ func (ss *shards) holding() []int {
 	return out
 }
 
-// holder returns the address of the shard that holds parameter tensor l.
+// holder returns the address functions pull parameter tensor l from: its shard's.
 func (ss *shards) holder(l int) string {
 	for _, sh := range ss.list {
 		if slices.Contains(sh.layers, l) {
-			return sh.addr
+			return sh.pullAt
 		}
 	}
 	return ""

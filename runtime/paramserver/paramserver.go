@@ -92,6 +92,7 @@ type Shard struct {
 	saved  int // the epoch of the newest checkpoint saved or restored (0: none)
 	// maxMessage bounds the bytes of the held layers, which one Pull reply carries
 	maxMessage int
+	advertise  string // the address functions pull from (Init's reply)
 }
 
 // Limits on what an Init may describe; they bound what a shard allocates for it.
@@ -126,6 +127,14 @@ func (s *Shard) LimitMessage(n int) {
 	if n > 0 {
 		s.maxMessage = n
 	}
+}
+
+// Advertise makes addr the address Init's reply tells graph servers to give functions, which
+// pull weights from it on the pull data path (default: none, the address they dialed).
+func (s *Shard) Advertise(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advertise = addr
 }
 
 // Newest returns the newest version.
@@ -251,7 +260,7 @@ func (s *Shard) epoch() int {
 func (s *Shard) boundary() bool { return s.init.Sync || len(s.pushes) == 0 }
 
 func (s *Shard) initReply() *rpc.InitReply {
-	r := &rpc.InitReply{Version: s.newest, Epoch: uint64(s.epoch())}
+	r := &rpc.InitReply{Version: s.newest, Epoch: uint64(s.epoch()), Advertise: s.advertise}
 	for _, l := range s.layers {
 		r.Layers = append(r.Layers, uint32(l))
 	}

@@ -185,7 +185,7 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 }
 
 // TestPullWaitsOverGRPC serves a shard on loopback, pulls a version that does not exist yet,
-// and watches it appear.
+// and watches it appear; Init's reply carries the shard's advertised address.
 func TestPullWaitsOverGRPC(t *testing.T) {
 	s := mustShard(t, 0, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,8 +194,9 @@ func TestPullWaitsOverGRPC(t *testing.T) {
 	if _, err := c.Pull(ctx, &rpc.PullRequest{}); err == nil {
 		t.Error("pull before Init succeeded")
 	}
-	if _, err := c.Init(ctx, initReq(0, false)); err != nil {
-		t.Fatal(err)
+	s.Advertise("10.0.0.9:5100")
+	if r, err := c.Init(ctx, initReq(0, false)); err != nil || r.Advertise != "10.0.0.9:5100" {
+		t.Fatalf("Init: %v, %v; want the advertised address", r, err)
 	}
 	watch, err := c.Watch(ctx, &rpc.WatchRequest{})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 var dorylus string
@@ -59,7 +60,7 @@ func TestHTTPFunction(t *testing.T) {
 // fetching its own rows.
 func TestHTTPFunctionPull(t *testing.T) {
 	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512", "--insecure") // a plaintext task source
-	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16))
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, pki.Identity{})
 	b := newBackend(t, []string{url}, remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
 	if u := b.Usage(); u.Tasks != 10 || u.Splits != 0 || u.Failures != 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // benchConcurrency is the calls in flight of the throughput benchmarks: cpu workers, HTTP
@@ -42,7 +43,7 @@ func BenchmarkBackends(b *testing.B) {
 	b.Cleanup(func() { httpB.Close() })
 	tiny := remotetest.Tasks(1, 1, 8, 4)[0]
 	all := remotetest.Tasks(2, 680, 1433, 16)
-	store, pulled := pulltest.Source(b, all)
+	store, pulled := pulltest.Source(b, all, nil, pki.Identity{})
 	pull := fixed
 	pull.Pull = store
 	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, Tuning: pull})

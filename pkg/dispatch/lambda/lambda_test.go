@@ -15,6 +15,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
@@ -70,13 +71,63 @@ func TestEmulatorGAT(t *testing.T) {
 // weights by version from a real parameter-server shard, and the results equal
 // dispatch.Execute's bit for bit. GAT tasks pull their inputs, weights included, too.
 func TestEmulatorPull(t *testing.T) {
-	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16))
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, pki.Identity{})
 	// --insecure: the task source and parameter server are plaintext
 	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512", "--insecure"), remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
 	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 1)
 	if u := b.Usage(); u.Tasks != 18 || u.Failures != 0 {
 		t.Errorf("usage %+v, want 18 tasks without failures", u)
+	}
+}
+
+// TestEmulatorPullTLS runs GCN tasks in pull mode through an emulator whose function has no
+// credentials of its own, from a task source and parameter server that speak mutual TLS only:
+// with the job's function identity in the descriptors the results equal dispatch.Execute's;
+// with another job's identity the function refuses the servers' certificates; an identity
+// whose certificate is not of its CA, or none, the function refuses at once.
+func TestEmulatorPullTLS(t *testing.T) {
+	issue := func() (*pki.Credentials, pki.Identity) {
+		b, err := pki.Issue("ns/job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.Credentials()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := b.Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, id
+	}
+	job, own := issue()
+	_, other := issue()
+	endpoints := emulators(t, 1, nil, "--max-request-bytes", "2048")
+	tasks := remotetest.Tasks(7, 60, 50, 16)
+	store, reqs := pulltest.Source(t, tasks, job, own)
+	b := newBackend(t, endpoints, remote.Options{Pull: store})
+	remotetest.RunTasks(t, b, reqs, 1)
+	if u := b.Usage(); u.Tasks != int64(len(reqs)) || u.Failures != 0 {
+		t.Errorf("usage %+v, want %d tasks without failures", u, len(reqs))
+	}
+	for _, c := range []struct {
+		name string
+		id   pki.Identity
+		want string
+	}{
+		{"another job's identity", other, "authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{"another job's function certificate", pki.Identity{CA: own.CA, Cert: other.Cert, Key: other.Key}, "TLS identity: function certificate: x509: certificate signed by unknown authority"},
+		{"no identity", pki.Identity{}, "the descriptor carries no TLS identity"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, reqs := pulltest.Source(t, tasks, job, c.id)
+			b := newBackend(t, endpoints, remote.Options{Pull: store, Attempts: 1})
+			if _, err := b.Run(context.Background(), reqs[0]); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error saying %q", err, c.want)
+			}
+		})
 	}
 }
 

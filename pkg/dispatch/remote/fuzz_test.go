@@ -13,6 +13,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/internal/hostile"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -25,7 +26,7 @@ func FuzzStoreInputs(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	st, err := NewStore(lis.Addr().String())
+	st, err := NewStore(lis.Addr().String(), pki.Identity{})
 	if err != nil {
 		f.Fatal(err)
 	}

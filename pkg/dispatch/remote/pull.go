@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -20,6 +21,7 @@ import (
 type Store struct {
 	rpc.UnimplementedTaskSourceServer
 	addr  string
+	id    pki.Identity
 	mu    sync.Mutex
 	next  uint64
 	tasks map[uint64]*heldTask
@@ -32,12 +34,13 @@ type heldTask struct {
 	gone bool // Run has returned
 }
 
-// NewStore returns a store whose functions reach it at addr, the graph server's gRPC address.
-func NewStore(addr string) (*Store, error) {
-	if addr == "" || len(addr) > 1<<16-1 {
+// NewStore returns a store whose functions reach it at addr, the graph server's advertised gRPC
+// address, and authenticate with id, the job's function identity (empty: a plaintext job).
+func NewStore(addr string, id pki.Identity) (*Store, error) {
+	if addr == "" || len(addr) > dispatch.MaxAddress {
 		return nil, fmt.Errorf("pull data path: graph server address %q: want a host:port the functions can reach", addr)
 	}
-	return &Store{addr: addr, tasks: make(map[uint64]*heldTask)}, nil
+	return &Store{addr: addr, id: id, tasks: make(map[uint64]*heldTask)}, nil
 }
 
 // add holds req until remove and returns its id.
@@ -89,7 +92,7 @@ func (s *Store) Inputs(_ context.Context, in *rpc.TaskInputsRequest) (*rpc.TaskI
 func (s *Store) descriptor(id uint64) encoder {
 	return func(r *dispatch.TaskRequest, lo, hi int) []byte {
 		return dispatch.EncodeDescriptor(r, dispatch.Descriptor{Task: id, Lo: lo, Hi: hi, Source: s.addr,
-			WeightVersion: r.WeightVersion, WeightSource: r.WeightSource})
+			WeightVersion: r.WeightVersion, WeightSource: r.WeightSource, Identity: s.id})
 	}
 }
 

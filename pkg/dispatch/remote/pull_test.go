@@ -10,16 +10,17 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
 // TestStoreInputs serves rows of a held task, leaves out a weight named by version, refuses
 // rows the task does not have, and forgets the task once it is removed.
 func TestStoreInputs(t *testing.T) {
-	if _, err := NewStore(""); err == nil {
+	if _, err := NewStore("", pki.Identity{}); err == nil {
 		t.Error("store without an address: no error")
 	}
-	st, err := NewStore("127.0.0.1:7000")
+	st, err := NewStore("127.0.0.1:7000", pki.Identity{})
 	if err != nil {
 		t.Fatal(err)
 	}

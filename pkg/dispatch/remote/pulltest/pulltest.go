@@ -9,6 +9,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/paramserver"
@@ -18,14 +19,15 @@ import (
 // remotetest.Tasks returns them): a gRPC server with the returned Store (what a graph server serves) and
 // a real parameter-server shard initialised for the model. It returns reqs with each weight
 // replaced by the shard's version 0 of that layer and named by version (WeightSource), so
-// that a function pulls it from the shard.
-func Source(t testing.TB, reqs []dispatch.TaskRequest) (*remote.Store, []dispatch.TaskRequest) {
+// that a function pulls it from the shard. The server speaks mutual TLS with creds (nil:
+// plaintext); the Store's descriptors carry id.
+func Source(t testing.TB, reqs []dispatch.TaskRequest, creds *pki.Credentials, id pki.Identity) (*remote.Store, []dispatch.TaskRequest) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := remote.NewStore(lis.Addr().String())
+	store, err := remote.NewStore(lis.Addr().String(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func Source(t testing.TB, reqs []dispatch.TaskRequest) (*remote.Store, []dispatc
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, h := rpc.NewServer()
+	srv, h := rpc.NewServer(rpc.WithTLS(creds))
 	rpc.RegisterTaskSourceServer(srv, store)
 	rpc.RegisterParamServerServer(srv, shard)
 	ctx, cancel := context.WithCancel(context.Background())

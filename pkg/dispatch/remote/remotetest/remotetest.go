@@ -165,7 +165,8 @@ func HTTPFunction(t testing.TB, dorylus string, flags ...string) (string, *Proce
 // SDK's BaseEndpoint) once it answers.
 func Emulator(t testing.TB, rie, dorylus string, env []string, flags ...string) (string, *Process) {
 	t.Helper()
-	addr, api := loopback.FreeAddr(t), loopback.FreeAddr(t)
+	addrs := loopback.FreeAddrs(t, 2)
+	addr, api := addrs[0], addrs[1]
 	p := start(t, env, rie, append([]string{"--runtime-interface-emulator-address", addr, "--runtime-api-address", api,
 		dorylus, "function"}, flags...)...)
 	url := "http://" + addr
