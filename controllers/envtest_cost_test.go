@@ -78,20 +78,32 @@ func TestBudgetFromTheGraphServers(t *testing.T) {
 		t.Fatalf("the job did not fail; %d epochs trained", len(res.Epochs))
 	}
 	c := meta.FindStatusCondition(j.Status.Conditions, dorylusv1alpha1.ConditionFailed)
-	first := -1 // the first epoch that reached the budget
-	for i, ev := range res.Epochs {
-		if cfg.CostRun().Over(ev.CostUSD) {
-			first = i
-			break
+	if len(res.Epochs) < 2 {
+		t.Fatalf("%d epochs trained, want 2 or more to tell an epoch's cost", len(res.Epochs))
+	}
+	// costAt is the cost at the end of epoch i+1, past the epochs trained extrapolated by the
+	// dearest epoch: graph server 0 prices the run between epochs too (servers are billed by
+	// the second), so the budget may be reached in an epoch that the stop cut short.
+	last, dearest := res.Epochs[len(res.Epochs)-1].CostUSD, 0.0
+	for i := 1; i < len(res.Epochs); i++ {
+		dearest = max(dearest, res.Epochs[i].CostUSD-res.Epochs[i-1].CostUSD)
+	}
+	costAt := func(i int) float64 {
+		if i < len(res.Epochs) {
+			return res.Epochs[i].CostUSD
 		}
+		return last + float64(i-len(res.Epochs)+1)*dearest
 	}
-	if first < 0 {
-		t.Fatalf("budget $%s: not reached in the %d epochs trained", budget, len(res.Epochs))
+	first := 0 // the first epoch that reached the budget
+	for first <= len(res.Epochs) && !cfg.CostRun().Over(costAt(first)) {
+		first++
 	}
-	// Graph server 0 prices the run between epochs too (servers are billed by the second), so
-	// the operator decided on a cost at least the budget and at most that epoch's, or, within
-	// one epoch, the next one's (the servers stop once it has, so it may not have been trained).
-	limit := res.Epochs[min(first+1, len(res.Epochs)-1)].CostUSD
+	if first > len(res.Epochs) {
+		t.Fatalf("budget $%s: not reached within an epoch of the %d epochs trained (cost $%g)", budget, len(res.Epochs), last)
+	}
+	// The operator decided on a cost at least the budget and at most that epoch's, or, within
+	// one epoch, the next one's.
+	limit := costAt(first + 1)
 	var decided float64
 	var said string
 	if _, err := fmt.Sscanf(c.Message, "cost %g USD reached spec.runPolicy.budgetUSD %s", &decided, &said); err != nil ||
