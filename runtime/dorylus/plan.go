@@ -254,12 +254,17 @@ func (o *planOptions) inputs() (in planInputs, err error) {
 	return in, err
 }
 
-func runPlan(o planOptions, stdout io.Writer) error {
-	in, err := o.inputs()
-	if err != nil {
-		return err
+// choose parses the flags and weighs every configuration: best first, and whether it meets the goal.
+func (o *planOptions) choose() (in planInputs, opts []plan.Option, best bool, err error) {
+	if in, err = o.inputs(); err != nil {
+		return in, nil, false, err
 	}
-	opts, best, err := plan.Choose(in.workload, in.space, in.machine, in.cal, in.pricing, in.goal)
+	opts, best, err = plan.Choose(in.workload, in.space, in.machine, in.cal, in.pricing, in.goal)
+	return in, opts, best, err
+}
+
+func runPlan(o planOptions, stdout io.Writer) error {
+	in, opts, best, err := o.choose()
 	if err != nil {
 		return err
 	}

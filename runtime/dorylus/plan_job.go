@@ -171,11 +171,7 @@ func runPlanJob(o planOptions, flags *pflag.FlagSet, stdout, stderr io.Writer) e
 	if err := m.applyTo(&o, flags); err != nil {
 		return err
 	}
-	in, err := o.inputs()
-	if err != nil {
-		return err
-	}
-	opts, best, err := plan.Choose(in.workload, in.space, in.machine, in.cal, in.pricing, in.goal)
+	in, opts, best, err := o.choose()
 	if err != nil {
 		return err
 	}
