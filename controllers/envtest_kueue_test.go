@@ -196,6 +196,8 @@ func TestKueue(t *testing.T) {
 			cpu := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
 			j.Spec.GraphServers.Resources, j.Spec.ParameterServers.Resources = cpu, cpu
 			j.Spec.Training.Epochs = 5
+			// A finished job waiting for its TTL still frees its quota.
+			j.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](3600)
 		}
 	}
 	createJob(t, userJob(ns, "a", queued("mid")))

@@ -91,7 +91,9 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	if expired, after, ok := ttlExpiry(job, exact); ok {
 		if !expired {
-			return ctrl.Result{RequeueAfter: after}, nil
+			// A finished job waits for its TTL; its Workload is
+			// Finished first, or its quota would stay reserved.
+			return ctrl.Result{RequeueAfter: after}, r.finishWorkload(ctx, job, now)
 		}
 		uid := job.UID
 		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
