@@ -231,32 +231,16 @@ func TestCheckpointStoreGone(t *testing.T) {
 	m.Env(t)
 	t.Setenv(objstore.EnvEndpoint, m.Endpoint)
 	location := "s3://" + m.Bucket(t, "gone") + "/ckpt"
-	cmd := exec.Command(dorylusBin, distArgs(300, location, "--checkpoint-every", "5")...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // exited already is fine
-	var logs []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-		if strings.Contains(sc.Text(), "epoch 30/300") {
-			break
-		}
-	}
+	run := startLogged(t, exec.Command(dorylusBin, distArgs(300, location, "--checkpoint-every", "5")...))
+	t.Cleanup(func() { _ = run.cmd.Process.Kill() }) // exited already is fine
+	run.until("epoch 30/300")
 	m.Stop()
 	stopped := time.Now()
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-	}
-	err = cmd.Wait()
+	run.rest()
+	err := run.cmd.Wait()
 	took := time.Since(stopped)
-	all := strings.Join(logs, "\n")
-	t.Logf("checkpoint store stopped after epoch 30: dorylus train exited after %v: %s", took.Round(time.Millisecond), logs[len(logs)-1])
+	all := run.text()
+	t.Logf("checkpoint store stopped after epoch 30: dorylus train exited after %v: %s", took.Round(time.Millisecond), run.logs[len(run.logs)-1])
 	if err == nil || !strings.Contains(all, "cannot go on without its checkpoints") || took > 15*time.Second {
 		t.Errorf("exit %v after %v, want an error within seconds saying the checkpoints are gone:\n%s", err, took, all)
 	}

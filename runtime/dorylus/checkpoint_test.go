@@ -111,37 +111,23 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 func TestSIGTERMCheckpointsAndResumes(t *testing.T) {
 	const epochs = "300"
 	dir := filepath.Join(t.TempDir(), "ckpt")
-	cmd := exec.Command(dorylusBin, "train", "--epochs", epochs, "--checkpoint-dir", dir, "--checkpoint-every", "1000", "--eval-every", "1000")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-		if strings.Contains(sc.Text(), "epoch 60/"+epochs) {
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			break
+	run := startLogged(t, exec.Command(dorylusBin, "train", "--epochs", epochs, "--checkpoint-dir", dir, "--checkpoint-every", "1000", "--eval-every", "1000"))
+	if run.until("epoch 60/" + epochs) {
+		if err := run.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-	}
+	run.rest()
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- run.cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("still running 30 s after SIGTERM:\n%s", strings.Join(logs, "\n"))
+		_ = run.cmd.Process.Kill()
+		t.Fatalf("still running 30 s after SIGTERM:\n%s", run.text())
 	}
-	all := strings.Join(logs, "\n")
+	all := run.text()
 	if err == nil || !strings.Contains(all, "training stopped at epoch") || !strings.Contains(all, "saved in "+dir) {
 		t.Fatalf("after SIGTERM: exit %v, want an error saying where the checkpoint went:\n%s", err, all)
 	}
@@ -249,26 +235,16 @@ func TestGraphServerSIGKILLResumes(t *testing.T) {
 	killed := killGraphServer1(t, distArgs(epochs, cut, "--checkpoint-every", "10"), 24, epochs)
 	// The resumed launch, timed to its first epoch.
 	cmd := exec.Command(dorylusBin, distArgs(epochs, cut, "--checkpoint-every", "10", "--resume")...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
 	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	run := startLogged(t, cmd)
 	var again time.Duration
-	var logs []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-		if again == 0 && strings.Contains(sc.Text(), "resumed from the checkpoint of epoch") {
-			again = time.Since(killed)
-		}
+	if run.until("resumed from the checkpoint of epoch") {
+		again = time.Since(killed)
 	}
+	run.rest()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("resumed run: %v\n%s", err, strings.Join(logs, "\n"))
+		t.Fatalf("resumed run: %v\n%s", err, run.text())
 	}
 	var rep trainReport
 	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || len(rep.PerRun) != 1 {
@@ -286,7 +262,32 @@ func TestGraphServerSIGKILLResumes(t *testing.T) {
 // naming it, and returns when it was killed.
 func killGraphServer1(t *testing.T, args []string, at, epochs int) time.Time {
 	t.Helper()
-	cmd := exec.Command(dorylusBin, args...)
+	run := startLogged(t, exec.Command(dorylusBin, args...))
+	run.until(fmt.Sprintf("epoch %d/%d", at, epochs))
+	victim := childPID(t, run.cmd.Process.Pid, "graph-server", "--partition 1")
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	run.rest()
+	err := run.cmd.Wait()
+	all := run.text()
+	if err == nil || !strings.Contains(all, "graph-server 1 exited before the run finished") {
+		t.Fatalf("after SIGKILL of graph server 1: exit %v, want an error naming it:\n%s", err, all)
+	}
+	return killed
+}
+
+// loggedRun is a started dorylus process whose standard error is read line by line.
+type loggedRun struct {
+	cmd  *exec.Cmd
+	sc   *bufio.Scanner
+	logs []string
+}
+
+// startLogged starts cmd with its standard error piped to the returned run.
+func startLogged(t *testing.T, cmd *exec.Cmd) *loggedRun {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -294,26 +295,27 @@ func killGraphServer1(t *testing.T, args []string, at, epochs int) time.Time {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var logs []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-		if strings.Contains(sc.Text(), fmt.Sprintf("epoch %d/%d", at, epochs)) {
-			break
+	return &loggedRun{cmd: cmd, sc: bufio.NewScanner(stderr)}
+}
+
+// until reads lines up to and including the first that contains substr; false if the
+// output ended first.
+func (r *loggedRun) until(substr string) bool {
+	for r.sc.Scan() {
+		r.logs = append(r.logs, r.sc.Text())
+		if strings.Contains(r.sc.Text(), substr) {
+			return true
 		}
 	}
-	victim := childPID(t, cmd.Process.Pid, "graph-server", "--partition 1")
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	for sc.Scan() {
-		logs = append(logs, sc.Text())
-	}
-	err = cmd.Wait()
-	all := strings.Join(logs, "\n")
-	if err == nil || !strings.Contains(all, "graph-server 1 exited before the run finished") {
-		t.Fatalf("after SIGKILL of graph server 1: exit %v, want an error naming it:\n%s", err, all)
-	}
-	return killed
+	return false
 }
+
+// rest reads the lines left, until the process closes its standard error.
+func (r *loggedRun) rest() {
+	for r.sc.Scan() {
+		r.logs = append(r.logs, r.sc.Text())
+	}
+}
+
+// text is every line read so far.
+func (r *loggedRun) text() string { return strings.Join(r.logs, "\n") }
