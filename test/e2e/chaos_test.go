@@ -86,6 +86,18 @@ func TestGraphServerKilledCheckpointed(t *testing.T) {
 	resumes(t, c, tl, killProcess)
 }
 
+// volumeCheckpointedJob starts a long asynchronous (staleness 1) job that
+// checkpoints every `every` epochs to claim, a host volume made for it.
+func volumeCheckpointedJob(t *testing.T, c client.Client, name, claim string, every int32) *timeline {
+	t.Helper()
+	hostVolume(t, c, claim, "")
+	return longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Training.Staleness = intstr.FromInt32(1)
+		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: every,
+			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: claim, Path: name}}
+	})
+}
+
 // TestGraphServerPodDeleted deletes graph server 1's pod mid-training in an
 // asynchronous (staleness 1) job that checkpoints to a PersistentVolume: the
 // StatefulSet makes a new pod, and the job must resume from the checkpoint
@@ -94,12 +106,7 @@ func TestGraphServerPodDeleted(t *testing.T) {
 	t.Parallel()
 	const name = "cora-pod-deleted"
 	c := setup(t, name)
-	hostVolume(t, c, "cora-checkpoints", "")
-	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.Training.Staleness = intstr.FromInt32(1)
-		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10,
-			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "cora-checkpoints", Path: name}}
-	})
+	tl := volumeCheckpointedJob(t, c, name, "cora-checkpoints", 10)
 	defer tl.close()
 	resumes(t, c, tl, deletePod)
 }
@@ -287,12 +294,7 @@ func TestSuspendResumeCheckpointed(t *testing.T) {
 	t.Parallel()
 	const name = "cora-suspend-checkpointed"
 	c := setup(t, name)
-	hostVolume(t, c, "cora-suspend-checkpoints", "")
-	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) {
-		j.Spec.Training.Staleness = intstr.FromInt32(1)
-		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 5,
-			PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "cora-suspend-checkpoints", Path: name}}
-	})
+	tl := volumeCheckpointedJob(t, c, name, "cora-suspend-checkpoints", 5)
 	defer tl.close()
 	waitJob(t, c, name, "a checkpoint of epoch 10 or later", 180*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
 		p := job.Status.Progress
