@@ -17,8 +17,8 @@ type Cost struct {
 	// KnativeInstance is that of the nodes a Knative function runs on; empty means
 	// GraphServerInstance.
 	KnativeInstance string `json:"knativeInstance,omitempty"`
-	// BudgetUSD, above 0, is the cost at which graph server 0 reports at once, without
-	// waiting for the status interval, so that the operator stops the job within the epoch.
+	// BudgetUSD, above 0, is the cost at which graph server 0 stops the run after the epoch
+	// that reached it and reports that epoch at once, so the operator fails the job.
 	BudgetUSD float64 `json:"budgetUSD,omitempty"`
 }
 

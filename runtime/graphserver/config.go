@@ -89,7 +89,8 @@ type Config struct {
 	// Cost, when set on graph server 0, prices the run after every epoch (Event.CostUSD and
 	// EpochCostUSD, the status's cost): its servers held since Started (when Run began if
 	// zero) and the billed tensor calls of every graph server (dispatch.Biller). The first
-	// cost that reaches Cost.BudgetUSD goes to Status at once.
+	// epoch whose cost reaches Cost.BudgetUSD goes to Status at once and is the run's last:
+	// the run stops within one epoch of its budget, and its result keeps that cost.
 	Cost    *cost.Run
 	Started time.Time
 	// CostBefore is the cost of the run's earlier launches, which Cost's adds to: what the

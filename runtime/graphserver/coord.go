@@ -73,7 +73,8 @@ type coordinator struct {
 	kept  uint64
 	exp   *pendingExport
 	// With Config.Cost: when the servers started, the billed calls reported so far, the cost
-	// when last priced and at the last epoch's end, and whether it reached the budget.
+	// when last priced and at the last epoch's end, and whether it reached the budget (the
+	// run then stops after the epoch that reached it).
 	started   time.Time
 	calls     cost.Calls
 	cost      float64
@@ -211,6 +212,9 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		c.epochCost = c.cost
 		row.ev.CostUSD, row.ev.EpochCostUSD, c.progress.EpochCostUSD = c.cost, epochCost, epochCost
 		c.checkBudget()
+		if c.budgeted && !c.stopped && e < c.last {
+			cmds = append(cmds, c.stop(e)) // the budget ran out in this epoch
+		}
 		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
 		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
 			row.pending = true
@@ -242,25 +246,6 @@ func (c *coordinator) price(now time.Time) error {
 	}
 	c.cost = c.cfg.CostBefore + b.TotalUSD
 	c.progress.CostUSD = c.cost
-	return nil
-}
-
-// budgetCheck is how often graph server 0 prices a run with a budget between epochs: servers
-// are billed by the second, so the budget may run out in the middle of a long epoch.
-const budgetCheck = 100 * time.Millisecond
-
-// watchesBudget reports whether the run has a budget to price between epochs.
-func (c *coordinator) watchesBudget() bool {
-	return c.cfg.Cost != nil && c.cfg.Cost.BudgetUSD > 0
-}
-
-// checkBudgetAt prices the run at now and reports the progress at once if the cost reached
-// the budget.
-func (c *coordinator) checkBudgetAt(now time.Time) error {
-	if err := c.price(now); err != nil {
-		return err
-	}
-	c.checkBudget()
 	return nil
 }
 
@@ -344,8 +329,10 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		return cmds, err
 	}
 	if e == c.last {
-		if err := c.price(time.Now()); err != nil {
-			return cmds, err
+		if !c.budgeted { // a run the budget stopped reports the cost that reached it
+			if err := c.price(time.Now()); err != nil {
+				return cmds, err
+			}
 		}
 		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
 		if c.sel != nil {

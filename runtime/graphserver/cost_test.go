@@ -11,95 +11,76 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
-// TestBudgetReportedAtOnce drives the coordinator of two graph servers through epochs whose
-// reports carry 7 and 3 Lambda calls of 40 ms each: the cost counts both servers' calls, and
-// the first epoch whose cost reaches the budget is reported at once, although the status
-// interval holds every other report back.
-func TestBudgetReportedAtOnce(t *testing.T) {
+// TestBudgetStopsTheRun drives the coordinator of two graph servers, held on c5.xlarge nodes,
+// through epochs whose reports carry 7 and 3 Lambda calls of 40 ms each: the cost counts both
+// servers' calls, and the first epoch whose cost reaches the budget is reported at once
+// (although the status interval holds every other report back), stops every graph server
+// after it with its evaluation, and is the run's last: the result reports the cost that
+// reached the budget, not the servers' time since.
+func TestBudgetStopsTheRun(t *testing.T) {
 	const memoryMB = 2048
-	run := &cost.Run{Prices: cost.Default, Function: cost.Lambda, Base: cost.Usage{LambdaMemoryMB: memoryMB}}
-	perEpoch, err := run.At(0, cost.Calls{Requests: 10, Billed: 10 * 40 * time.Millisecond})
+	run := &cost.Run{Prices: cost.Default, Function: cost.Lambda, Base: cost.Usage{LambdaMemoryMB: memoryMB,
+		Servers: []cost.Servers{{Role: "graph servers", Instance: "c5.xlarge", Count: 2}}}}
+	calls := func(epochs int) cost.Calls {
+		return cost.Calls{Requests: int64(10 * epochs), Billed: time.Duration(epochs) * 10 * 40 * time.Millisecond}
+	}
+	perEpoch, err := run.At(0, calls(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run.BudgetUSD = 3.5 * perEpoch.TotalUSD // reached by epoch 4
+	run.BudgetUSD = 3.5 * perEpoch.TotalUSD // reached by epoch 4's calls
 	f := newFake()
-	var log bytes.Buffer
-	cfg := &Config{Partitions: 2, Epochs: 10, EvalEvery: 10, Status: f, StatusInterval: time.Hour, Cost: run, Log: &log}
-	c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper())
+	var log, events bytes.Buffer
+	started := time.Now()
+	cfg := &Config{Partitions: 2, Epochs: 10, EvalEvery: 10, Status: f, StatusInterval: time.Hour, Cost: run, Started: started,
+		Log: &log, Events: &events}
+	c := newCoordinator(cfg, [3]int{2, 2, 2}, newKeeper())
 	c.begin(0)
-	for e := range 5 {
-		for p, calls := range []uint64{7, 3} {
-			if _, err := c.epochDone(&rpc.EpochReport{From: uint32(p), Epoch: uint32(e), Calls: calls, BilledNs: calls * uint64(40*time.Millisecond)}, e); err != nil {
+	var cmds []*rpc.CommandRequest
+	for e := range 4 {
+		for p, n := range []uint64{7, 3} {
+			got, err := c.epochDone(&rpc.EpochReport{From: uint32(p), Epoch: uint32(e), Calls: n, BilledNs: n * uint64(40*time.Millisecond)}, e)
+			if err != nil {
 				t.Fatal(err)
 			}
+			cmds = append(cmds, got...)
 		}
 		if e == 0 || e == 3 {
 			f.wait(t) // the first report, and the one that reached the budget
 		}
 	}
-	time.Sleep(20 * time.Millisecond)
-	f.mu.Lock()
-	reports := f.reports
-	f.mu.Unlock()
-	if len(reports) != 2 {
-		t.Fatalf("reports %+v: want epoch 1's and the budget's", reports)
+	if len(cmds) != 2 || !cmds[0].Stop || cmds[0].StopAfter != 3 || cmds[1].Evaluate == nil || cmds[1].Evaluate.Id != 3 {
+		t.Fatalf("commands %v: want a stop after epoch 4 (3 from 0) and its evaluation", cmds)
 	}
-	for i, e := range []int{1, 4} {
-		want, err := run.At(0, cost.Calls{Requests: int64(10 * e), Billed: time.Duration(e) * 10 * 40 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := reports[i].CostUSD; !near(got, want.TotalUSD) {
-			t.Errorf("report %d: $%.12g, want $%.12g (%d epochs of calls)", i, got, want.TotalUSD, e)
-		}
-	}
-	if got := reports[1].EpochCostUSD; !near(got, perEpoch.TotalUSD) {
-		t.Errorf("the budget's report: epoch cost $%.12g, want $%.12g", got, perEpoch.TotalUSD)
-	}
-	if !run.Over(reports[1].CostUSD) || run.Over(3*perEpoch.TotalUSD) {
-		t.Errorf("budget $%g: reported $%g", run.BudgetUSD, reports[1].CostUSD)
-	}
-	if !strings.Contains(log.String(), "reached the budget") {
-		t.Errorf("log %q does not say the budget was reached", log.String())
-	}
-	c.status.close(time.Second)
-}
-
-// TestBudgetBetweenEpochs: servers are billed by the second, so a run whose budget runs out
-// in the middle of an epoch is reported when graph server 0 next prices it, not at the
-// epoch's end: a price below the budget reports nothing, the first at or above it reports
-// that cost at once, and later ones nothing more.
-func TestBudgetBetweenEpochs(t *testing.T) {
-	run := &cost.Run{Prices: cost.Default, Base: cost.Usage{Servers: []cost.Servers{{Role: "graph servers", Instance: "c5.xlarge", Count: 2}}}}
-	second, err := run.At(time.Second, cost.Calls{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run.BudgetUSD = 10 * second.TotalUSD // ten seconds of servers
-	f := newFake()
-	started := time.Now()
-	cfg := &Config{Partitions: 2, Epochs: 10, EvalEvery: 10, Status: f, StatusInterval: time.Hour, Cost: run, Started: started}
-	c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper())
-	if !c.watchesBudget() {
-		t.Fatal("a run with a budget is not priced between epochs")
-	}
-	c.begin(0)
-	for _, at := range []time.Duration{5 * time.Second, 9900 * time.Millisecond, 10100 * time.Millisecond, 12 * time.Second} {
-		if err := c.checkBudgetAt(started.Add(at)); err != nil {
+	time.Sleep(20 * time.Millisecond) // later servers' time, which the result must not add
+	for p := range 2 {
+		if _, err := c.evalDone(&rpc.EvalReport{From: uint32(p), Id: 3, Correct: []uint64{1, 1, 1}, Loss: []float64{0, 0}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.wait(t) // the budget's
-	time.Sleep(20 * time.Millisecond)
+	f.wait(t) // the result
 	f.mu.Lock()
 	reports := f.reports
 	f.mu.Unlock()
-	if len(reports) != 1 {
-		t.Fatalf("reports %+v: want the budget's alone", reports)
+	if len(reports) != 3 {
+		t.Fatalf("reports %+v: want epoch 1's, the budget's and the result", reports)
 	}
-	if got, want := reports[0].CostUSD, 10.1*second.TotalUSD; !near(got, want) || !run.Over(got) {
-		t.Errorf("the budget's report: $%.12g, want $%.12g (10.1 s of servers, budget $%g)", got, want, run.BudgetUSD)
+	budget, result := reports[1], reports[2]
+	if result.Epoch != 4 || result.TestAccuracy != 1 {
+		t.Errorf("the result at epoch %d (test accuracy %v): want 4, 1", result.Epoch, result.TestAccuracy)
+	}
+	if !run.Over(budget.CostUSD) || budget.CostUSD-budget.EpochCostUSD >= run.BudgetUSD {
+		t.Errorf("budget $%g reached at $%g, the epoch costing $%g: want the epoch that crossed it", run.BudgetUSD, budget.CostUSD, budget.EpochCostUSD)
+	}
+	if result.CostUSD != budget.CostUSD || result.EpochCostUSD != budget.EpochCostUSD {
+		t.Errorf("the result: $%g (epoch $%g), want the budget's $%g (epoch $%g)", result.CostUSD, result.EpochCostUSD, budget.CostUSD, budget.EpochCostUSD)
+	}
+	wantCalls := calls(4)
+	if !strings.Contains(log.String(), "reached the budget") || !strings.Contains(events.String(), `"event":"result"`) {
+		t.Errorf("log %q, events %q: want the budget said and a result", log.String(), events.String())
+	}
+	if c.calls != wantCalls {
+		t.Errorf("calls %+v, want %+v", c.calls, wantCalls)
 	}
 	c.status.close(time.Second)
 }

@@ -104,12 +104,6 @@ type server struct {
 // I/O. It returns when ctx ends (nil if it was cancelled) or a step fails.
 func (s *server) drive(ctx context.Context) error {
 	var ready []pipeline.Task
-	var budget <-chan time.Time
-	if s.coord != nil && s.coord.watchesBudget() {
-		t := time.NewTicker(budgetCheck)
-		defer t.Stop()
-		budget = t.C
-	}
 	for {
 		if s.sched != nil { // an inference runs no tasks
 			ready = s.sched.AppendReady(ready[:0])
@@ -133,10 +127,6 @@ func (s *server) drive(ctx context.Context) error {
 			}
 			if s.sched != nil {
 				s.idle.observe(s.sched)
-			}
-		case now := <-budget:
-			if err := s.coord.checkBudgetAt(now); err != nil {
-				return err
 			}
 		case <-ctx.Done():
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {

@@ -350,9 +350,8 @@ func containerPid(id string) int {
 
 // setup returns the cluster's client for a test that runs the jobs named
 // jobs: it deletes what an earlier run left of them now, deletes them again
-// when the test ends and, if the test failed, first prints the jobs'
-// conditions, the events and the last log lines of the operator, of every
-// container, of the kubelet and of containerd written since the test started.
+// when the test ends and, if the test failed, first saves the cluster's state
+// and logs since the test started (dumpCluster).
 func setup(t *testing.T, jobs ...string) client.Client {
 	t.Helper()
 	started := time.Now()
@@ -373,11 +372,14 @@ func setup(t *testing.T, jobs ...string) client.Client {
 	return c
 }
 
-// dumpCluster prints the jobs' conditions, the events, the pods and the last
+// dumpCluster writes the jobs' conditions, the events, the pods and the last
 // log lines of the containers (written since since), of the kubelet and of
-// containerd.
+// containerd to failures/TEST.log in the cluster's directory, which outlives
+// the cluster, and logs the jobs and that file's path: the test's own failure
+// stays the last thing it prints.
 func dumpCluster(t *testing.T, since time.Time) {
 	t.Helper()
+	var b strings.Builder
 	for _, args := range [][]string{
 		{"get", "gnnjob", "-A", "-o", "wide"},
 		{"get", "gnnjob", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status}{\"\\n\"}{end}"},
@@ -385,7 +387,7 @@ func dumpCluster(t *testing.T, since time.Time) {
 		{"get", "pods", "-A", "-o", "wide"},
 	} {
 		out, err := runIn(nil, kubectl, args...)
-		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
+		fmt.Fprintf(&b, "kubectl %s:\n%s%v\n", strings.Join(args, " "), out, err)
 	}
 	// The kubelet's container logs (podLogsDir).
 	all, _ := filepath.Glob(filepath.Join(clusterDir, "pod-logs/*/*/*.log"))
@@ -404,8 +406,15 @@ func dumpCluster(t *testing.T, since time.Time) {
 	for _, l := range logs {
 		raw, _ := os.ReadFile(l)
 		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-		t.Logf("last lines of %s:\n%s", l, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		fmt.Fprintf(&b, "last lines of %s:\n%s\n", l, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
+	path := filepath.Join(clusterDir, "failures", strings.ReplaceAll(t.Name(), "/", "_")+".log")
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = os.WriteFile(path, []byte(b.String()), 0o644)
+	}
+	jobs, _ := runIn(nil, kubectl, "get", "gnnjob", "-A", "-o", "wide")
+	t.Logf("jobs:\n%sthe cluster's state and logs: %s %v", jobs, path, err)
 }
 
 func modTime(path string) time.Time {
