@@ -198,9 +198,36 @@ func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1al
 		return obs, err
 	}
 	obs.pods = pods.Items
+	obs.rolledOut = rolledOutRun(ownSts, ownDeps)
 	obs.failure = firstFailure(job, pods.Items)
 	obs.startProblems, obs.starting, err = r.startProblems(ctx, ownSts, ownDeps, pods.Items)
 	return obs, err
+}
+
+// rolledOutRun is the run (LabelRun) of the pod template that the graph
+// servers' StatefulSet and every parameter-server Deployment carry and their
+// controllers have observed, or -1 while one has not yet observed its newest
+// spec, their runs differ or there are none: a pod of an earlier run deleted
+// before then could be made again from the earlier template.
+func rolledOutRun(sts *appsv1.StatefulSet, deps []appsv1.Deployment) int {
+	run := -1
+	observed := func(gen, observedGen int64, tmpl map[string]string) bool {
+		r, err := strconv.Atoi(tmpl[LabelRun])
+		if err != nil || observedGen < gen || (run >= 0 && r != run) {
+			return false
+		}
+		run = r
+		return true
+	}
+	if sts == nil || !observed(sts.Generation, sts.Status.ObservedGeneration, sts.Spec.Template.Labels) {
+		return -1
+	}
+	for i := range deps {
+		if d := &deps[i]; !observed(d.Generation, d.Status.ObservedGeneration, d.Spec.Template.Labels) {
+			return -1
+		}
+	}
+	return run
 }
 
 // knativeServiceReady reads the Ready condition of a Knative Service.

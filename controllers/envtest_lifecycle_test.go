@@ -326,6 +326,30 @@ func TestServerFailure(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, "the servers' templates of run 1", func() error {
+		var sts appsv1.StatefulSet
+		var d appsv1.Deployment
+		if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
+			return err
+		}
+		if err := getObj(t, ns, "checkpointed-ps-0", &d); err != nil {
+			return err
+		}
+		if s, d := sts.Spec.Template.Labels[LabelRun], d.Spec.Template.Labels[LabelRun]; s != "1" || d != "1" {
+			return fmt.Errorf("pod templates %s=%q (graph servers), %q (parameter servers), want 1", LabelRun, s, d)
+		}
+		return nil
+	})
+	// No controller has observed them (envtest runs none): the old pods stay,
+	// else a controller could make one again from the old template.
+	reconcileNow(t, ns, "checkpointed")
+	for _, name := range []string{"checkpointed-gs-1", "checkpointed-ps-0-abc"} {
+		if err := getObj(t, ns, name, &corev1.Pod{}); err != nil {
+			t.Fatalf("pod %s before the controllers observed run 1: %v, want it kept", name, err)
+		}
+	}
+	setStatefulSetReady(t, ns, "checkpointed-gs", 0)
+	setDeploymentAvailable(t, ns, "checkpointed-ps-0")
 	gone("checkpointed-gs-1", "checkpointed-ps-0-abc")
 	eventually(t, "new credentials for the next run", func() error {
 		var s corev1.Secret
@@ -342,16 +366,6 @@ func TestServerFailure(t *testing.T) {
 	if job := getJob(t, ns, "checkpointed"); findCond(job, dorylusv1alpha1.ConditionFailed) != nil || job.Status.Restarts != 1 {
 		t.Fatalf("after one failure: restarts %d, %v; want 1 and not Failed", job.Status.Restarts, job.Status.Conditions)
 	}
-	eventually(t, "the servers' pods of run 1", func() error {
-		var sts appsv1.StatefulSet
-		if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
-			return err
-		}
-		if got := sts.Spec.Template.Labels[LabelRun]; got != "1" {
-			return fmt.Errorf("graph servers' pod template %s=%q, want 1", LabelRun, got)
-		}
-		return nil
-	})
 	fail("checkpointed", "checkpointed-gs-0", RoleGraphServer, 1, "Error", 2)
 	job := waitCondition(t, ns, "checkpointed", dorylusv1alpha1.ConditionFailed, metav1.ConditionTrue, dorylusv1alpha1.ReasonBackoffLimitExceeded)
 	want := "graph server pod checkpointed-gs-0 container graph-server: Error (exit code 2), after 1 restarts (spec.runPolicy.backoffLimit 1)"

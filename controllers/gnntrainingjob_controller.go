@@ -171,8 +171,12 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if running {
 		current := job.DeepCopy()
 		current.Status = status
-		if err := r.deleteOldPods(ctx, current, obs.pods); err != nil {
-			return ctrl.Result{}, err
+		// Old pods wait for every server controller to observe the current
+		// run's template: its status write wakes the next reconcile.
+		if old := oldPods(current, obs.pods); len(old) > 0 && obs.rolledOut == int(status.Restarts) {
+			if err := r.deleteOldPods(ctx, old); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 	if in.applyErr != nil {

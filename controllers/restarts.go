@@ -190,17 +190,26 @@ func failureVerdict(job *dorylusv1alpha1.GNNTrainingJob, f *serverFailure) *verd
 	return nil
 }
 
-// deleteOldPods deletes the job's server pods of an earlier run, so that
-// their controllers create new ones from the current template. It runs after
-// the status that records the restart is written: an error leaves pods that
-// the next reconcile deletes.
-func (r *GNNTrainingJobReconciler) deleteOldPods(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) error {
-	var errs []error
+// oldPods are the job's server pods of an earlier run not yet being deleted.
+func oldPods(job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) []*corev1.Pod {
+	var old []*corev1.Pod
 	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp != nil || currentPod(job, p) || serverKind(p) == "" {
-			continue
+		if p := &pods[i]; p.DeletionTimestamp == nil && !currentPod(job, p) && serverKind(p) != "" {
+			old = append(old, p)
 		}
+	}
+	return old
+}
+
+// deleteOldPods deletes pods of an earlier run, so that their controllers
+// create new ones from the current template. It runs after the status that
+// records the restart is written, once every controller has observed the
+// template (else it would make a pod from the earlier one again, to replace
+// it later in a second restart): an error leaves pods that a later reconcile
+// deletes.
+func (r *GNNTrainingJobReconciler) deleteOldPods(ctx context.Context, pods []*corev1.Pod) error {
+	var errs []error
+	for _, p := range pods {
 		uid := p.UID
 		if err := r.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))

@@ -26,6 +26,9 @@ type observation struct {
 	knativeReady bool
 	// pods are the job's pods.
 	pods []corev1.Pod
+	// rolledOut is the run whose pod template every server controller has
+	// observed (rolledOutRun), -1 for none.
+	rolledOut int
 	// failure is the first failure of a server of the current run, if any
 	// (restarts.go).
 	failure *serverFailure
