@@ -16,8 +16,10 @@ type Run struct {
 }
 
 // FitWork fits ElementSeconds, FeatureElementSeconds, TaskSeconds, MessageSeconds, ParamSeconds and EpochSeconds of cal to runs on the cpu backend
-// with no extra latency, whose epochs the work bound sets: least squares with no negative
-// coefficient. The kernel costs and the transfer rate of cal must be measured already.
+// with no extra latency, whose epochs the work bound sets: least squares of the relative
+// errors (what a plan is judged by: a millisecond matters on a small graph's epoch, not on a
+// large one's) with no negative coefficient. The kernel costs and the transfer rate of cal
+// must be measured already.
 func FitWork(cal Calibration, runs []Run) (Calibration, error) {
 	if len(runs) < 6 {
 		return cal, fmt.Errorf("%w: %d runs to fit 6 coefficients: want at least 6", ErrCalibration, len(runs))
@@ -34,8 +36,12 @@ func FitWork(cal Calibration, runs []Run) (Calibration, error) {
 		n := r.Workload.Count(r.Config.GraphServers, r.Config.Intervals)
 		cores := r.Machine.coresPerServer(r.Config.GraphServers)
 		graphK, tensorK := n.kernelSeconds(cal)
-		rows[i] = []float64{n.Elements / cores, n.FeatureElements / cores, n.Tasks / cores, n.Messages / cores, n.ParamUpdates / cores, 1}
-		ys[i] = r.EpochSeconds - (graphK+tensorK)/cores - n.GhostBytes/cal.BytesPerSecond
+		if !(r.EpochSeconds > 0) {
+			return cal, fmt.Errorf("%w: run %d (%s): epoch of %v s", ErrCalibration, i, r.Config, r.EpochSeconds)
+		}
+		w := 1 / r.EpochSeconds
+		rows[i] = []float64{w * n.Elements / cores, w * n.FeatureElements / cores, w * n.Tasks / cores, w * n.Messages / cores, w * n.ParamUpdates / cores, w}
+		ys[i] = w * (r.EpochSeconds - (graphK+tensorK)/cores - n.GhostBytes/cal.BytesPerSecond)
 	}
 	x, err := nonNegativeLeastSquares(rows, ys)
 	if err != nil {
