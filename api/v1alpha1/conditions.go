@@ -50,6 +50,9 @@ const (
 	// ReasonFinished: the job succeeded or failed and its servers are scaled
 	// to zero.
 	ReasonFinished = "Finished"
+	// ReasonPartitioning: the partition step (a Job) is cutting the dataset
+	// into spec.dataset.partitionTo; the servers wait at zero.
+	ReasonPartitioning = "Partitioning"
 )
 
 // Reasons of the Suspended condition (ReasonSuspended also explains a false
@@ -94,4 +97,7 @@ const (
 	ReasonBudgetExceeded = "BudgetExceeded"
 	// ReasonTrainingError: graph server 0 reported an unrecoverable error.
 	ReasonTrainingError = "TrainingError"
+	// ReasonPartitioningFailed: the partition step failed; the message
+	// quotes its last log lines.
+	ReasonPartitioningFailed = "PartitioningFailed"
 )

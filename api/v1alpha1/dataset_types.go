@@ -30,6 +30,30 @@ type DatasetSource struct {
 	// +kubebuilder:default=Prepared
 	// +optional
 	Format DatasetFormat `json:"format,omitempty"`
+	// PartitionTo, when set, has the operator cut the dataset once, before
+	// any server starts, into one checksummed file per graph server (the
+	// multilevel cut of `dorylus prepare --partitions`) at this location; each
+	// graph server then reads only its own file. A job that restarts or
+	// resumes, or another job of the same dataset and graph-server count,
+	// reuses the files found there. Unset, every graph server loads the whole
+	// dataset and cuts it itself (a Prepared dataset already cut into
+	// partitions is read file by file either way).
+	// +optional
+	PartitionTo *PartitionStore `json:"partitionTo,omitempty"`
+}
+
+// PartitionStore is where a job's partition files go: exactly one of s3 or
+// pvc.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.s3), has(self.pvc)].filter(x, x).size() == 1",message="spec.dataset.partitionTo must set exactly one of s3, pvc"
+type PartitionStore struct {
+	// S3 is a prefix in an S3-compatible bucket.
+	// +optional
+	S3 *S3Location `json:"s3,omitempty"`
+	// PVC is a folder on a PersistentVolumeClaim, mounted read-write by the
+	// partition step and read-only by the graph servers.
+	// +optional
+	PVC *PVCLocation `json:"pvc,omitempty"`
 }
 
 // DatasetFormat is the on-disk layout of a dataset.

@@ -6,7 +6,8 @@ import (
 
 // GNNTrainingJobStatus is the observed state of a GNNTrainingJob. The
 // operator writes everything except Progress, which graph server 0 writes
-// (server-side apply, field manager "dorylus-graph-server").
+// (server-side apply, field manager "dorylus-graph-server"), and Partitions,
+// which the partition step writes.
 type GNNTrainingJobStatus struct {
 	// ObservedGeneration is the metadata.generation the operator last acted on.
 	// +optional
@@ -60,6 +61,35 @@ type GNNTrainingJobStatus struct {
 	// Progress is reported by graph server 0.
 	// +optional
 	Progress *Progress `json:"progress,omitempty"`
+
+	// Partitions describes the partition files of spec.dataset.partitionTo,
+	// reported by the partition step (field manager "dorylus-partitioner")
+	// once they are written or found there.
+	// +optional
+	Partitions *PartitionsStatus `json:"partitions,omitempty"`
+}
+
+// PartitionsStatus is the cut of a job's partition files.
+type PartitionsStatus struct {
+	// Parts is the number of partition files, one per graph server.
+	Parts int32 `json:"parts"`
+	// Method is the partitioner that cut them, e.g. multilevel.
+	// +kubebuilder:validation:MaxLength=32
+	Method string `json:"method"`
+	// EdgeCut is the fraction of adjacency entries whose endpoints lie in
+	// different partitions.
+	EdgeCut Decimal `json:"edgeCut"`
+	// Ghosts counts the ghost vertices over all partitions: the rows every
+	// scatter ships.
+	// +kubebuilder:validation:Minimum=0
+	Ghosts int64 `json:"ghosts"`
+	// Balance is the heaviest partition's weight (edges + vertices) over
+	// the mean.
+	Balance Decimal `json:"balance"`
+	// Reused is set when the files were found at the location, written
+	// earlier for the same dataset and count, rather than cut by this job.
+	// +optional
+	Reused bool `json:"reused,omitempty"`
 }
 
 // ServerStatus counts the replicas of one server role.

@@ -23,6 +23,8 @@ const (
 	DatasetMountPath = "/data/dataset"
 	// CheckpointMountPath is where a pvc checkpoint volume is mounted.
 	CheckpointMountPath = "/data/checkpoint"
+	// PartitionsMountPath is where a pvc partitions volume is mounted.
+	PartitionsMountPath = "/data/partitions"
 
 	// GraphServerPort is the graph servers' gRPC port.
 	GraphServerPort = 5000
@@ -95,6 +97,10 @@ type RunConfig struct {
 	Job JobRef `json:"job"`
 	// Dataset is where the graph comes from.
 	Dataset Dataset `json:"dataset"`
+	// Partitions, when set, is where `dorylus partition` writes the
+	// dataset's partition files, one per graph server, and where the graph
+	// servers read them (ServerDataset).
+	Partitions *Location `json:"partitions,omitempty"`
 	// Model is the GNN.
 	Model Model `json:"model"`
 	// Training holds optimisation and pipeline settings.
@@ -160,6 +166,20 @@ type Dataset struct {
 	URL string `json:"url,omitempty"`
 	// SHA256 is the expected hex digest of the http archive, if known.
 	SHA256 string `json:"sha256,omitempty"`
+}
+
+// ServerDataset is the dataset graph servers read: the partition files of
+// Partitions when set, else Dataset.
+func (cfg *RunConfig) ServerDataset() Dataset {
+	p := cfg.Partitions
+	switch {
+	case p == nil:
+		return cfg.Dataset
+	case p.S3 != nil:
+		return Dataset{Source: SourceS3, Format: FormatPrepared, S3: p.S3}
+	default:
+		return Dataset{Source: SourcePVC, Format: FormatPrepared, Path: p.Path}
+	}
 }
 
 // S3 is a location in an S3-compatible bucket.

@@ -15,6 +15,9 @@ func (cfg *RunConfig) Validate() error {
 	v.nonEmpty("job.name", cfg.Job.Name)
 	v.nonEmpty("job.namespace", cfg.Job.Namespace)
 	cfg.Dataset.validate(&v)
+	if cfg.Partitions != nil {
+		cfg.Partitions.validate(&v, "partitions")
+	}
 	cfg.Model.validate(&v)
 	cfg.Training.validate(&v)
 	v.check(cfg.GraphServers.Replicas >= 1, "graphServers.replicas", "must be at least 1, got %d", cfg.GraphServers.Replicas)

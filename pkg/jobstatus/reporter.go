@@ -102,6 +102,50 @@ func (r *Reporter) Report(ctx context.Context, p Progress) error {
 	return nil
 }
 
+// PartitionerFieldManager is the field manager of the partition step's
+// status.partitions.
+const PartitionerFieldManager = "dorylus-partitioner"
+
+// Partitions is the cut of a job's partition files, as the partition step
+// reports it.
+type Partitions struct {
+	Parts   int
+	Method  string
+	EdgeCut float64 // the fraction of adjacency entries cut
+	Ghosts  int64
+	Balance float64 // the heaviest part's weight over the mean
+	Reused  bool    // found at the location rather than cut
+}
+
+// ReportPartitions sets the job's status.partitions (server-side apply,
+// field manager PartitionerFieldManager).
+func (r *Reporter) ReportPartitions(ctx context.Context, p Partitions) error {
+	if p.Parts < 1 || p.Ghosts < 0 || !(p.EdgeCut >= 0 && p.EdgeCut <= 1) || !(p.Balance >= 0) || math.IsInf(p.Balance, 0) {
+		return fmt.Errorf("jobstatus: partitions %+v: want parts ≥ 1, an edge cut in [0, 1], ghosts and balance not negative", p)
+	}
+	obj := map[string]any{
+		"parts":   int64(p.Parts),
+		"method":  p.Method,
+		"edgeCut": strconv.FormatFloat(p.EdgeCut, 'f', 4, 64),
+		"ghosts":  p.Ghosts,
+		"balance": strconv.FormatFloat(p.Balance, 'f', 4, 64),
+	}
+	if p.Reused {
+		obj["reused"] = true
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GroupVersionResource.GroupVersion().String(),
+		"kind":       "GNNTrainingJob",
+		"metadata":   map[string]any{"name": r.name, "namespace": r.namespace},
+		"status":     map[string]any{"partitions": obj},
+	}}
+	if _, err := r.client.Resource(GroupVersionResource).Namespace(r.namespace).
+		ApplyStatus(ctx, r.name, u, metav1.ApplyOptions{FieldManager: PartitionerFieldManager, Force: true}); err != nil {
+		return fmt.Errorf("jobstatus: report the partitions of %s/%s: %w", r.namespace, r.name, err)
+	}
+	return nil
+}
+
 // CostUSD returns the cost status.progress holds (0 if none): what earlier launches of the
 // run reported, for a restarted graph server 0 to go on from.
 func (r *Reporter) CostUSD(ctx context.Context) (float64, error) {

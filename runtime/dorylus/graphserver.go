@@ -373,7 +373,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		return err
 	}
 	defer closeBackend(backend, b.kind, o.usageFile, stderr)
-	data, err := loadPartition(ctx, c.Dataset, source.Options{}, o.partition, len(peers))
+	data, err := loadPartition(ctx, c.ServerDataset(), source.Options{}, o.partition, len(peers))
 	if err != nil {
 		return err
 	}

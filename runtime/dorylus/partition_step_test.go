@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
+	"github.com/dorylus-gnn/dorylus/pkg/objstore"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
+)
+
+// partitionConfig is the part of a job's run config the partition step reads: Cora, parts
+// graph servers, the files at loc.
+func partitionConfig(parts int, loc jobconfig.Location) *jobconfig.RunConfig {
+	return &jobconfig.RunConfig{Dataset: jobconfig.Dataset{Source: jobconfig.SourceBuiltin, Name: "cora"},
+		GraphServers: jobconfig.GraphServers{Replicas: parts}, Partitions: &loc}
+}
+
+// TestPartitionStepFolder: the step cuts Cora into one checked file per graph server with the
+// manifest beside them and reports the manifest's cut; run again it reuses them; a corrupted
+// file is refused naming it; files of another count are replaced; a dataset that is already
+// partition files is refused.
+func TestPartitionStepFolder(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "cora-parts")
+	c := partitionConfig(3, jobconfig.Location{Path: dir})
+	got, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := partition.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Require(dir, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckHeaders(dir); err != nil {
+		t.Fatal(err)
+	}
+	want := jobstatus.Partitions{Parts: 3, Method: string(partition.DefaultMethod), EdgeCut: m.Quality.CutRatio, Ghosts: m.Quality.Ghosts, Balance: m.Quality.Balance}
+	if got != want || m.Dataset != "cora" || got.EdgeCut <= 0 || got.EdgeCut >= 0.5 || got.Ghosts <= 0 {
+		t.Fatalf("reported %+v for manifest of %s %+v; want %+v, a cut in (0, 0.5)", got, m.Dataset, m.Quality, want)
+	}
+	for p := range 3 {
+		data, err := graph.ReadPartitionFile(filepath.Join(dir, graph.PartitionFileName(p, 3)), p, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CheckPart(filepath.Join(dir, graph.PartitionFileName(p, 3)), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	again, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
+	want.Reused = true
+	if err != nil || again != want {
+		t.Fatalf("second run: %+v, %v; want %+v (reused)", again, err, want)
+	}
+
+	victim := filepath.Join(dir, graph.PartitionFileName(1, 3))
+	if err := os.Truncate(victim, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partitionStep(ctx, c, t.TempDir(), io.Discard); err == nil || !strings.Contains(err.Error(), graph.PartitionFileName(1, 3)) {
+		t.Fatalf("a corrupted file: %v, want an error naming %s", err, graph.PartitionFileName(1, 3))
+	}
+
+	two, err := partitionStep(ctx, partitionConfig(2, jobconfig.Location{Path: dir}), t.TempDir(), io.Discard)
+	if err != nil || two.Parts != 2 || two.Reused {
+		t.Fatalf("2 parts where 3 were: %+v, %v; want 2 new parts", two, err)
+	}
+	if m, err := partition.ReadManifest(dir); err != nil || m.Require(dir, 2) != nil {
+		t.Fatalf("manifest after 2 parts: %+v, %v", m, err)
+	}
+
+	from := partitionConfig(2, jobconfig.Location{Path: filepath.Join(t.TempDir(), "again")})
+	from.Dataset = jobconfig.Dataset{Source: jobconfig.SourcePVC, Path: dir}
+	if _, err := partitionStep(ctx, from, t.TempDir(), io.Discard); err == nil || !strings.Contains(err.Error(), "already cut into partition files") {
+		t.Fatalf("a dataset of partition files: %v, want it refused", err)
+	}
+}
+
+// TestPartitionStepS3 writes the files to a MinIO prefix, the manifest last, and a second run
+// reuses them from the manifest alone.
+func TestPartitionStepS3(t *testing.T) {
+	ctx := context.Background()
+	m := minio.Start(t)
+	m.Env(t)
+	t.Setenv(objstore.EnvEndpoint, m.Endpoint)
+	bucket := m.Bucket(t, "parts")
+	loc := jobconfig.Location{S3: &jobconfig.S3{Bucket: bucket, Prefix: "cora/2", Endpoint: m.Endpoint}}
+	c := partitionConfig(2, loc)
+	got, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openLocation(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	want := []string{graph.PartitionFileName(0, 2), graph.PartitionFileName(1, 2), partition.ManifestFileName}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("objects under %s: %v, want %v", st, names, want)
+	}
+	local := checkpoint.Dir(t.TempDir())
+	for _, n := range names {
+		b, err := st.Get(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := local.Put(ctx, n, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	man, err := partition.ReadManifest(string(local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := man.CheckHeaders(string(local)); err != nil {
+		t.Fatal(err)
+	}
+	if got.Parts != 2 || got.EdgeCut != man.Quality.CutRatio || got.Reused {
+		t.Fatalf("reported %+v, manifest %+v", got, man.Quality)
+	}
+	again, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
+	if err != nil || !again.Reused || again.EdgeCut != got.EdgeCut {
+		t.Fatalf("second run: %+v, %v; want the first's cut, reused", again, err)
+	}
+}
