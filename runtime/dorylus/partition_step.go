@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
@@ -27,7 +28,8 @@ func newPartitionCommand() *cobra.Command {
 		Long: `Partition reads a run config's dataset and writes it, cut by the multilevel partitioner into
 one file per graph server with partitions.json beside them, to the config's partitions location
 (a folder, or an S3 prefix through a local staging folder), where the graph servers read their
-own file. Files already there for the same dataset and count are checked and reused. Inside a
+own file. Files already there for the same dataset and count are checked and reused; files of
+another dataset or count are an error. Inside a
 GNNTrainingJob ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME) it reports the cut into the job's
 status.partitions.`,
 		Args: cobra.NoArgs,
@@ -58,7 +60,7 @@ status.partitions.`,
 
 // partitionStep writes c's dataset cut into c.GraphServers.Replicas partition files to
 // c.Partitions, unless valid files of that dataset and count are there already, and returns
-// their cut.
+// their cut; files of another count or dataset there are refused, not replaced.
 func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out io.Writer) (jobstatus.Partitions, error) {
 	loc, parts := c.Partitions, c.GraphServers.Replicas
 	if loc == nil {
@@ -68,18 +70,22 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if err != nil {
 		return jobstatus.Partitions{}, err
 	}
-	if m, err := existingPartitions(ctx, st, work, parts); err != nil || m != nil {
-		if m != nil {
-			fmt.Fprintf(out, "reusing %d partitions (%s) of %s in %s: %v\n", parts, m.Method, m.Dataset, st, m.Quality)
-		}
-		return reportOf(m, true), err
-	}
 	spec, err := source.Fetch(ctx, c.Dataset, source.Options{Dir: filepath.Join(work, "dataset")})
 	if err != nil {
 		return jobstatus.Partitions{}, err
 	}
 	if partition.HasManifest(spec) || hasPartitionFiles(spec) {
 		return jobstatus.Partitions{}, fmt.Errorf("dataset %s is already cut into partition files: leave spec.dataset.partitionTo unset", source.Spec(c.Dataset))
+	}
+	if m, err := existingPartitions(ctx, st, work, parts); err != nil || m != nil {
+		if err == nil {
+			err = sameDataset(m, spec, st)
+		}
+		if err != nil {
+			return jobstatus.Partitions{}, err
+		}
+		fmt.Fprintf(out, "reusing %d partitions (%s) of %s in %s: %v\n", parts, m.Method, m.Dataset, st, m.Quality)
+		return reportOf(m, true), nil
 	}
 	dir := loc.Path
 	if loc.S3 != nil {
@@ -101,8 +107,21 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	return reportOf(m, false), nil
 }
 
-// existingPartitions returns the manifest of parts partition files in st, checked against their
-// headers (of a folder), or nil when st holds none (or of another count, which are replaced).
+// sameDataset checks that the manifest m found in st describes the dataset at spec.
+func sameDataset(m *partition.Manifest, spec string, st checkpoint.Store) error {
+	d, err := graph.Load(spec, graph.LoadOptions{AllowMissingFeatures: true})
+	if err != nil {
+		return err
+	}
+	if m.Dataset != d.Name || m.Nodes != d.NumNodes() || m.Edges != d.Adj.NNZ() || m.Features != d.NumFeatures() || m.Classes != d.NumClasses {
+		return fmt.Errorf("%s in %s holds the partitions of dataset %s (%d nodes, %d edges, %d features, %d classes), not of %s (%d, %d, %d, %d): choose another spec.dataset.partitionTo",
+			partition.ManifestFileName, st, m.Dataset, m.Nodes, m.Edges, m.Features, m.Classes, d.Name, d.NumNodes(), d.Adj.NNZ(), d.NumFeatures(), d.NumClasses)
+	}
+	return nil
+}
+
+// existingPartitions returns the manifest of the partition files in st, checked against parts
+// and their headers (of a folder), or nil when st holds none.
 func existingPartitions(ctx context.Context, st checkpoint.Store, work string, parts int) (*partition.Manifest, error) {
 	dir, ok := st.(checkpoint.Dir)
 	if !ok { // S3: read the manifest alone; each graph server checks its own file against it
@@ -122,7 +141,10 @@ func existingPartitions(ctx context.Context, st checkpoint.Store, work string, p
 		return nil, nil
 	}
 	m, err := partition.ReadManifest(string(dir))
-	if err != nil || m.Parts != parts {
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Require(string(dir), parts); err != nil {
 		return nil, err
 	}
 	if _, ok := st.(checkpoint.Dir); ok {

@@ -27,8 +27,8 @@ func partitionConfig(parts int, loc jobconfig.Location) *jobconfig.RunConfig {
 
 // TestPartitionStepFolder: the step cuts Cora into one checked file per graph server with the
 // manifest beside them and reports the manifest's cut; run again it reuses them; a corrupted
-// file is refused naming it; files of another count are replaced; a dataset that is already
-// partition files is refused.
+// file is refused naming it, and so are files of another count or another dataset, and a
+// dataset that is already partition files.
 func TestPartitionStepFolder(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "cora-parts")
@@ -75,12 +75,23 @@ func TestPartitionStepFolder(t *testing.T) {
 		t.Fatalf("a corrupted file: %v, want an error naming %s", err, graph.PartitionFileName(1, 3))
 	}
 
-	two, err := partitionStep(ctx, partitionConfig(2, jobconfig.Location{Path: dir}), t.TempDir(), io.Discard)
-	if err != nil || two.Parts != 2 || two.Reused {
-		t.Fatalf("2 parts where 3 were: %+v, %v; want 2 new parts", two, err)
+	if err := os.Truncate(victim, 0); err != nil {
+		t.Fatal(err)
 	}
-	if m, err := partition.ReadManifest(dir); err != nil || m.Require(dir, 2) != nil {
-		t.Fatalf("manifest after 2 parts: %+v, %v", m, err)
+	if _, err := partitionStep(ctx, partitionConfig(2, jobconfig.Location{Path: dir}), t.TempDir(), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "holds 3 partitions of cora, want 2") {
+		t.Fatalf("2 parts where 3 are: %v, want them refused", err)
+	}
+	other := partitionConfig(3, jobconfig.Location{Path: dir})
+	other.Dataset.Name = "rmat:nodes=500,edges=2000,features=8,classes=3,seed=1"
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partitionStep(ctx, c, t.TempDir(), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partitionStep(ctx, other, t.TempDir(), io.Discard); err == nil || !strings.Contains(err.Error(), "holds the partitions of dataset cora") {
+		t.Fatalf("an R-MAT graph where cora's partitions are: %v, want them refused", err)
 	}
 
 	from := partitionConfig(2, jobconfig.Location{Path: filepath.Join(t.TempDir(), "again")})
