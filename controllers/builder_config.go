@@ -78,6 +78,7 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*j
 		cfg.Training.Intervals = int(*s.Training.Intervals)
 	}
 	cfg.Dataset = resolveDataset(&s.Dataset)
+	cfg.Partitions = resolvePartitions(job)
 
 	gs := graphServerName(job)
 	cfg.GraphServers = jobconfig.GraphServers{Replicas: int(s.GraphServers.Replicas), Port: jobconfig.GraphServerPort, DeadAfter: peerDeadAfter}

@@ -56,22 +56,18 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 	cv, cm := credentialsVolume(job, keys...)
 	volumes, mounts = append(volumes, cv), append(mounts, cm)
 	if k := job.Spec.Backend().Knative; k != nil && k.TokenSecretRef != nil {
-		v, m := secretVolume(secretFunctionToken, k.TokenSecretRef)
+		v, m := secretVolume(secretFunctionToken, k.TokenSecretRef.Name)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
-	if d := job.Spec.Dataset.PVC; d != nil {
-		v, m := pvcVolume(volumeDataset, d.ClaimName, jobconfig.DatasetMountPath, true)
-		volumes, mounts = append(volumes, v), append(mounts, m)
-	}
-	if d := job.Spec.Dataset.S3; d != nil && d.SecretRef != nil {
-		v, m := secretVolume(secretDataset, d.SecretRef)
-		volumes, mounts = append(volumes, v), append(mounts, m)
-	}
+	vs, ms := datasetVolumes(job)
+	volumes, mounts = append(volumes, vs...), append(mounts, ms...)
+	vs, ms = partitionVolumes(job, true)
+	volumes, mounts = append(volumes, vs...), append(mounts, ms...)
 	if l := job.Spec.Backend().Lambda; l != nil && l.Credentials.SecretRef != nil {
-		v, m := secretVolume(secretLambda, l.Credentials.SecretRef)
+		v, m := secretVolume(secretLambda, l.Credentials.SecretRef.Name)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
-	vs, ms := outputVolumes(job)
+	vs, ms = outputVolumes(job)
 	volumes, mounts = append(volumes, vs...), append(mounts, ms...)
 	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)))
 

@@ -42,7 +42,7 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, p
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
 	if c := job.Spec.Checkpoint; c != nil && c.S3 != nil && c.S3.SecretRef != nil {
-		v, m := secretVolume(secretCheckpoint, c.S3.SecretRef)
+		v, m := secretVolume(secretCheckpoint, c.S3.SecretRef.Name)
 		volumes, mounts = append(volumes, v), append(mounts, m)
 	}
 	podLabels := serverPodLabels(job, RoleParamServer)

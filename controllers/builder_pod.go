@@ -109,9 +109,9 @@ func podMounts() []*corev1ac.VolumeMountApplyConfiguration {
 
 // secretVolume mounts a credentials Secret read-only under
 // jobconfig.SecretsDir/<purpose>.
-func secretVolume(purpose string, ref *corev1.LocalObjectReference) (*corev1ac.VolumeApplyConfiguration, *corev1ac.VolumeMountApplyConfiguration) {
+func secretVolume(purpose, secret string) (*corev1ac.VolumeApplyConfiguration, *corev1ac.VolumeMountApplyConfiguration) {
 	name := "secret-" + purpose
-	return corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(ref.Name)),
+	return corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(secret)),
 		corev1ac.VolumeMount().WithName(name).WithMountPath(secretDir(purpose)).WithReadOnly(true)
 }
 

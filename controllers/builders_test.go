@@ -35,7 +35,7 @@ func TestResolveRunConfig(t *testing.T) {
 			Security: jobconfig.Security{TLSDir: "/var/run/secrets/dorylus/job"},
 		}
 	}
-	secret := &corev1.LocalObjectReference{Name: "aws"}
+	secret := &dorylusv1alpha1.SecretReference{Name: "aws"}
 	tests := []struct {
 		name string
 		job  func(*dorylusv1alpha1.GNNTrainingJob)
@@ -260,7 +260,7 @@ func wantCredentialsVolume(keys ...string) corev1.Volume {
 }
 
 func TestBuildGraphStatefulSet(t *testing.T) {
-	secret := &corev1.LocalObjectReference{Name: "aws"}
+	secret := &dorylusv1alpha1.SecretReference{Name: "aws"}
 	tests := []struct {
 		name     string
 		job      func(*dorylusv1alpha1.GNNTrainingJob)
@@ -322,7 +322,7 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 			p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "dataset", MountPath: "/data/dataset", ReadOnly: true})
 		}},
 		{name: "s3 and lambda secrets are mounted, never in env; lambda pull: the function identity", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{S3: &dorylusv1alpha1.S3Location{Bucket: "graphs", SecretRef: &corev1.LocalObjectReference{Name: "s3"}}}
+			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{S3: &dorylusv1alpha1.S3Location{Bucket: "graphs", SecretRef: &dorylusv1alpha1.SecretReference{Name: "s3"}}}
 			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				FunctionName: "f", Region: "us-east-1", MemoryMB: 128, MaxConcurrency: 1, DataPath: dorylusv1alpha1.DataPathPull,
 				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: secret}}}
@@ -468,7 +468,7 @@ func TestBuildRBAC(t *testing.T) {
 		}, want: map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/dorylus"}},
 		{name: "lambda by secret: no annotation", job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
-				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: &corev1.LocalObjectReference{Name: "aws"}}}}
+				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: &dorylusv1alpha1.SecretReference{Name: "aws"}}}}
 		}},
 	}
 	for _, tc := range tests {

@@ -57,8 +57,10 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 		return nil, fmt.Errorf("encode run config: %w", err)
 	}
 	image := runtimeImage(job, r.RuntimeImage)
+	// The servers wait at zero for the partition step.
+	serve := running && !partitioning(job)
 	gsReplicas, psReplicas := int32(0), int32(0)
-	if running {
+	if serve {
 		gsReplicas, psReplicas = job.Spec.GraphServers.Replicas, 1
 	}
 	out := []runtime.ApplyConfiguration{
@@ -75,7 +77,10 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 		out = append(out, buildParamDeployment(job, image, hash, period, n, psReplicas))
 	}
 	if managedKnative(job) && r.KnativeAvailable {
-		out = append(out, client.ApplyConfigurationFromUnstructured(buildKnativeService(job, image, period, running)))
+		out = append(out, client.ApplyConfigurationFromUnstructured(buildKnativeService(job, image, period, serve)))
+	}
+	if running && partitioning(job) {
+		out = append(out, buildPartitionJob(job, image))
 	}
 	return out, nil
 }
@@ -200,6 +205,9 @@ func (r *GNNTrainingJobReconciler) observe(ctx context.Context, job *dorylusv1al
 	obs.pods = pods.Items
 	obs.rolledOut = rolledOutRun(ownSts, ownDeps)
 	obs.failure = firstFailure(job, pods.Items)
+	if obs.partitionFailure, err = r.partitionFailure(ctx, job, pods.Items); err != nil {
+		return obs, err
+	}
 	obs.startProblems, obs.starting, err = r.startProblems(ctx, ownSts, ownDeps, pods.Items)
 	return obs, err
 }

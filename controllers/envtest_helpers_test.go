@@ -93,7 +93,8 @@ func getObj(t *testing.T, ns, name string, obj client.Object) error {
 }
 
 // setStatefulSetReady plays the StatefulSet controller: ready of its
-// replicas are ready at its current generation.
+// replicas are ready at its current generation, once the operator has scaled
+// it to at least ready.
 func setStatefulSetReady(t *testing.T, ns, name string, ready int32) {
 	t.Helper()
 	eventually(t, "set StatefulSet status", func() error {
@@ -102,6 +103,9 @@ func setStatefulSetReady(t *testing.T, ns, name string, ready int32) {
 			return err
 		}
 		want := *sts.Spec.Replicas
+		if want < ready { // the operator has not scaled it up yet: a later generation would not be observed
+			return fmt.Errorf("%d replicas, want %d ready", want, ready)
+		}
 		sts.Status = appsv1.StatefulSetStatus{
 			ObservedGeneration: sts.Generation, Replicas: want, ReadyReplicas: ready,
 			AvailableReplicas: ready, CurrentReplicas: want, UpdatedReplicas: want,
@@ -111,7 +115,7 @@ func setStatefulSetReady(t *testing.T, ns, name string, ready int32) {
 }
 
 // setDeploymentAvailable plays the Deployment controller: its pod is
-// available at its current generation.
+// available at its current generation, once the operator has scaled it up.
 func setDeploymentAvailable(t *testing.T, ns, name string) {
 	t.Helper()
 	eventually(t, "set Deployment status", func() error {
@@ -120,6 +124,9 @@ func setDeploymentAvailable(t *testing.T, ns, name string) {
 			return err
 		}
 		want := *d.Spec.Replicas
+		if want < 1 {
+			return fmt.Errorf("%d replicas, want 1 available", want)
+		}
 		d.Status = appsv1.DeploymentStatus{
 			ObservedGeneration: d.Generation, Replicas: want, ReadyReplicas: want,
 			AvailableReplicas: want, UpdatedReplicas: want,

@@ -26,7 +26,7 @@ func TestNetworkPolicy(t *testing.T) {
 	createJob(t, userJob(ns, "pull", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 			FunctionName: "f", Region: "us-east-1", DataPath: dorylusv1alpha1.DataPathPull,
-			Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: &corev1.LocalObjectReference{Name: "aws"}}}}
+			Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: &dorylusv1alpha1.SecretReference{Name: "aws"}}}}
 	}))
 	tcp := ptr.To(corev1.ProtocolTCP)
 	port := func(p int) networkingv1.NetworkPolicyPort {

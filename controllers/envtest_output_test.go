@@ -69,7 +69,7 @@ func TestInferenceJob(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
 	out := &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds", Prefix: "cora", Endpoint: "http://minio:9000",
-		SecretRef: &corev1.LocalObjectReference{Name: "aws"}}}
+		SecretRef: &dorylusv1alpha1.SecretReference{Name: "aws"}}}
 	model := dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "models", Path: "cora/gcn"}}
 	createJob(t, userJob(ns, "infer", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Output, j.Spec.Inference = out, &dorylusv1alpha1.InferenceSpec{Model: model}

@@ -27,7 +27,7 @@ func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 	if err := k8sClient.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.LocalObjectReference{Name: "creds"}
+	secret := &dorylusv1alpha1.SecretReference{Name: "creds"}
 	job := userJob(ns.Name, "psa", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.UID = "0000-psa"
 		j.Spec.Dataset = dorylusv1alpha1.DatasetSource{S3: &dorylusv1alpha1.S3Location{Bucket: "graphs", SecretRef: secret}}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,6 +38,7 @@ import (
 // +kubebuilder:rbac:groups=dorylus.dev,resources=gnntrainingjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=statefulsets;deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
@@ -123,6 +125,9 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		running := !isSuspended(job)
 		start := nextStartTime(job, running, now)
 		in.verdict = decide(job, start, exact)
+		if in.verdict == nil && obs.partitionFailure != "" {
+			in.verdict = &verdict{dorylusv1alpha1.ConditionFailed, dorylusv1alpha1.ReasonPartitioningFailed, obs.partitionFailure}
+		}
 		if running && obs.failure != nil && (in.verdict == nil || in.verdict.reason == dorylusv1alpha1.ReasonTrainingError) {
 			// A server failed: what graph server 0 reports now is a consequence.
 			in.verdict = nil
@@ -217,7 +222,7 @@ func (r *GNNTrainingJobReconciler) nextWake(job *dorylusv1alpha1.GNNTrainingJob,
 // resourceVersion is a precondition: a status computed from a stale cached
 // read (which could, say, reset completionTime) is refused with a conflict.
 func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus) error {
-	status.Progress = nil
+	status.Progress, status.Partitions = nil, nil // graph server 0's and the partition step's
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
 		return err
@@ -292,6 +297,7 @@ func (r *GNNTrainingJobReconciler) SetupWithManager(mgr ctrl.Manager, opts Optio
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToJob), builder.WithPredicates(podStatusChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)})
 	if r.KnativeAvailable {

@@ -48,7 +48,7 @@ func outputVolumes(job *dorylusv1alpha1.GNNTrainingJob) ([]*corev1ac.VolumeApply
 			vs, ms = append(vs, v), append(ms, m)
 		}
 		if l.S3 != nil && l.S3.SecretRef != nil {
-			v, m := secretVolume(purpose, l.S3.SecretRef)
+			v, m := secretVolume(purpose, l.S3.SecretRef.Name)
 			vs, ms = append(vs, v), append(ms, m)
 		}
 	}

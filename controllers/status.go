@@ -32,6 +32,9 @@ type observation struct {
 	// failure is the first failure of a server of the current run, if any
 	// (restarts.go).
 	failure *serverFailure
+	// partitionFailure says why the partition step failed, "" unless it did
+	// (partition.go).
+	partitionFailure string
 	// startProblems say why server pods cannot be created, scheduled or
 	// started, one line each, sorted (podstart.go).
 	startProblems []string
@@ -71,6 +74,7 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 		Restarts:           old.Restarts,
 		LastRestartTime:    old.LastRestartTime,
 		Progress:           old.Progress,
+		Partitions:         old.Partitions,
 		Outputs:            outputURIs(job),
 	}
 	// active: the job was running when this reconcile began; running: it
@@ -90,7 +94,8 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 	}
 
 	gsWant, psWant := int32(0), int32(0)
-	if running {
+	waiting := running && partitioning(job) // for the partition step
+	if running && !waiting {
 		gsWant, psWant = job.Spec.GraphServers.Replicas, paramShards(job)
 	}
 	st.GraphServers = dorylusv1alpha1.ServerStatus{Replicas: gsWant, ReadyReplicas: min(in.obs.graphReady, gsWant)}
@@ -102,14 +107,20 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	set(createdCondition(in))
-	ready := running && in.applyErr == nil && !in.knativeMissing &&
+	ready := running && !waiting && in.applyErr == nil && !in.knativeMissing &&
 		st.GraphServers.ReadyReplicas == gsWant && st.ParameterServers.ReadyReplicas == psWant && in.obs.knativeReady
 	rc := readyCondition(job, st, running, finished, ready, in.obs.knativeReady)
 	if rc.Reason == dorylusv1alpha1.ReasonServersNotReady && len(in.obs.startProblems) > 0 {
 		rc.Reason, rc.Message = dorylusv1alpha1.ReasonPodsCannotStart, startProblemMessage(st, in.obs.startProblems)
 	}
+	tc := trainingCondition(running, finished, ready)
+	if waiting && in.applyErr == nil {
+		rc.Reason = dorylusv1alpha1.ReasonPartitioning
+		rc.Message = fmt.Sprintf("the partition step (Job %s) is cutting the dataset into %d partition files; the servers wait", partitionJobName(job), job.Spec.GraphServers.Replicas)
+		tc.Reason, tc.Message = rc.Reason, rc.Message
+	}
 	set(rc)
-	set(trainingCondition(running, finished, ready))
+	set(tc)
 	set(suspendedCondition(job, in.queue))
 	if v := in.verdict; v != nil {
 		set(metav1.Condition{Type: v.conditionType, Status: metav1.ConditionTrue, Reason: v.reason, Message: v.message})

@@ -95,8 +95,7 @@ type AWSCredentials struct {
 	// SecretRef names a Secret in the job's namespace with keys accessKeyID,
 	// secretAccessKey and optionally sessionToken.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",fieldPath=".name",reason=FieldValueInvalid
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	SecretRef *SecretReference `json:"secretRef,omitempty"`
 }
 
 // KnativeBackend posts tensor tasks over HTTP to a Knative Service: an

@@ -1,9 +1,5 @@
 package v1alpha1
 
-import (
-	corev1 "k8s.io/api/core/v1"
-)
-
 // DatasetSource is where the graph comes from: exactly one of builtin, s3,
 // pvc or http.
 //
@@ -32,28 +28,15 @@ type DatasetSource struct {
 	Format DatasetFormat `json:"format,omitempty"`
 	// PartitionTo, when set, has the operator cut the dataset once, before
 	// any server starts, into one checksummed file per graph server (the
-	// multilevel cut of `dorylus prepare --partitions`) at this location; each
-	// graph server then reads only its own file. A job that restarts or
+	// multilevel cut of `dorylus prepare --partitions`) under parts-N/ at this
+	// location (read-write for the partition step, read-only for the graph
+	// servers); each graph server then reads only its own file. A job that restarts or
 	// resumes, or another job of the same dataset and graph-server count,
 	// reuses the files found there. Unset, every graph server loads the whole
 	// dataset and cuts it itself (a Prepared dataset already cut into
 	// partitions is read file by file either way).
 	// +optional
-	PartitionTo *PartitionStore `json:"partitionTo,omitempty"`
-}
-
-// PartitionStore is where a job's partition files go: exactly one of s3 or
-// pvc.
-//
-// +kubebuilder:validation:XValidation:rule="[has(self.s3), has(self.pvc)].filter(x, x).size() == 1",message="spec.dataset.partitionTo must set exactly one of s3, pvc"
-type PartitionStore struct {
-	// S3 is a prefix in an S3-compatible bucket.
-	// +optional
-	S3 *S3Location `json:"s3,omitempty"`
-	// PVC is a folder on a PersistentVolumeClaim, mounted read-write by the
-	// partition step and read-only by the graph servers.
-	// +optional
-	PVC *PVCLocation `json:"pvc,omitempty"`
+	PartitionTo *OutputLocation `json:"partitionTo,omitempty"`
 }
 
 // DatasetFormat is the on-disk layout of a dataset.
@@ -102,8 +85,17 @@ type S3Location struct {
 	// secretAccessKey and optionally sessionToken. Unset: the pods' service
 	// account identity (or the node's) is used.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",fieldPath=".name",reason=FieldValueInvalid
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	SecretRef *SecretReference `json:"secretRef,omitempty"`
+}
+
+// SecretReference names a Secret in the job's namespace.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="secretRef.name must name a Secret: a non-empty DNS subdomain (lowercase letters, digits, '-' and '.')",fieldPath=".name",reason=FieldValueInvalid
+type SecretReference struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // PVCLocation is a folder on a PersistentVolumeClaim in the job's namespace.

@@ -3,7 +3,8 @@ package v1alpha1
 // ReasonOutputsWritten (Succeeded): an inference job wrote its outputs to spec.output.
 const ReasonOutputsWritten = "OutputsWritten"
 
-// OutputLocation is a folder for a job's outputs or a saved model: exactly one of s3, pvc.
+// OutputLocation is a folder for a job's outputs, a saved model or partition files: exactly
+// one of s3, pvc.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.s3), has(self.pvc)].filter(x, x).size() == 1",message="must set exactly one of s3, pvc"
 type OutputLocation struct {

@@ -80,7 +80,7 @@ func TestGraphServerKilledCheckpointed(t *testing.T) {
 		j.Spec.Training.Staleness = intstr.FromInt32(0)
 		j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{
 			Bucket: bucket, Prefix: name + "/", Region: minio.Region, Endpoint: endpoint,
-			SecretRef: &corev1.LocalObjectReference{Name: name + "-s3"}}}
+			SecretRef: &dorylusv1alpha1.SecretReference{Name: name + "-s3"}}}
 	})
 	defer tl.close()
 	resumes(t, c, tl, killProcess)

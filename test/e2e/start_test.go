@@ -34,7 +34,7 @@ func TestJobsThatCannotStart(t *testing.T) {
 			j.Spec.Training.Staleness = intstr.FromString("sync")
 			j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{
 				Bucket: "checkpoints", Region: "us-east-1", Endpoint: "http://127.0.0.1:1",
-				SecretRef: &corev1.LocalObjectReference{Name: "no-such-secret"}}}
+				SecretRef: &dorylusv1alpha1.SecretReference{Name: "no-such-secret"}}}
 		}},
 		{"unknown-image", "127.0.0.1:1/dorylus-gnn/no-such-image", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Image = "127.0.0.1:1/dorylus-gnn/no-such-image:0"
