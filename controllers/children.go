@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,8 +113,9 @@ func (r *GNNTrainingJobReconciler) applyChildren(ctx context.Context, job *doryl
 }
 
 // pruneChildren deletes parameter-shard Deployments beyond the replica count,
-// a managed Knative Service the spec no longer asks for, and the Workload of a
-// job no longer queued in Kueue.
+// a managed Knative Service the spec no longer asks for, the Workload of a
+// job no longer queued in Kueue, and the partition step's Job once it has
+// reported.
 func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob) error {
 	var deps appsv1.DeploymentList
 	if err := r.List(ctx, &deps, client.InNamespace(job.Namespace), client.MatchingLabels(selectorLabels(job, RoleParamServer))); err != nil {
@@ -136,6 +138,9 @@ func (r *GNNTrainingJobReconciler) pruneChildren(ctx context.Context, job *doryl
 	if r.KueueAvailable && queueName(job) == "" {
 		errs = append(errs, r.deleteOwned(ctx, job, WorkloadGVK, workloadName(job))) // no longer queued: free its quota
 	}
+	if !partitioning(job) { // the step reported: its Job and pod are done with
+		errs = append(errs, r.deleteOwned(ctx, job, batchv1.SchemeGroupVersion.WithKind("Job"), partitionJobName(job)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -153,7 +158,7 @@ func (r *GNNTrainingJobReconciler) deleteOwned(ctx context.Context, job *dorylus
 		return nil
 	}
 	uid := u.GetUID()
-	return client.IgnoreNotFound(r.Delete(ctx, u, client.Preconditions{UID: &uid}))
+	return client.IgnoreNotFound(r.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 }
 
 // observe reads the children's readiness and the pods' failures from the

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
@@ -31,7 +32,7 @@ func partitionedJob(ns, name string) *dorylusv1alpha1.GNNTrainingJob {
 // at zero and Ready=False reason Partitioning; once the step reports
 // status.partitions of the job's graph-server count, the servers start and
 // read their files read-only from parts-2/, and the report stays in the
-// status through the operator's writes.
+// status through the operator's writes, and the step's Job is deleted.
 func TestPartitionStep(t *testing.T) {
 	needEnv(t)
 	ns := newNamespace(t)
@@ -83,6 +84,12 @@ func TestPartitionStep(t *testing.T) {
 	if p := job.Status.Partitions; p == nil || *p != want || job.Status.GraphServers.Replicas != 2 {
 		t.Errorf("status.partitions %+v, graph servers %+v after the operator's writes: want %+v, 2 wanted", p, job.Status.GraphServers, want)
 	}
+	eventually(t, "the partition Job deleted once its report is in", func() error {
+		if err := getObj(t, ns, "cut-partition", &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get: %v, want NotFound", err)
+		}
+		return nil
+	})
 	var sts appsv1.StatefulSet
 	if err := getObj(t, ns, "cut-gs", &sts); err != nil {
 		t.Fatal(err)

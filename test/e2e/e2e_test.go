@@ -296,7 +296,7 @@ func deleteJob(t *testing.T, name string, pids []int) {
 	run(t, kubectl, "delete", "-n", ns, "gnnjob/"+name, "--wait", "--timeout=120s")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		left := run(t, kubectl, "get", "-n", ns, "pods,statefulsets,deployments,services,configmaps,serviceaccounts,roles,rolebindings",
+		left := run(t, kubectl, "get", "-n", ns, "pods,statefulsets,deployments,jobs,services,configmaps,serviceaccounts,roles,rolebindings",
 			"-l", controllers.LabelJobName+"="+name, "-o", "name")
 		var alive []int
 		for _, pid := range pids {
