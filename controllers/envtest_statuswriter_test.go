@@ -26,7 +26,8 @@ import (
 // creates the pods of graph servers 0 and 1 (no kubelet runs them) and
 // reports progress with tokens of the job's ServiceAccount bound to each:
 // graph server 1's report and an unbound token's are refused with the
-// policy's message, graph server 0's is written. The same holds for graph
+// policy's message, graph server 0's is written; a pod of the partition step
+// writes status.partitions once and no progress. The same holds for graph
 // servers running as their podTemplate's ServiceAccount.
 func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
 	needEnv(t)
@@ -74,7 +75,7 @@ func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
 	gs0, gs1, unbound := reporter("cora", "cora-runtime", "cora-gs-0"), reporter("cora", "cora-runtime", "cora-gs-1"), reporter("cora", "cora-runtime", "")
 	ownGS0, ownGS1 := reporter("own", "ml-identity", "own-gs-0"), reporter("own", "ml-identity", "own-gs-1")
 
-	const want = `gnntrainingjobs.dorylus.dev "cora" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod cora-gs-0) may write the status of GNNTrainingJob cora`
+	const want = `gnntrainingjobs.dorylus.dev "cora" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod cora-gs-0), and the partition step (a pod cora-partition-*) once with status.partitions, may write the status of GNNTrainingJob cora`
 	// The policy and the job's Role take effect shortly after they are written.
 	eventually(t, "graph server 1 refused", func() error { return refusedWith(gs1.Report(ctx, jobstatus.Progress{Epoch: 7}), want) })
 	if err := refusedWith(unbound.Report(ctx, jobstatus.Progress{Epoch: 8}), want); err != nil {
@@ -86,7 +87,26 @@ func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
 	if p := getJob(t, ns, "cora").Status.Progress; p == nil || p.Epoch != 3 {
 		t.Errorf("progress %+v, want graph server 0's epoch 3", p)
 	}
-	const wantOwn = `gnntrainingjobs.dorylus.dev "own" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod own-gs-0) may write the status of GNNTrainingJob own`
+	// The partition step's pod reports status.partitions once, and nothing else.
+	step := reporter("cora", "cora-runtime", "cora-partition-x7k2p")
+	if err := refusedWith(step.Report(ctx, jobstatus.Progress{Epoch: 9}), want); err != nil {
+		t.Errorf("progress reported by the partition step: %v", err)
+	}
+	cut := jobstatus.Partitions{Parts: 2, Method: "multilevel", EdgeCut: 0.04, Ghosts: 268, Balance: 1.0002}
+	if err := step.ReportPartitions(ctx, cut); err != nil {
+		t.Fatalf("the partition step's report: %v", err)
+	}
+	if p := getJob(t, ns, "cora").Status.Partitions; p == nil || p.Ghosts != 268 {
+		t.Errorf("status.partitions %+v, want the step's", p)
+	}
+	cut.Ghosts = 1
+	if err := refusedWith(step.ReportPartitions(ctx, cut), want); err != nil {
+		t.Errorf("a second partitions report: %v", err)
+	}
+	if err := refusedWith(gs1.ReportPartitions(ctx, cut), want); err != nil {
+		t.Errorf("partitions reported by graph server 1: %v", err)
+	}
+	const wantOwn = `gnntrainingjobs.dorylus.dev "own" is forbidden: ValidatingAdmissionPolicy 'status-writer' with binding 'status-writer' denied request: only graph server 0 (pod own-gs-0), and the partition step (a pod own-partition-*) once with status.partitions, may write the status of GNNTrainingJob own`
 	if err := refusedWith(ownGS1.Report(ctx, jobstatus.Progress{Epoch: 7}), wantOwn); err != nil {
 		t.Errorf("graph server 1 as the podTemplate's ServiceAccount: %v", err)
 	}
