@@ -64,14 +64,7 @@ func TestJobCredentials(t *testing.T) {
 	}
 	_, first := resume()
 
-	var cm corev1.ConfigMap
-	if err := getObj(t, ns, "sec-config", &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := jobconfig.Parse([]byte(cm.Data[jobconfig.ConfigMapKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := runConfigOf(t, ns, "sec")
 	if cfg.Security != (jobconfig.Security{TLSDir: "/var/run/secrets/dorylus/job"}) || cfg.Backend.Knative.TokenFile != "/var/run/secrets/dorylus/job/token" {
 		t.Errorf("run config security %+v, knative token file %q", cfg.Security, cfg.Backend.Knative.TokenFile)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 )
 
@@ -212,6 +214,20 @@ func waitScaled(t *testing.T, ns, job string, gs, ps int32) {
 		}
 		return nil
 	})
+}
+
+// runConfigOf parses the run config the operator wrote for job.
+func runConfigOf(t *testing.T, ns, job string) *jobconfig.RunConfig {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := getObj(t, ns, job+"-config", &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := jobconfig.Parse([]byte(cm.Data[jobconfig.ConfigMapKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func isConflict(err error) bool { return apierrors.IsConflict(err) }

@@ -176,14 +176,7 @@ func TestSuspendResumeAsyncCheckpointed(t *testing.T) {
 			waitScaled(t, ns, "async-pause", 2, 1)
 		}
 	}
-	var cm corev1.ConfigMap
-	if err := getObj(t, ns, "async-pause-config", &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := jobconfig.Parse([]byte(cm.Data[jobconfig.ConfigMapKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := runConfigOf(t, ns, "async-pause")
 	want := &jobconfig.Checkpoint{IntervalEpochs: 5, Path: jobconfig.CheckpointMountPath + "/async"}
 	if diff := cmp.Diff(want, cfg.Checkpoint); diff != "" || cfg.Training.Staleness != (jobconfig.Staleness{Bound: 1}) {
 		t.Errorf("resumed run config: staleness %v, checkpoint (-want +got):\n%s", cfg.Training.Staleness, diff)

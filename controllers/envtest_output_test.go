@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,14 +80,7 @@ func TestInferenceJob(t *testing.T) {
 	if diff := cmp.Diff(model, job.Spec.Inference.Model); diff != "" {
 		t.Errorf("spec.inference.model (-want +got):\n%s", diff)
 	}
-	var cm corev1.ConfigMap
-	if err := getObj(t, ns, "infer-config", &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := jobconfig.Parse([]byte(cm.Data[jobconfig.ConfigMapKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := runConfigOf(t, ns, "infer")
 	wantOut := &jobconfig.Location{S3: &jobconfig.S3{Bucket: "preds", Prefix: "cora", Endpoint: "http://minio:9000", CredentialsDir: "/var/run/secrets/dorylus/output"}}
 	if diff := cmp.Diff(wantOut, cfg.Output); diff != "" {
 		t.Errorf("run config output (-want +got):\n%s", diff)

@@ -52,14 +52,7 @@ func TestPartitionStep(t *testing.T) {
 		v.PersistentVolumeClaim.ClaimName != "parts" || v.PersistentVolumeClaim.ReadOnly || m == nil || m.ReadOnly || m.MountPath != jobconfig.PartitionsMountPath {
 		t.Errorf("partition Job's partitions volume %+v, mount %+v: want claim parts, read-write at %s", v, m, jobconfig.PartitionsMountPath)
 	}
-	var cm corev1.ConfigMap
-	if err := getObj(t, ns, "cut-config", &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := jobconfig.Parse([]byte(cm.Data[jobconfig.ConfigMapKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := runConfigOf(t, ns, "cut")
 	if p := cfg.Partitions; p == nil || p.Path != "/data/partitions/cora/parts-2" || p.S3 != nil {
 		t.Errorf("run config partitions %+v: want path /data/partitions/cora/parts-2", p)
 	}
