@@ -55,10 +55,13 @@ func TestAsyncGraphServerSIGKILLResumes(t *testing.T) {
 // TestAsyncFaultsSurvived runs asynchronous (S = 0 and S = 1) Cora trainings on separate
 // server processes restarted the way pods are, through a graph server and a parameter server
 // killed with SIGKILL after epoch 100: the parameter servers checkpoint every 10 epochs, where
-// the pipeline drains, and the run goes on from the checkpoint of epoch 100 or, with S = 0,
-// from a later epoch boundary the surviving shards hold — never from an earlier one — and ends
-// within a point of the test accuracy of an undisturbed run. With S = 1 the killed parameter
-// server resumes from the checkpoint of epoch 100 and the other goes back to it.
+// the pipeline drains, and the run goes on from the checkpoint of epoch 100 or from a later
+// epoch boundary the surviving shards hold — never from an earlier one — and ends within a
+// point of the test accuracy of an undisturbed run. A killed parameter server resumes from the
+// checkpoint of epoch 100 and, with S = 1 (whose other shard is past a boundary then), the
+// other goes back to it. (A killed graph server with S = 1 usually leaves the shards past a
+// boundary too, so they go back to 100; killed just as an epoch's last update landed, they
+// hold the boundary and the run goes on from there, as parameterserver.restart says.)
 func TestAsyncFaultsSurvived(t *testing.T) {
 	backTo100 := regexp.MustCompile(`parameter server 0: back from version \d+ to the checkpoint of epoch 100\n`)
 	data := coraPartitions(t)
@@ -82,7 +85,7 @@ func TestAsyncFaultsSurvived(t *testing.T) {
 					if victim == 3 && !strings.Contains(logs, "parameter server 1: resumed from the checkpoint of epoch 100") {
 						t.Errorf("parameter server 1 did not resume from the checkpoint of epoch 100:\n%s", logs)
 					}
-					if bound == 1 && (c.resumed != 101 || !backTo100.MatchString(logs)) {
+					if bound == 1 && victim == 3 && (c.resumed != 101 || !backTo100.MatchString(logs)) {
 						t.Errorf("resumed at epoch %d, want 101, or parameter server 0 did not go back to the checkpoint of epoch 100:\n%s", c.resumed, logs)
 					}
 					if math.Abs(got.TestAcc-want.TestAcc) > 0.01 || got.TestAcc == 0 {
