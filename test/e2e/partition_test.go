@@ -5,6 +5,7 @@ package e2e
 import (
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // host volume: the operator's partition step (a Job running the project's
 // image) writes Cora's 2 partition files and their manifest under parts-2/,
 // reports the manifest's cut into status.partitions, the graph servers train
-// on their own files to the single process's accuracy; a second job of the
-// same dataset and count reuses the files.
+// on their own files to the single process's accuracy, and kubectl get -o wide
+// shows the edge cut; a second job of the same dataset and count reuses the
+// files.
 func TestPartitionStep(t *testing.T) {
 	t.Parallel()
 	const first, second, claim = "cora-parts", "cora-parts-again", "cora-partitions"
@@ -26,7 +28,23 @@ func TestPartitionStep(t *testing.T) {
 	edit := func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Dataset.PartitionTo = &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: claim, Path: "cora"}}
 	}
-	job := runSample(t, c, "cpu_cora.yaml", first, edit, 300*time.Second, func(*dorylusv1alpha1.GNNTrainingJob) float64 { return singleProcessAccuracy(t) })
+	job, manifest := sampleJob(t, "cpu_cora.yaml", first, edit)
+	start := time.Now()
+	apply(t, manifest)
+	tl := watchJob(c, first, int(job.Spec.GraphServers.Replicas+job.Spec.ParameterServers.Replicas), start)
+	defer tl.close()
+	job = waitJob(t, c, first, "Succeeded", 300*time.Second, succeeded)
+	if job.Status.Partitions == nil {
+		t.Fatalf("no status.partitions: %s", conditions(job))
+	}
+	tl.wait(t, msGone, 120*time.Second)
+	t.Logf("timeline %s", tl.report())
+	jobAccuracy(t, c, first, singleProcessAccuracy(t))
+	wide := run(t, kubectl, "get", "-n", ns, "gnnjob", first, "-o", "wide")
+	if !strings.Contains(wide, "EDGE-CUT") || !strings.Contains(wide, "GHOSTS") || !strings.Contains(wide, string(job.Status.Partitions.EdgeCut)) {
+		t.Errorf("kubectl get gnnjob -o wide shows no edge cut %s:\n%s", job.Status.Partitions.EdgeCut, wide)
+	}
+	deleteJob(t, first, tl.processes())
 	parts := filepath.Join(dir, "cora", "parts-2")
 	m, err := partition.ReadManifest(parts)
 	if err != nil {
