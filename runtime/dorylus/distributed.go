@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -299,6 +300,7 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		case err := <-decodeErr:
 			return res, err
 		case c := <-exited:
+			c = exitCause(c, exited)
 			return res, fmt.Errorf("%s exited before the run finished (%v)%s", c.name, c.err, c.log.tail())
 		case <-ctx.Done():
 			return res, fmt.Errorf("training stopped (seed %d): %w", seed, ctx.Err())
@@ -327,6 +329,41 @@ func writeConfig(path string, c *jobconfig.RunConfig) error {
 // output to out (discarded if nil), its standard error to stderr prefixed by its name, and in
 // its own process group, so that a terminal's Ctrl-C reaches only the launcher, which stops
 // it. It stops by itself when its standard input closes (the launcher exiting, even killed).
+// exitSettle is how long the launcher waits, after a server exits, for another that a signal
+// killed: the peers of a killed server exit too, often first, when its connections reset.
+const exitSettle = 500 * time.Millisecond
+
+// exitCause returns, of first (the first server to exit) and those exiting within exitSettle
+// after it, the first a signal killed, else first: the cause, not a peer that exited
+// because of it.
+func exitCause(first *child, exited <-chan *child) *child {
+	if signaled(first.err) {
+		return first
+	}
+	timer := time.NewTimer(exitSettle)
+	defer timer.Stop()
+	for {
+		select {
+		case c := <-exited:
+			if signaled(c.err) {
+				return c
+			}
+		case <-timer.C:
+			return first
+		}
+	}
+}
+
+// signaled reports whether err is the exit of a process a signal killed.
+func signaled(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
+}
+
 func startChild(exe, name string, lis net.Listener, out, stderr io.Writer, exited chan<- *child, args ...string) (*child, error) {
 	f, err := lis.(*net.TCPListener).File()
 	if err != nil {
