@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -130,7 +129,8 @@ func buildPartitionJob(job *dorylusv1alpha1.GNNTrainingJob, image string) *batch
 }
 
 // partitionFailure says why the job's partition step failed: its Job's
-// Failed condition and its pod's last log lines; "" while it has not failed.
+// Failed condition and its pod's last log line (as podFailure quotes a
+// server's); "" while it has not failed.
 func (r *GNNTrainingJobReconciler) partitionFailure(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) (string, error) {
 	if job.Spec.Dataset.PartitionTo == nil {
 		return "", nil
@@ -152,7 +152,7 @@ func (r *GNNTrainingJobReconciler) partitionFailure(ctx context.Context, job *do
 			if p := &pods[i]; p.Labels[LabelRole] == RolePartitioner {
 				for _, cs := range p.Status.ContainerStatuses {
 					if t := cs.State.Terminated; t != nil && t.Message != "" {
-						msg += ": " + lastLines(t.Message)
+						msg += ": " + truncate(lastLine(t.Message), 256)
 					}
 				}
 			}
@@ -160,10 +160,4 @@ func (r *GNNTrainingJobReconciler) partitionFailure(ctx context.Context, job *do
 		return msg, nil
 	}
 	return "", nil
-}
-
-// lastLines is the end of a termination message, at most 3 lines.
-func lastLines(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-3):], " | ")
 }
