@@ -98,6 +98,6 @@ const (
 	// ReasonTrainingError: graph server 0 reported an unrecoverable error.
 	ReasonTrainingError = "TrainingError"
 	// ReasonPartitioningFailed: the partition step failed; the message
-	// quotes its last log lines.
+	// quotes its last log line.
 	ReasonPartitioningFailed = "PartitioningFailed"
 )
