@@ -96,7 +96,7 @@ func getObj(t *testing.T, ns, name string, obj client.Object) error {
 
 // setStatefulSetReady plays the StatefulSet controller: ready of its
 // replicas are ready at its current generation, once the operator has scaled
-// it to at least ready.
+// it up (to at least ready).
 func setStatefulSetReady(t *testing.T, ns, name string, ready int32) {
 	t.Helper()
 	eventually(t, "set StatefulSet status", func() error {
@@ -105,7 +105,7 @@ func setStatefulSetReady(t *testing.T, ns, name string, ready int32) {
 			return err
 		}
 		want := *sts.Spec.Replicas
-		if want < ready { // the operator has not scaled it up yet: a later generation would not be observed
+		if want == 0 || want < ready { // the operator has not scaled it up yet: a later generation would not be observed
 			return fmt.Errorf("%d replicas, want %d ready", want, ready)
 		}
 		sts.Status = appsv1.StatefulSetStatus{

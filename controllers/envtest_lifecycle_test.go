@@ -193,9 +193,11 @@ func TestTTLAfterFinished(t *testing.T) {
 		j.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](100)
 	}))
 	waitCondition(t, ns, "ttl", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	waitScaled(t, ns, "ttl", 1, 1)
 	report(t, ns, "ttl", jobstatus.Progress{Epoch: 1})
 	job := waitCondition(t, ns, "ttl", dorylusv1alpha1.ConditionSucceeded, metav1.ConditionTrue, "")
 	done := job.Status.CompletionTime.Time
+	waitScaled(t, ns, "ttl", 0, 0) // while it waits for its TTL
 
 	fakeClock.SetTime(done.Add(40 * time.Second))
 	if res := reconcileNow(t, ns, "ttl"); res.RequeueAfter != 60*time.Second {
@@ -311,6 +313,28 @@ func TestServerFailure(t *testing.T) {
 		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](1)
 	}))
 	waitCondition(t, ns, "checkpointed", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	// generations are the StatefulSet's and the Deployment's, once both are
+	// scaled up.
+	generations := func() (stsGen, depGen int64) {
+		t.Helper()
+		eventually(t, "the servers scaled up", func() error {
+			var sts appsv1.StatefulSet
+			var d appsv1.Deployment
+			if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
+				return err
+			}
+			if err := getObj(t, ns, "checkpointed-ps-0", &d); err != nil {
+				return err
+			}
+			if ptr.Deref(sts.Spec.Replicas, 0) == 0 || ptr.Deref(d.Spec.Replicas, 0) == 0 {
+				return fmt.Errorf("replicas %d (graph servers), %d (parameter servers)", ptr.Deref(sts.Spec.Replicas, 0), ptr.Deref(d.Spec.Replicas, 0))
+			}
+			stsGen, depGen = sts.Generation, d.Generation
+			return nil
+		})
+		return stsGen, depGen
+	}
+	stsGen, depGen := generations()
 	fail("checkpointed", "checkpointed-gs-1", RoleGraphServer, 0, "OOMKilled", 137)
 	fail("checkpointed", "checkpointed-ps-0-abc", RoleParamServer, 0, "Error", 1)
 	eventually(t, "one restart", func() error {
@@ -336,6 +360,12 @@ func TestServerFailure(t *testing.T) {
 	// No controller has observed them (envtest runs none): the old pods stay,
 	// else a controller could make one again from the old template.
 	reconcileNow(t, ns, "checkpointed")
+	// The templates changed once: a reconcile that read the job before the
+	// cache held the restart did not put run 0's back (a Deployment would
+	// have made a pod of it).
+	if s, d := generations(); s != stsGen+1 || d != depGen+1 {
+		t.Errorf("generations after the restart: StatefulSet %d→%d, Deployment %d→%d; want one change each", stsGen, s, depGen, d)
+	}
 	for _, name := range []string{"checkpointed-gs-1", "checkpointed-ps-0-abc"} {
 		if err := getObj(t, ns, name, &corev1.Pod{}); err != nil {
 			t.Fatalf("pod %s before the controllers observed run 1: %v, want it kept", name, err)

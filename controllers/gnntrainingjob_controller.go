@@ -91,12 +91,9 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	exact := r.Clock.Now()
 	now := metav1.NewTime(exact).Rfc3339Copy()
 
-	if expired, after, ok := ttlExpiry(job, exact); ok {
-		if !expired {
-			// A finished job waits for its TTL; its Workload is
-			// Finished first, or its quota would stay reserved.
-			return ctrl.Result{RequeueAfter: after}, r.finishWorkload(ctx, job, now)
-		}
+	// A finished job waits for its TTL in the reconciles below, which keep
+	// its servers at zero and its Workload Finished (nextWake).
+	if expired, _, ok := ttlExpiry(job, exact); ok && expired {
 		uid := job.UID
 		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &uid}); err != nil {
@@ -137,18 +134,16 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			}
 		}
 	}
-	running := !finished && in.verdict == nil && !isSuspended(job)
-	applied := job
-	if in.restart { // the servers' new pods are of the next run
-		applied = job.DeepCopy()
-		applied.Status.Restarts++
-	}
-	// A start (the first, or a resume) is recorded before any server runs,
-	// so that the credentials period it names cannot move with a reconcile
-	// whose status write is refused; the write wakes the reconcile that
-	// starts them.
+	// Children are applied from the status the job holds, never from the
+	// one this reconcile is about to write: a start (the first, or a
+	// resume), a restart and the end are recorded before the servers change
+	// for them, and the write wakes the reconcile that changes them. So a
+	// reconcile that reads the job before the cache holds the write applies
+	// what is applied already, not the previous run's templates or servers
+	// scaled up again, and a refused write changes nothing.
+	running := !finished && !isSuspended(job)
 	recorded := nextStartTime(job, running, now).Equal(job.Status.StartTime)
-	in.applyErr = errors.Join(queueErr, r.applyChildren(ctx, withPlacement(applied, queue), running && recorded, credentialsPeriod(job.Status.StartTime, applied.Status.Restarts)))
+	in.applyErr = errors.Join(queueErr, r.applyChildren(ctx, withPlacement(job, queue), running && recorded, credentialsPeriod(job.Status.StartTime, job.Status.Restarts)))
 
 	status := computeStatus(job, in)
 	if !equality.Semantic.DeepEqual(job.Status, status) {

@@ -300,19 +300,6 @@ func workloadConditions(wl *unstructured.Unstructured) []metav1.Condition {
 	return st.Conditions
 }
 
-// finishWorkload marks the Workload of a finished queued job Finished, which
-// frees its quota (settleWorkload).
-func (r *GNNTrainingJobReconciler) finishWorkload(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, now metav1.Time) error {
-	if !r.KueueAvailable || queueName(job) == "" {
-		return nil
-	}
-	q, err := r.syncWorkload(ctx, job, true)
-	if err != nil {
-		return err
-	}
-	return r.settleWorkload(ctx, job, q, 0, now)
-}
-
 // settleWorkload writes back what the job's state means for its Workload: a
 // finished job marks it Finished; an evicted job whose pods are gone gives
 // its quota back (admission cleared, QuotaReserved false, Requeued).

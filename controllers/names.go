@@ -61,8 +61,6 @@ func selectorLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string
 	return map[string]string{LabelJobName: job.Name, LabelRole: role}
 }
 
-// childLabels are the labels of a child object or pod: the selector labels
-// and the recommended app.kubernetes.io ones.
 // serverPodLabels are the labels of a server pod of the job's current run.
 func serverPodLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
 	l := childLabels(job, role)
@@ -70,6 +68,8 @@ func serverPodLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[strin
 	return l
 }
 
+// childLabels are the labels of a child object or pod: the selector labels
+// and the recommended app.kubernetes.io ones.
 func childLabels(job *dorylusv1alpha1.GNNTrainingJob, role string) map[string]string {
 	l := selectorLabels(job, role)
 	l["app.kubernetes.io/name"] = "dorylus"

@@ -452,9 +452,10 @@ func (c *coordinator) checkpointed(e int) {
 
 // finish reports err, which stopped the run, as its failure when no restart can help — a
 // parameter server lost its checkpoints (codes.DataLoss) or refuses the run as it stands
-// (codes.FailedPrecondition: a graph server restarted in an asynchronous run without
-// checkpoints, a rewind it cannot make), or the export failed (ErrExport) — and waits at most
-// flush for the last status report. The loop has ended.
+// (codes.FailedPrecondition: a rewind it cannot make), or the export failed (ErrExport) — and
+// waits at most flush for the last status report. The loop has ended. A run a server's failure
+// ended (a peer restarted in an asynchronous run without checkpoints: codes.Aborted) is not
+// reported: the operator sees that failure and names the server.
 func (c *coordinator) finish(err error, flush time.Duration) {
 	if c.status == nil {
 		return

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -413,5 +416,32 @@ func TestStatusExportFailure(t *testing.T) {
 	if n := len(f.reports); n != 2 || !slices.Equal(f.reports[0].Outputs, []string{"model.safetensors", "model.json"}) ||
 		f.reports[1].FailureMessage != "export failed: write model.json: disk full" {
 		t.Errorf("reports %+v: want the outputs, then the failure", f.reports)
+	}
+}
+
+// TestStatusFinishReportsWhatNoRestartHelps: finish reports as the run's failure only the
+// errors no restart can help; a run that a server's failure ended (a peer restarted in an
+// asynchronous run without checkpoints: Aborted) or a lost connection is left to whoever sees
+// the servers, so that the operator names the failed server instead of a training error.
+func TestStatusFinishReportsWhatNoRestartHelps(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		report bool
+	}{
+		{status.Error(codes.DataLoss, "parameter server 0 cannot go on without its checkpoints"), true},
+		{status.Error(codes.FailedPrecondition, "parameter server 0: asked to go back to epoch 7 before any Init"), true},
+		{fmt.Errorf("%w: write model.json: disk full", ErrExport), true},
+		{status.Error(codes.Aborted, "parameter server 0: graph server 1 restarted during an asynchronous run without checkpoints"), false},
+		{status.Error(codes.Unavailable, "error reading from server: EOF"), false},
+	} {
+		f := newFake()
+		c := newCoordinator(&Config{Epochs: 3, Status: f, StatusInterval: time.Millisecond}, [3]int{1, 1, 1}, newKeeper())
+		c.finish(tc.err, time.Second)
+		f.mu.Lock()
+		reported := len(f.reports) > 0 && strings.HasSuffix(f.reports[len(f.reports)-1].FailureMessage, status.Convert(tc.err).Message())
+		f.mu.Unlock()
+		if reported != tc.report {
+			t.Errorf("finish(%v): reported %v, want %v", tc.err, reported, tc.report)
+		}
 	}
 }

@@ -389,8 +389,10 @@ func (s *Shard) restart(gs int) error {
 		s.forget()
 		return nil
 	case s.ckpt == nil:
-		// Every later call fails too, so that graph server 0 reports why the run ended.
-		s.broken = status.Errorf(codes.FailedPrecondition, "parameter server %d: graph server %d restarted during an "+
+		// Every later call fails too, so that every graph server ends saying why. Aborted, not
+		// FailedPrecondition: the cause is a server's failure, which whoever runs the servers
+		// sees and reports (the operator names the pod), not an error of the training.
+		s.broken = status.Errorf(codes.Aborted, "parameter server %d: graph server %d restarted during an "+
 			"asynchronous run without checkpoints, which cannot resume: its intervals' work in flight is lost; give "+
 			"the run checkpoints (--checkpoint-dir, spec.checkpoint) to survive restarts", s.id, gs)
 		s.notify()

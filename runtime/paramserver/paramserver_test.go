@@ -176,10 +176,10 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 		t.Error("an Init of another model was accepted")
 	}
 	_, err := s.Init(ctx, initReq(1, false))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "graph server 1 restarted during an asynchronous run") {
+	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "graph server 1 restarted during an asynchronous run") {
 		t.Errorf("a second Init of graph server 1 in an asynchronous run: %v", err)
 	}
-	if _, err := s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 7}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := s.Pull(ctx, &rpc.PullRequest{GraphServer: 0, Version: 7}); status.Code(err) != codes.Aborted {
 		t.Errorf("a pull after graph server 1 restarted: %v, want the run refused", err)
 	}
 }
