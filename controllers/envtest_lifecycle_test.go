@@ -313,17 +313,22 @@ func TestServerFailure(t *testing.T) {
 		j.Spec.RunPolicy.BackoffLimit = ptr.To[int32](1)
 	}))
 	waitCondition(t, ns, "checkpointed", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+	// servers reads the StatefulSet and the Deployment.
+	servers := func() (*appsv1.StatefulSet, *appsv1.Deployment, error) {
+		var sts appsv1.StatefulSet
+		var d appsv1.Deployment
+		if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
+			return nil, nil, err
+		}
+		return &sts, &d, getObj(t, ns, "checkpointed-ps-0", &d)
+	}
 	// generations are the StatefulSet's and the Deployment's, once both are
 	// scaled up.
 	generations := func() (stsGen, depGen int64) {
 		t.Helper()
 		eventually(t, "the servers scaled up", func() error {
-			var sts appsv1.StatefulSet
-			var d appsv1.Deployment
-			if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
-				return err
-			}
-			if err := getObj(t, ns, "checkpointed-ps-0", &d); err != nil {
+			sts, d, err := servers()
+			if err != nil {
 				return err
 			}
 			if ptr.Deref(sts.Spec.Replicas, 0) == 0 || ptr.Deref(d.Spec.Replicas, 0) == 0 {
@@ -344,12 +349,8 @@ func TestServerFailure(t *testing.T) {
 		return nil
 	})
 	eventually(t, "the servers' templates of run 1", func() error {
-		var sts appsv1.StatefulSet
-		var d appsv1.Deployment
-		if err := getObj(t, ns, "checkpointed-gs", &sts); err != nil {
-			return err
-		}
-		if err := getObj(t, ns, "checkpointed-ps-0", &d); err != nil {
+		sts, d, err := servers()
+		if err != nil {
 			return err
 		}
 		if s, d := sts.Spec.Template.Labels[LabelRun], d.Spec.Template.Labels[LabelRun]; s != "1" || d != "1" {
