@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/internal/hostile"
@@ -133,4 +134,41 @@ func FuzzDecodeDescriptor(f *testing.F) {
 			t.Fatalf("DecodeDescriptor accepted a part of an identity: %d, %d and %d bytes", len(d.Identity.CA), len(d.Identity.Cert), len(d.Identity.Key))
 		}
 	})
+}
+
+// TestDecodeRequestChecksCSRs: a request whose CSR has a column out of range, out of order or
+// decreasing offsets is refused as it is decoded, since Execute checks only a CSR's sizes.
+func TestDecodeRequestChecksCSRs(t *testing.T) {
+	checked := 0
+	for name, spoil := range map[string]func(*tensor.CSR){
+		"column out of range": func(m *tensor.CSR) { m.ColIdx[len(m.ColIdx)-1] = int32(m.Cols) },
+		"columns out of order": func(m *tensor.CSR) {
+			lo := m.RowPtr[0]
+			for r := range m.Rows {
+				if m.RowPtr[r+1]-m.RowPtr[r] >= 2 {
+					lo = m.RowPtr[r]
+					break
+				}
+			}
+			m.ColIdx[lo], m.ColIdx[lo+1] = m.ColIdx[lo+1], m.ColIdx[lo]
+		},
+		"offsets decrease": func(m *tensor.CSR) { m.RowPtr[1] = m.RowPtr[m.Rows] + 1 },
+	} {
+		for _, r := range seedTasks() {
+			if r.Features.Sparse == nil || r.Layer != 0 {
+				continue
+			}
+			m := r.Features.Sparse
+			bad := &tensor.CSR{Rows: m.Rows, Cols: m.Cols, RowPtr: slices.Clone(m.RowPtr), ColIdx: slices.Clone(m.ColIdx), Val: slices.Clone(m.Val)}
+			spoil(bad)
+			r.Features.Sparse = bad
+			if _, err := dispatch.DecodeRequest(dispatch.EncodeRequest(&r)); !errors.Is(err, dispatch.ErrRequest) {
+				t.Errorf("%s: %v layer %d: DecodeRequest: %v, want a request error", name, r.Op, r.Layer, err)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no seed task has sparse features")
+	}
 }

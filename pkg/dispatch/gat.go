@@ -36,8 +36,8 @@ func (r *TaskRequest) validateGAT(bad func(string, ...any) error) error {
 		switch {
 		case r.Adj == nil:
 			return bad("no in-edges")
-		case csrCheck(r.Adj) != nil:
-			return bad("in-edges: %v", csrCheck(r.Adj))
+		case csrShape(r.Adj) != nil:
+			return bad("in-edges: %v", csrShape(r.Adj))
 		case !denseIs(r.DstScore, n, s.Heads):
 			return bad("destination scores must be %dx%d", n, s.Heads)
 		case !denseIs(r.SrcScore, r.Adj.Cols, s.Heads):
@@ -65,8 +65,8 @@ func (r *TaskRequest) validateGAT(bad func(string, ...any) error) error {
 		return bad("attention vectors must be %dx%d", s.Heads, s.F)
 	case r.Layer == 0 && r.Features.Sparse == nil && r.Features.Dense == nil:
 		return bad("no input features")
-	case r.Layer == 0 && r.Features.Sparse != nil && csrCheck(r.Features.Sparse) != nil:
-		return bad("input features: %v", csrCheck(r.Features.Sparse))
+	case r.Layer == 0 && r.Features.Sparse != nil && csrShape(r.Features.Sparse) != nil:
+		return bad("input features: %v", csrShape(r.Features.Sparse))
 	case r.Layer == 0 && r.Features.Sparse == nil && r.Features.Dense.Validate() != nil:
 		return bad("input features: %v", r.Features.Dense.Validate())
 	case r.Layer == 0 && r.Features.Cols() != s.In:

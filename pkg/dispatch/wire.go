@@ -339,6 +339,9 @@ func (r *wireReader) tensor() (tensorValue, error) {
 				return t, err
 			}
 		}
+		if err := csrCheck(m); err != nil { // the one full check: the request's Validate checks sizes only
+			return t, r.fail("%v", err)
+		}
 		t.csr = m
 	default:
 		return t, r.fail("tensor of unknown type %d", h[1])
@@ -346,8 +349,8 @@ func (r *wireReader) tensor() (tensorValue, error) {
 	return t, err
 }
 
-// DecodeRequest decodes the bytes of EncodeRequest. The request's shapes are checked when it
-// is executed.
+// DecodeRequest decodes the bytes of EncodeRequest and checks every entry of its CSRs (ordered,
+// in range); the request's shapes are checked when it is executed.
 func DecodeRequest(b []byte) (TaskRequest, error) {
 	r := &wireReader{b: b, what: "tensor task request"}
 	h, err := r.header(magicRequest)
