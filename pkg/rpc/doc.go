@@ -29,5 +29,6 @@
 //
 // Tensor.data and RowsBatch.rows are raw little-endian bytes with the shape in the message;
 // Float32Bytes and Int32Bytes view a slice as such bytes without copying on little-endian
-// hosts, DecodeFloat32s and DecodeInt32s copy them back.
+// hosts, DecodeFloat32s and DecodeInt32s copy them back, and Tensor.View reads a received
+// tensor in place (the parameter servers' gradients, the graph servers' weights).
 package rpc

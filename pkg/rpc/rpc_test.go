@@ -2,8 +2,10 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +47,34 @@ func TestTensorRoundTrip(t *testing.T) {
 // TestMonitorReportsDeadPeer starts a server, waits for it, stops it, and expects Monitor to
 // name it within a few seconds: no sooner than its dead-after time (the default, then a
 // shorter one given) and not much later.
+// TestTensorView: View reads a message's data as the tensor it describes — a view sharing the
+// bytes where they are aligned, a copy where they are not — and refuses a wrong shape.
+func TestTensorView(t *testing.T) {
+	want := []float32{1, -2.5, 3e-8, 4, 0, 7}
+	msg := NewTensor(&tensor.Dense{Rows: 2, Cols: 3, Data: slices.Clone(want)})
+	v, err := msg.View(2, 3)
+	if err != nil || v.Rows != 2 || v.Cols != 3 || !slices.Equal(v.Data, want) {
+		t.Fatalf("View: %v, %+v; want 2×3 %v", err, v, want)
+	}
+	if littleEndian {
+		msg.Data[2], msg.Data[3] = 0x00, 0x40 // 1 (bytes 00 00 80 3f) becomes 2 (00 00 00 40)
+		if v.Data[0] != 2 {
+			t.Errorf("a view of aligned data does not share it: %v", v.Data[0])
+		}
+	}
+	odd := make([]byte, 1+len(msg.Data)) // data at an odd address
+	copy(odd[1:], Float32Bytes(want))
+	v, err = (&Tensor{Rows: 2, Cols: 3, Data: odd[1:]}).View(2, 3)
+	if err != nil || !slices.Equal(v.Data, want) {
+		t.Errorf("View of unaligned data: %v, %v; want %v", err, v, want)
+	}
+	for _, shape := range [][2]int{{3, 2}, {2, 2}, {1, 6}} {
+		if _, err := msg.View(shape[0], shape[1]); !errors.Is(err, ErrPayload) {
+			t.Errorf("View(%d, %d) of a 2×3 tensor: %v, want ErrPayload", shape[0], shape[1], err)
+		}
+	}
+}
+
 func TestMonitorReportsDeadPeer(t *testing.T) {
 	for _, deadAfter := range []time.Duration{0, 1500 * time.Millisecond} {
 		t.Run(fmt.Sprint(deadAfter), func(t *testing.T) { monitorDeadPeer(t, deadAfter) })

@@ -95,6 +95,21 @@ func fits(n, rows, cols int) bool {
 	return n%cols == 0 && n/cols == rows
 }
 
+// View returns t as a rows × cols tensor: on a little-endian host, a view of t's data (which
+// then must not change while the view is used), else a decoded copy. A received message's data
+// is its own (protobuf copies it out of the transport's buffers), so a view saves a copy.
+func (t *Tensor) View(rows, cols int) (*tensor.Dense, error) {
+	if err := t.Shape(rows, cols); err != nil {
+		return nil, err
+	}
+	if littleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(t.Data)))%4 == 0 {
+		data := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(t.Data))), len(t.Data)/4)
+		return &tensor.Dense{Rows: rows, Cols: cols, Data: data}, nil
+	}
+	d := tensor.NewDense(rows, cols)
+	return d, DecodeFloat32s(d.Data, t.Data)
+}
+
 // DecodeInto copies t into dst, which must have t's shape.
 func (t *Tensor) DecodeInto(dst *tensor.Dense) error {
 	if err := t.Shape(dst.Rows, dst.Cols); err != nil {

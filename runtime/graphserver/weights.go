@@ -90,8 +90,8 @@ func (c *weightCache) fetch(v int, ws *weightSet) {
 			if !slices.Contains(sh.layers, l) {
 				return fmt.Errorf("%s sent layer %d, which it does not hold", sh.name, l)
 			}
-			w := tensor.NewDense(c.params[l][0], c.params[l][1])
-			if err := lt.Tensor.DecodeInto(w); err != nil {
+			w, err := lt.Tensor.View(c.params[l][0], c.params[l][1]) // the reply's data: weights are only read
+			if err != nil {
 				return fmt.Errorf("%s: layer %d: %w", sh.name, l, err)
 			}
 			mu.Lock()

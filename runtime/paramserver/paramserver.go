@@ -19,7 +19,8 @@
 // A shard keeps the newest version and every version some graph server may still read: its
 // Keep report (carried by Pull and Push) lists the versions it pinned and the newest version it
 // knows, and it will only ever pin that one or newer. Until every graph server has reported,
-// nothing is dropped. Buffers of dropped versions are reused.
+// nothing is dropped. A version never changes once made: Pull replies share its buffers, and a
+// dropped one is left to the garbage collector.
 //
 // Restarts (with checkpoints, in either mode): a shard saves its weights and Adam state every
 // few epochs at an epoch boundary — in asynchronous mode where the graph servers drain the
@@ -69,7 +70,6 @@ type Shard struct {
 	shapes   [][2]int                   // rows and columns of each held layer
 	versions map[uint64][]*tensor.Dense // weights of the held layers per version
 	newest   uint64
-	free     [][]*tensor.Dense // buffers of dropped versions
 	adam     *model.Adam
 	keep     []keepReport // per graph server
 	// synchronous mode: the current epoch's gradients, one set per contribution (slot
@@ -326,9 +326,6 @@ func (s *Shard) fresh(req *rpc.InitRequest) ([]*tensor.Dense, *model.Adam, error
 // start makes held, with adam's state after epoch, the newest and only version, and forgets
 // the Keep reports and the gradients of an unfinished epoch (s.mu held, s.init set).
 func (s *Shard) start(held []*tensor.Dense, adam *model.Adam, epoch int) {
-	for _, ws := range s.versions {
-		s.free = append(s.free, ws)
-	}
 	v := uint64(epoch) * perEpoch(s.init)
 	s.adam, s.versions, s.undo = adam, map[uint64][]*tensor.Dense{v: held}, nil
 	s.newest, s.saved, s.done, s.pushes = v, epoch, epoch, map[int]int{}
@@ -494,13 +491,8 @@ func sum(a, b uint64) uint64 {
 	return v
 }
 
-// alloc returns a set of buffers shaped like the held layers, reusing a dropped version's.
+// alloc returns a new set of buffers shaped like the held layers.
 func (s *Shard) alloc() []*tensor.Dense {
-	if n := len(s.free); n > 0 {
-		b := s.free[n-1]
-		s.free = s.free[:n-1]
-		return b
-	}
 	out := make([]*tensor.Dense, len(s.shapes))
 	for i, sh := range s.shapes {
 		out[i] = tensor.NewDense(sh[0], sh[1])
@@ -543,8 +535,8 @@ func (s *Shard) Pull(ctx context.Context, req *rpc.PullRequest) (*rpc.PullReply,
 	}
 	reply := &rpc.PullReply{Version: req.Version}
 	for i, w := range ws {
-		// A copy: the version's buffers may be reused once it is dropped.
-		t := &rpc.Tensor{Rows: uint32(w.Rows), Cols: uint32(w.Cols), Data: slices.Clone(rpc.Float32Bytes(w.Data))}
+		// No copy: a version never changes once made.
+		t := rpc.NewTensor(w)
 		reply.Layers = append(reply.Layers, &rpc.LayerTensor{Layer: uint32(s.layers[i]), Tensor: t})
 	}
 	return reply, nil
@@ -589,17 +581,19 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		if e := int(t.Epoch); e < s.done || s.pushes[e] >= int(s.init.Contributions) {
 			return nil, status.Errorf(codes.FailedPrecondition, "parameter server %d: %s pushed gradients of an epoch every contribution has pushed", s.id, who)
 		}
-		grads = s.sum
-		if grads == nil {
-			s.sum = s.alloc()
-			grads = s.sum
-		}
+		grads = make([]*tensor.Dense, len(s.layers)) // views of the request's data
 	}
 	for i, g := range req.Grads {
 		if g.Layer != uint32(s.layers[i]) {
 			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s: gradient %d is of layer %d, want %d", s.id, who, i, g.Layer, s.layers[i])
 		}
-		if err := g.Tensor.DecodeInto(grads[i]); err != nil {
+		var err error
+		if s.init.Sync { // kept until every contribution has pushed
+			err = g.Tensor.DecodeInto(grads[i])
+		} else {
+			grads[i], err = g.Tensor.View(s.shapes[i][0], s.shapes[i][1])
+		}
+		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "parameter server %d: %s: layer %d: %v", s.id, who, g.Layer, err)
 		}
 		if !finite(grads[i].Data) {
@@ -668,7 +662,6 @@ func (s *Shard) step(grads []*tensor.Dense) error {
 		tensor.Copy(next[i], w)
 	}
 	if err := s.adam.Step(next, grads); err != nil {
-		s.free = append(s.free, next)
 		return err
 	}
 	s.newest++
@@ -707,12 +700,11 @@ func (s *Shard) collect() {
 			return
 		}
 	}
-	for v, ws := range s.versions {
+	for v := range s.versions {
 		if v == s.newest || s.needed(v) {
 			continue
 		}
 		delete(s.versions, v)
-		s.free = append(s.free, ws)
 	}
 }
 
