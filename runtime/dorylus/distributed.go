@@ -82,6 +82,29 @@ type child struct {
 	log   *tailWriter
 	done  chan struct{} // closed when the process has exited
 	err   error         // Wait's result
+	mem   memory        // the last read of its memory while it ran (launchOnce's goroutine)
+}
+
+// memory is a process's resident set and its peak, in bytes.
+type memory struct{ resident, peak int64 }
+
+// memorySample is how often the launcher reads its servers' memory, so that it can say what a
+// server held when it died (the kernel's OOM killer sends SIGKILL).
+const memorySample = 500 * time.Millisecond
+
+// sample reads the child's memory while it runs; a process gone keeps the last read.
+func (c *child) sample() {
+	if m := readMemory(c.cmd.Process.Pid); m.peak > 0 {
+		c.mem = m
+	}
+}
+
+// died describes how the child ended, with its memory when last read.
+func (c *child) died() string {
+	if c.mem.peak == 0 {
+		return c.err.Error()
+	}
+	return fmt.Sprintf("%v; resident %d MiB when last read, peak %d MiB", c.err, c.mem.resident>>20, c.mem.peak>>20)
 }
 
 // serverStats are what the launcher learns of its servers.
@@ -210,7 +233,8 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 	var children []*child
 	defer func() {
 		for _, c := range children {
-			stats.rss[c.name] = max(stats.rss[c.name], peakRSSOf(c.cmd.Process.Pid))
+			c.sample()
+			stats.rss[c.name] = max(stats.rss[c.name], c.mem.peak)
 		}
 		stopAll(children)
 	}()
@@ -270,8 +294,14 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		}
 	}()
 	res.Seed = seed
+	tick := time.NewTicker(memorySample)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			for _, c := range children {
+				c.sample()
+			}
 		case ev := <-lines:
 			switch ev.Event {
 			case "epoch":
@@ -301,7 +331,7 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 			return res, err
 		case c := <-exited:
 			c = exitCause(c, exited)
-			return res, fmt.Errorf("%s exited before the run finished (%v)%s", c.name, c.err, c.log.tail())
+			return res, fmt.Errorf("%s exited before the run finished (%s)%s", c.name, c.died(), c.log.tail())
 		case <-ctx.Done():
 			return res, fmt.Errorf("training stopped (seed %d): %w", seed, ctx.Err())
 		}
@@ -456,18 +486,28 @@ func (w *tailWriter) tail() string {
 	return ": " + strings.Join(w.last, "; ")
 }
 
-// peakRSSOf returns the peak resident set of a running process (VmHWM; 0 if unknown). A child's
-// rusage would not do: its maxrss counts the launcher's memory it shared until exec.
-func peakRSSOf(pid int) int64 {
+// readMemory returns a running process's resident set and peak (VmRSS, VmHWM; zeros if
+// unknown). A child's rusage would not do: its maxrss counts the launcher's memory it shared
+// until exec.
+func readMemory(pid int) memory {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return memory{}
 	}
+	var m memory
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
+		key, v, _ := strings.Cut(line, ":")
+		var dst *int64
+		switch key {
+		case "VmRSS":
+			dst = &m.resident
+		case "VmHWM":
+			dst = &m.peak
+		default:
+			continue
 		}
+		kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		*dst = kb << 10
 	}
-	return 0
+	return m
 }
