@@ -45,6 +45,7 @@ token when no --token-file is given and pulls in plaintext for descriptors witho
   aws-lambda-rie --runtime-interface-emulator-address 127.0.0.1:9000 --runtime-api-address 127.0.0.1:9001 ./dorylus function`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			limitHeap(cmd.ErrOrStderr())
 			return runFunction(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}

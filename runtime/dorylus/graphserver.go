@@ -198,6 +198,7 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 		Example: `  dorylus graph-server --config /etc/dorylus/run.json --partition 1`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			limitHeap(cmd.ErrOrStderr())
 			if err := o.fromConfig(o.config); err != nil {
 				return err
 			}

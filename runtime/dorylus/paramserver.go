@@ -41,6 +41,7 @@ resumes from the newest epoch every shard has (unless the config says fresh).`,
 		Example: `  dorylus param-server --config /etc/dorylus/run.json --shard 0`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			limitHeap(cmd.ErrOrStderr())
 			if err := o.fromConfig(o.config); err != nil {
 				return err
 			}

@@ -34,6 +34,7 @@ GNNTrainingJob ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME) it reports the cut into t
 status.partitions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			limitHeap(cmd.ErrOrStderr())
 			c, err := jobconfig.Load(config)
 			if err != nil {
 				return err
