@@ -92,8 +92,14 @@ type memory struct{ resident, peak int64 }
 // server held when it died (the kernel's OOM killer sends SIGKILL).
 const memorySample = 500 * time.Millisecond
 
-// sample reads the child's memory while it runs; a process gone keeps the last read.
+// sample reads the child's memory while it runs; one that has exited keeps its last read (its
+// pid may be another process's by now).
 func (c *child) sample() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
 	if m := readMemory(c.cmd.Process.Pid); m.peak > 0 {
 		c.mem = m
 	}
