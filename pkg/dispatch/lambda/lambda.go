@@ -45,7 +45,7 @@ type Options struct {
 	// sessionToken (a mounted Secret); empty: the SDK's default chain.
 	CredentialsDir string
 	// Config is the AWS configuration; nil loads the default chain with Region (and
-	// CredentialsDir).
+	// CredentialsDir). Its HTTPClient, if set, replaces the backend's pooled client.
 	Config *aws.Config
 	// Tuning holds concurrency, timeouts, retries and straggler settings; New sets its Name,
 	// Endpoints and payload limits.
@@ -78,9 +78,11 @@ func New(ctx context.Context, o Options) (*remote.Backend, error) {
 	client := awslambda.NewFromConfig(cfg, func(lo *awslambda.Options) {
 		lo.Region = o.Region
 		lo.Retryer = aws.NopRetryer{} // the backend retries, relaunches and counts
-		lo.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-			t.MaxIdleConnsPerHost = conns
-		})
+		if o.Config == nil || o.Config.HTTPClient == nil { // else the caller's, as given
+			lo.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+				t.MaxIdleConnsPerHost = conns
+			})
+		}
 	})
 	t := &transport{client: client, function: o.Function}
 	if o.Qualifier != "" {

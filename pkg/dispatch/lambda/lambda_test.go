@@ -3,6 +3,7 @@ package lambda_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,32 @@ func newBackend(t testing.TB, endpoints []string, tune remote.Options) *remote.B
 		tune.MaxConcurrency = len(endpoints)
 	}
 	tune.PerEndpoint = 1
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""),
+		HTTPClient: emulatorClient{}}
 	b, err := lambda.New(context.Background(), lambda.Options{Function: "function", Region: "us-east-1", Endpoints: endpoints, Config: &cfg, Tuning: tune})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// emulatorSettle is how long an emulator is left alone after it answers: it serves one
+// invocation at a time, and one that arrives before its function has asked for the next
+// (GET /next, just after posting its answer) fails to reserve it and resets the function,
+// which costs the call a retry. Lambda itself never sends an execution environment a second
+// invocation; the backend's retry covers the emulator's race, but these tests want every
+// call to succeed the first time.
+const emulatorSettle = 50 * time.Millisecond
+
+// emulatorClient is the SDK's HTTP client, waiting emulatorSettle after every answer.
+type emulatorClient struct{}
+
+// Do implements aws.HTTPClient.
+func (emulatorClient) Do(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultClient.Do(r)
+	time.Sleep(emulatorSettle)
+	return res, err
 }
 
 // TestEmulator runs every kind of task through three emulators and expects the results of
