@@ -78,7 +78,8 @@ func New(ctx context.Context, o Options) (*remote.Backend, error) {
 	client := awslambda.NewFromConfig(cfg, func(lo *awslambda.Options) {
 		lo.Region = o.Region
 		lo.Retryer = aws.NopRetryer{} // the backend retries, relaunches and counts
-		if o.Config == nil || o.Config.HTTPClient == nil { // else the caller's, as given
+		// A caller's Config.HTTPClient is used as given.
+		if o.Config == nil || o.Config.HTTPClient == nil {
 			lo.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 				t.MaxIdleConnsPerHost = conns
 			})
