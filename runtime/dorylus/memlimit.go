@@ -13,13 +13,21 @@ import (
 // container), unless $GOMEMLIMIT is set or $AUTOMEMLIMIT is off, and says so on w. Without it
 // the garbage collector lets the heap grow to twice what is live, so a server whose buffers fill
 // 60 % of its container is killed by the kernel; with it, the collector works harder near the
-// limit instead. Without a limit (or cgroups) nothing changes.
+// limit instead. A cgroup that allows the machine's whole memory or more (a pod without a
+// limit, whose parent cgroups hold the node's capacity) is no limit: nothing changes.
 func limitHeap(w io.Writer) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	limit, err := memlimit.Set(memlimit.WithProvider(memlimit.FromCgroup))
+	container, err := memlimit.FromCgroup()
+	if err != nil {
+		return
+	}
+	if machine, err := memlimit.FromSystem(); err != nil || container >= machine {
+		return
+	}
+	limit, err := memlimit.Set(memlimit.WithProvider(memlimit.Limit(container)))
 	if err == nil && limit > 0 && limit < math.MaxInt64 {
-		fmt.Fprintf(w, "dorylus: heap limit %d MiB, 90 %% of the container's memory limit (GOMEMLIMIT; AUTOMEMLIMIT=off to leave it unset)\n", limit>>20)
+		fmt.Fprintf(w, "dorylus: heap limit %d MiB, 90 %% of its cgroup's memory limit (GOMEMLIMIT; AUTOMEMLIMIT=off to leave it unset)\n", limit>>20)
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // TestHeapLimitFromCgroup runs a server role in a memory cgroup limited to 512 MiB (created
 // for the test, as root, and removed after): it sets its heap limit to 90 % of it (460 MiB)
-// and says so; with GOMEMLIMIT set it leaves the heap limit to it and says nothing.
+// and says so; with GOMEMLIMIT set, or without a limit below the machine's memory (a pod
+// without one), it sets none and says nothing.
 func TestHeapLimitFromCgroup(t *testing.T) {
 	limitFile, procs := memoryCgroup(t, 512<<20)
 	run := func(env ...string) string {
@@ -24,12 +27,23 @@ func TestHeapLimitFromCgroup(t *testing.T) {
 		}
 		return string(out)
 	}
-	const said = "dorylus: heap limit 460 MiB, 90 % of the container's memory limit"
+	const said = "dorylus: heap limit 460 MiB, 90 % of its cgroup's memory limit"
 	if out := run(); !strings.Contains(out, said) {
 		t.Errorf("in a cgroup limited by %s to 512 MiB:\n%s\nwant %q", limitFile, out, said)
 	}
 	if out := run("GOMEMLIMIT=1GiB"); strings.Contains(out, "heap limit") {
 		t.Errorf("with GOMEMLIMIT set:\n%s\nwant no heap limit of its own", out)
+	}
+	// A pod without a limit: its cgroups allow the node's whole memory.
+	machine, err := memlimit.FromSystem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(limitFile, []byte(fmt.Sprint(machine)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(); strings.Contains(out, "heap limit") {
+		t.Errorf("in a cgroup allowing the machine's %d MiB:\n%s\nwant no heap limit", machine>>20, out)
 	}
 }
 
