@@ -44,9 +44,6 @@ func TestTensorRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMonitorReportsDeadPeer starts a server, waits for it, stops it, and expects Monitor to
-// name it within a few seconds: no sooner than its dead-after time (the default, then a
-// shorter one given) and not much later.
 // TestTensorView: View reads a message's data as the tensor it describes — a view sharing the
 // bytes where they are aligned, a copy where they are not — and refuses a wrong shape.
 func TestTensorView(t *testing.T) {
@@ -75,6 +72,9 @@ func TestTensorView(t *testing.T) {
 	}
 }
 
+// TestMonitorReportsDeadPeer starts a server, waits for it, stops it, and expects Monitor to
+// name it within a few seconds: no sooner than its dead-after time (the default, then a
+// shorter one given) and not much later.
 func TestMonitorReportsDeadPeer(t *testing.T) {
 	for _, deadAfter := range []time.Duration{0, 1500 * time.Millisecond} {
 		t.Run(fmt.Sprint(deadAfter), func(t *testing.T) { monitorDeadPeer(t, deadAfter) })

@@ -20,9 +20,9 @@ const asyncEpochs = 200
 // asynchronous Cora run (S = 0 and S = 1) that checkpoints every 20 epochs: the launcher must
 // stop naming it, and the run resumed from the parameter servers' checkpoints must start at
 // the checkpoint of epoch 100 (or a later boundary they saved as they were stopped) and end
-// within a point of the test accuracy of an undisturbed run. The traces of both runs must show the epoch gate held (no interval started epoch e
-// before every interval finished epoch e-S-1) and the pipeline drained before every
-// checkpoint epoch.
+// within a point of the test accuracy of an undisturbed run. The traces of both runs must
+// show the epoch gate held (no interval started epoch e before every interval finished epoch
+// e-S-1) and the pipeline drained before every checkpoint epoch.
 func TestAsyncGraphServerSIGKILLResumes(t *testing.T) {
 	const every = 20
 	for _, s := range []int{0, 1} {

@@ -361,10 +361,6 @@ func writeConfig(path string, c *jobconfig.RunConfig) error {
 	return os.WriteFile(path, data, 0o600)
 }
 
-// startChild starts `exe args...` serving on lis (inherited as fd 3), with its standard
-// output to out (discarded if nil), its standard error to stderr prefixed by its name, and in
-// its own process group, so that a terminal's Ctrl-C reaches only the launcher, which stops
-// it. It stops by itself when its standard input closes (the launcher exiting, even killed).
 // exitSettle is how long the launcher waits, after a server exits, for another that a signal
 // killed: the peers of a killed server exit too, often first, when its connections reset.
 const exitSettle = 500 * time.Millisecond
@@ -400,6 +396,10 @@ func signaled(err error) bool {
 	return ok && ws.Signaled()
 }
 
+// startChild starts `exe args...` serving on lis (inherited as fd 3), with its standard
+// output to out (discarded if nil), its standard error to stderr prefixed by its name, and in
+// its own process group, so that a terminal's Ctrl-C reaches only the launcher, which stops
+// it. It stops by itself when its standard input closes (the launcher exiting, even killed).
 func startChild(exe, name string, lis net.Listener, out, stderr io.Writer, exited chan<- *child, args ...string) (*child, error) {
 	f, err := lis.(*net.TCPListener).File()
 	if err != nil {
