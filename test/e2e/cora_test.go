@@ -76,10 +76,10 @@ func jobAccuracy(t *testing.T, c client.Client, name string, want float64) {
 
 // runSample applies config/samples/file as job name changed by edit (nil:
 // as shipped), waits for Succeeded and its pods to go, checks its accuracy
-// against want (given the job as the API server defaulted it), deletes it
-// and returns it as it finished.
+// against want (given the job as the API server defaulted it) and runs the
+// checks on the finished job, deletes it and returns it as it finished.
 func runSample(t *testing.T, c client.Client, file, name string, edit func(*dorylusv1alpha1.GNNTrainingJob), timeout time.Duration,
-	want func(*dorylusv1alpha1.GNNTrainingJob) float64) *dorylusv1alpha1.GNNTrainingJob {
+	want func(*dorylusv1alpha1.GNNTrainingJob) float64, checks ...func(*dorylusv1alpha1.GNNTrainingJob)) *dorylusv1alpha1.GNNTrainingJob {
 	t.Helper()
 	job, manifest := sampleJob(t, file, name, edit)
 	start := time.Now()
@@ -94,6 +94,9 @@ func runSample(t *testing.T, c client.Client, file, name string, edit func(*dory
 	tl.wait(t, msGone, 120*time.Second)
 	t.Logf("timeline %s", tl.report())
 	jobAccuracy(t, c, name, want(job))
+	for _, check := range checks {
+		check(job)
+	}
 	deleteJob(t, name, tl.processes())
 	return job
 }

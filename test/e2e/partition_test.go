@@ -28,23 +28,16 @@ func TestPartitionStep(t *testing.T) {
 	edit := func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Dataset.PartitionTo = &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: claim, Path: "cora"}}
 	}
-	job, manifest := sampleJob(t, "cpu_cora.yaml", first, edit)
-	start := time.Now()
-	apply(t, manifest)
-	tl := watchJob(c, first, int(job.Spec.GraphServers.Replicas+job.Spec.ParameterServers.Replicas), start)
-	defer tl.close()
-	job = waitJob(t, c, first, "Succeeded", 300*time.Second, succeeded)
-	if job.Status.Partitions == nil {
-		t.Fatalf("no status.partitions: %s", conditions(job))
-	}
-	tl.wait(t, msGone, 120*time.Second)
-	t.Logf("timeline %s", tl.report())
-	jobAccuracy(t, c, first, singleProcessAccuracy(t))
-	wide := run(t, kubectl, "get", "-n", ns, "gnnjob", first, "-o", "wide")
-	if !strings.Contains(wide, "EDGE-CUT") || !strings.Contains(wide, "GHOSTS") || !strings.Contains(wide, string(job.Status.Partitions.EdgeCut)) {
-		t.Errorf("kubectl get gnnjob -o wide shows no edge cut %s:\n%s", job.Status.Partitions.EdgeCut, wide)
-	}
-	deleteJob(t, first, tl.processes())
+	job := runSample(t, c, "cpu_cora.yaml", first, edit, 300*time.Second, func(*dorylusv1alpha1.GNNTrainingJob) float64 { return singleProcessAccuracy(t) },
+		func(job *dorylusv1alpha1.GNNTrainingJob) {
+			if job.Status.Partitions == nil {
+				t.Fatalf("no status.partitions: %s", conditions(job))
+			}
+			wide := run(t, kubectl, "get", "-n", ns, "gnnjob", first, "-o", "wide")
+			if !strings.Contains(wide, "EDGE-CUT") || !strings.Contains(wide, "GHOSTS") || !strings.Contains(wide, string(job.Status.Partitions.EdgeCut)) {
+				t.Errorf("kubectl get gnnjob -o wide shows no edge cut %s:\n%s", job.Status.Partitions.EdgeCut, wide)
+			}
+		})
 	parts := filepath.Join(dir, "cora", "parts-2")
 	m, err := partition.ReadManifest(parts)
 	if err != nil {
