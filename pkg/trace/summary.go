@@ -9,21 +9,23 @@ import (
 
 // EpochSummary is where one server's time went during one epoch: from the start of the first
 // wait or task of the epoch (a wait is of the epoch of the task it precedes) to the end of its
-// last task (Wall), when some task ran (Busy) and when none did
-// but an interval waited (Wait, by reason in Waits); Graph and Tensor are the times some
+// last task (Wall), when some task ran (Busy), when none did
+// but an interval waited (Wait, by reason in Waits), and when no span was open at all
+// (Untraced: a server's loop between tasks, or its goroutines waiting for a core); Graph and Tensor are the times some
 // graph or tensor task ran (a tensor task not blocked), Overlap when both did. A task blocked on a weight fetch or a
 // function counts as waiting. Epoch counts from 1, as the train report does; times are in
 // seconds.
 type EpochSummary struct {
-	Server  int32              `json:"server"`
-	Epoch   int32              `json:"epoch"`
-	Wall    float64            `json:"wall_seconds"`
-	Busy    float64            `json:"busy_seconds"`
-	Wait    float64            `json:"wait_seconds"`
-	Waits   map[string]float64 `json:"waits,omitempty"`
-	Graph   float64            `json:"graph_seconds"`
-	Tensor  float64            `json:"tensor_seconds"`
-	Overlap float64            `json:"overlap_seconds"`
+	Server   int32              `json:"server"`
+	Epoch    int32              `json:"epoch"`
+	Wall     float64            `json:"wall_seconds"`
+	Busy     float64            `json:"busy_seconds"`
+	Wait     float64            `json:"wait_seconds"`
+	Waits    map[string]float64 `json:"waits,omitempty"`
+	Untraced float64            `json:"untraced_seconds"`
+	Graph    float64            `json:"graph_seconds"`
+	Tensor   float64            `json:"tensor_seconds"`
+	Overlap  float64            `json:"overlap_seconds"`
 }
 
 // waitOrder is the order in which a moment with several waits is attributed: the most
@@ -92,7 +94,10 @@ func sweep(spans []Span, server, epoch int32, lo, hi int64) EpochSummary {
 	var active [numKinds]int
 	var waits [numKinds]int64
 	sum := EpochSummary{Server: server, Epoch: epoch + 1, Wall: seconds(hi - lo)}
-	var busy, graph, tensor, overlap int64
+	var busy, graph, tensor, overlap, untraced int64
+	if len(edges) > 0 {
+		untraced = edges[0].at - lo
+	}
 	for i, e := range edges {
 		active[e.kind] += e.delta
 		if i+1 == len(edges) {
@@ -126,14 +131,20 @@ func sweep(spans []Span, server, epoch int32, lo, hi int64) EpochSummary {
 			busy += d
 			continue
 		}
+		open := false
 		for _, k := range waitOrder {
 			if active[k] > 0 {
 				waits[k] += d
+				open = true
 				break
 			}
 		}
+		if !open {
+			untraced += d
+		}
 	}
 	sum.Busy, sum.Graph, sum.Tensor, sum.Overlap = seconds(busy), seconds(graph), seconds(tensor), seconds(overlap)
+	sum.Untraced = seconds(untraced)
 	for _, k := range waitOrder {
 		if waits[k] > 0 {
 			if sum.Waits == nil {
@@ -158,7 +169,7 @@ func WriteSummary(w io.Writer, sums []EpochSummary) {
 				waits = append(waits, fmt.Sprintf("%s %.1f", name, 1e3*v))
 			}
 		}
-		fmt.Fprintf(w, "trace: epoch %d server %d: wall %.1f ms, busy %.1f (graph %.1f, tensor %.1f, both %.1f), waiting %.1f [%s]\n",
-			s.Epoch, s.Server, 1e3*s.Wall, 1e3*s.Busy, 1e3*s.Graph, 1e3*s.Tensor, 1e3*s.Overlap, 1e3*s.Wait, strings.Join(waits, ", "))
+		fmt.Fprintf(w, "trace: epoch %d server %d: wall %.1f ms, busy %.1f (graph %.1f, tensor %.1f, both %.1f), waiting %.1f [%s], untraced %.1f\n",
+			s.Epoch, s.Server, 1e3*s.Wall, 1e3*s.Busy, 1e3*s.Graph, 1e3*s.Tensor, 1e3*s.Overlap, 1e3*s.Wait, strings.Join(waits, ", "), 1e3*s.Untraced)
 	}
 }

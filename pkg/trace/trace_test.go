@@ -74,13 +74,13 @@ func TestWriteReadMerge(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	ms := int64(time.Millisecond)
 	// Server 0, epoch 0: GA 0–4 ms, AV 2–6 ms with a weight fetch 2–3 ms, a rows wait 6–8 ms,
-	// WU 8–10 ms.
+	// nothing 8–9 ms, WU 9–11 ms.
 	f := File{Spans: []Span{
 		{Start: 0, End: 4 * ms, Kind: GA, Lane: 1},
 		{Start: 2 * ms, End: 6 * ms, Kind: AV, Lane: 3},
 		{Start: 2 * ms, End: 3 * ms, Kind: WaitWeights, Lane: 3},
 		{Start: 6 * ms, End: 8 * ms, Kind: WaitRows, Lane: 1},
-		{Start: 8 * ms, End: 10 * ms, Kind: WU, Lane: 2},
+		{Start: 9 * ms, End: 11 * ms, Kind: WU, Lane: 2},
 		{Start: 5 * ms, End: 50 * ms, Kind: Eval, Lane: EvalLane},
 	}}
 	sums := Summarize(f)
@@ -93,9 +93,10 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	near("wall", s.Wall, 0.010)
+	near("wall", s.Wall, 0.011)
 	near("busy", s.Busy, 0.008)
 	near("wait", s.Wait, 0.002)
+	near("untraced", s.Untraced, 0.001)
 	near("rows", s.Waits["rows"], 0.002)
 	near("graph", s.Graph, 0.006)
 	near("tensor", s.Tensor, 0.003) // not while blocked on the weights
