@@ -140,10 +140,11 @@ func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
 		if x.Cols != dims[0] {
 			return fmt.Errorf("gcn AV 0: %d feature columns, model takes %d: %w", x.Cols, dims[0], ErrShape)
 		}
-		if act.Sparse == nil || len(act.Sparse.Val) != len(x.ColIdx) {
-			act.Sparse = &tensor.CSR{Rows: x.Rows, Cols: x.Cols, RowPtr: x.RowPtr, ColIdx: x.ColIdx, Val: make([]float32, len(x.ColIdx))}
+		if act.Sparse == nil || cap(act.Sparse.Val) < len(x.ColIdx) {
+			act.Sparse = &tensor.CSR{Val: make([]float32, len(x.ColIdx))}
 		}
-		act.Sparse.Rows, act.Sparse.RowPtr, act.Sparse.ColIdx = x.Rows, x.RowPtr, x.ColIdx
+		act.Sparse.Rows, act.Sparse.Cols, act.Sparse.RowPtr, act.Sparse.ColIdx = x.Rows, x.Cols, x.RowPtr, x.ColIdx
+		act.Sparse.Val = act.Sparse.Val[:len(x.ColIdx)]
 		tensor.DropoutCSR(act.Sparse, x, p, in.Key, in.RowOffset, in.RowIDs)
 		return nil
 	}

@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -122,6 +123,46 @@ func TestAVInputLayerGradients(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkGrad(t, name+" dW", w, dW, loss)
+	}
+}
+
+// An activation buffer reused for inputs of other sizes (a pool's, across intervals) holds
+// what a fresh one would (for sparse input features, dense ones and a hidden layer), and is
+// not reallocated for smaller input.
+func TestActivateReusesBuffers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	cfg := GCNConfig{InDim: 9, Hidden: 4, Classes: 3, Layers: 2, Dropout: 0.5}
+	var reused Activation
+	for _, rows := range []int{8, 3, 12, 5} {
+		for _, in := range []*AVInput{
+			{Layer: 0, Features: graph.Features{Sparse: randSparse(rng, rows, 9, 0.4)}},
+			{Layer: 0, Features: graph.Features{Dense: randDense(rng, rows, 9, 0)}},
+			{Layer: 1, Z: randDense(rng, rows, 4, 0)},
+		} {
+			in.Key, in.Train = DropoutKey(1, rows, in.Layer), true
+			var fresh Activation
+			if err := cfg.Activate(in, &fresh); err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Activate(in, &reused); err != nil {
+				t.Fatal(err)
+			}
+			if in.Features.Sparse != nil {
+				if g, w := reused.Sparse, fresh.Sparse; g.Rows != w.Rows || g.Cols != w.Cols || !slices.Equal(g.Val, w.Val) || !slices.Equal(g.ColIdx, w.ColIdx) {
+					t.Fatalf("%d rows, sparse features: reused activation %+v, fresh %+v", rows, g, w)
+				}
+				continue
+			}
+			if g, w := reused.Dense, fresh.Dense; g.Rows != w.Rows || g.Cols != w.Cols || !slices.Equal(g.Data, w.Data) {
+				t.Fatalf("%d rows, layer %d: reused activation %+v, fresh %+v", rows, in.Layer, g, w)
+			}
+		}
+	}
+	// Sparse inputs of two sizes, both smaller than the buffer held: no allocation.
+	in := &AVInput{Layer: 0, Features: graph.Features{Sparse: randSparse(rng, 4, 9, 0.4)}, Train: true}
+	in2 := &AVInput{Layer: 0, Features: graph.Features{Sparse: randSparse(rng, 2, 9, 0.4)}, Train: true}
+	if n := testing.AllocsPerRun(10, func() { _, _ = cfg.Activate(in, &reused), cfg.Activate(in2, &reused) }); n != 0 {
+		t.Errorf("%v allocations per Activate into a buffer large enough", n)
 	}
 }
 

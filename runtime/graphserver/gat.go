@@ -125,8 +125,8 @@ func (g *gat) allocate() {
 			g.alpha[l] = append(g.alpha[l], tensor.NewDense(nnz, h))
 			g.du[l] = append(g.du[l], tensor.NewDense(nnz, h))
 		}
-		g.compS = append(g.compS, &bufPool{rows: rows, cols: h})
-		g.compE = append(g.compE, &bufPool{rows: nnz, cols: h})
+		g.compS = append(g.compS, newBufPool(rows, h))
+		g.compE = append(g.compE, newBufPool(nnz, h))
 		g.eval.sdst = append(g.eval.sdst, tensor.NewDense(n, h))
 		g.eval.alpha = append(g.eval.alpha, tensor.NewDense(nnz, h))
 	}

@@ -3,6 +3,7 @@ package graphserver
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
@@ -14,11 +15,13 @@ import (
 
 // gcn is a graph server's GCN: AV_l and ∇AV_l are tensor tasks, GA_l and ∇GA_l SpMMs here.
 type gcn struct {
-	cfg     model.GCNConfig
-	lay     *layout
-	env     taskEnv
-	ivs     []gcnInterval
-	evalAct [][]model.Activation // [interval][layer]
+	cfg model.GCNConfig
+	lay *layout
+	env taskEnv
+	ivs []gcnInterval
+	// evalActs holds the activation buffers of the evaluation's AV tasks running at once: an
+	// evaluation keeps no activation for a backward pass.
+	evalActs freeList[*model.Activation]
 }
 
 // gcnInterval is one interval's GCN state.
@@ -43,8 +46,11 @@ func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env ta
 	for _, w := range sh.dims {
 		sh.initDims = append(sh.initDims, uint32(w))
 	}
+	if rows := part.Owned + len(part.Ghosts); int64(cfg.slots())*int64(rows) > math.MaxInt32 {
+		return nil, nil, modelShape{}, fmt.Errorf("partition %d: %d rows in %d slots exceed the 2³¹ rows a Gather indexes; use more graph servers or a lower staleness bound", cfg.Partition, rows, cfg.slots())
+	}
 	lay := newLayout(cfg, part, cuts, sh)
-	g := &gcn{cfg: m, lay: lay, env: env}
+	g := &gcn{cfg: m, lay: lay, env: env, evalActs: freeList[*model.Activation]{make: func() *model.Activation { return &model.Activation{} }}}
 	for range lay.ivs {
 		gi := gcnInterval{act: make([][]model.Activation, lay.parities), dw: make([][]*tensor.Dense, lay.parities)}
 		for p := range gi.dw {
@@ -54,7 +60,6 @@ func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env ta
 			}
 		}
 		g.ivs = append(g.ivs, gi)
-		g.evalAct = append(g.evalAct, make([]model.Activation, m.Layers))
 	}
 	return g, lay, sh, nil
 }
@@ -82,9 +87,7 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], gi.actOf(t.Epoch, l)
 		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
-		src, done := b.compose(b.p[l], b.compP[l], st.Reads, true)
-		tensor.SpMMRows(iv.zOf(t.Epoch)[l], b.part.Adj, src, iv.Lo, iv.Hi)
-		done()
+		b.gather(iv.zOf(t.Epoch)[l], b.part.Adj, b.pAll[l], iv, st.Reads, true)
 	case pipeline.KindBackGA:
 		if iv.GhostT.Rows > 0 {
 			tensor.SpMM(iv.ghostC[l], iv.GhostT, b.dz[l][slot])
@@ -136,10 +139,8 @@ func (g *gcn) avRequest(ctx context.Context, iv *interval, st pipeline.Started) 
 // epoch the scheduler names.
 func (g *gcn) gatherGradients(iv *interval, l int, reads []pipeline.Read) {
 	b := g.lay
-	src, done := b.compose(b.dz[l], b.compDZ[l], reads, false)
 	dp := iv.dp[l]
-	tensor.SpMMRows(dp, b.part.AdjLocal, src, iv.Lo, iv.Hi)
-	done()
+	b.gather(dp, b.part.AdjLocal, b.dzAll[l], iv, reads, false)
 	b.eachContribution(iv, l, reads, func(i int, src []float32) {
 		row := dp.Row(i)
 		for j, v := range src {
@@ -156,7 +157,8 @@ func (g *gcn) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb p
 	b := g.lay
 	iv := &b.ivs[i]
 	req := dispatch.TaskRequest{Op: dispatch.OpForward, Model: g.cfg, Layer: l, RowOffset: b.part.Lo + iv.Lo,
-		W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi), Act: &g.evalAct[i][l]}
+		W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi), Act: g.evalActs.get()}
+	defer g.evalActs.put(req.Act)
 	if l == 0 {
 		req.Features = iv.feats
 	} else {

@@ -25,9 +25,13 @@ type layout struct {
 	widths                 []int // [layer]: width of the rows SC_l and ∇SC_l exchange
 	parities               int   // 2 when an interval runs two epochs at once, else 1
 
-	p  [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
-	z  [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows
-	dz [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows
+	// p[l] and dz[l] are the slots of one buffer each, pAll[l] and dzAll[l]: slot r is its rows
+	// r·n … (r+1)·n, so that a Gather reads rows of several epochs without copying them.
+	p     [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
+	z     [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows
+	dz    [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows
+	pAll  []*tensor.Dense   // [layer]: the slots of P_l
+	dzAll []*tensor.Dense   // [layer]: the slots of dZ_l
 	// scores[layer][slot] is a GAT's s_src (owned then ghost rows), sent after each row of P_l;
 	// nil for a GCN.
 	scores [][]*tensor.Dense
@@ -40,6 +44,7 @@ type layout struct {
 	segKnown []atomic.Bool
 	compP    []*bufPool // [layer]: composite P_l buffers of mixed-epoch Gathers
 	compDZ   []*bufPool // [layer]: composite dZ_l buffers of mixed-epoch backward Gathers
+	shifted  freeList[*shiftedBlock]
 }
 
 // interval is one interval's rows and the buffers every model uses, reused across epochs.
@@ -91,17 +96,19 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	L, R, n := len(sh.dims)-1, b.slots, part.Owned
 	rows := n + len(part.Ghosts)
 	b.p, b.dz, b.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, b.parities)
+	b.shifted.make = func() *shiftedBlock { return &shiftedBlock{} }
 	for l := range L {
 		d := b.dims[l+1]
 		for p := range b.z {
 			b.z[p] = append(b.z[p], tensor.NewDense(n, d))
 		}
-		for range R {
-			b.p[l] = append(b.p[l], tensor.NewDense(rows, d))
-			b.dz[l] = append(b.dz[l], tensor.NewDense(n, d))
+		b.pAll, b.dzAll = append(b.pAll, tensor.NewDense(R*rows, d)), append(b.dzAll, tensor.NewDense(R*n, d))
+		for r := range R {
+			b.p[l] = append(b.p[l], b.pAll[l].RowSlice(r*rows, (r+1)*rows))
+			b.dz[l] = append(b.dz[l], b.dzAll[l].RowSlice(r*n, (r+1)*n))
 		}
-		b.compP = append(b.compP, &bufPool{rows: rows, cols: d})
-		b.compDZ = append(b.compDZ, &bufPool{rows: n, cols: d})
+		b.compP = append(b.compP, newBufPool(rows, d))
+		b.compDZ = append(b.compDZ, newBufPool(n, d))
 	}
 	total := b.parts * b.intervals
 	b.seg = make([][2]int, total)
@@ -189,39 +196,50 @@ func (b *layout) scoresOf(l, slot int) *tensor.Dense {
 // zOf returns the views of an interval's Z_l rows of epoch e.
 func (iv *interval) zOf(e int) []*tensor.Dense { return iv.zView[e%len(iv.zView)] }
 
+// readRows returns the rows of P_l or dZ_l a read names: a local interval's, and with ghosts
+// a remote interval's part of its partition's ghost block.
+func (b *layout) readRows(r pipeline.Read, ghosts bool) (lo, hi int, ok bool) {
+	switch q := r.From.Partition; {
+	case q == b.self:
+		return b.ivs[r.From.Interval].Lo, b.ivs[r.From.Interval].Hi, true
+	case ghosts:
+		seg := b.seg[b.global(q, r.From.Interval)]
+		lo = b.part.Owned + b.part.GhostStart[q] + seg[0]
+		return lo, lo + seg[1], true
+	}
+	return 0, 0, false
+}
+
 // compose returns the buffer a Gather reads: the slot of the common epoch when every source
 // (local intervals, and with ghosts the remote ones) is read at the same epoch, otherwise a
 // composite holding each source's rows of its epoch. done returns the composite to its pool.
 func (b *layout) compose(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, ghosts bool) (*tensor.Dense, func()) {
-	return b.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) {
-		switch q := r.From.Partition; {
-		case q == b.self:
-			return b.ivs[r.From.Interval].Lo, b.ivs[r.From.Interval].Hi, true
-		case ghosts:
-			seg := b.seg[b.global(q, r.From.Interval)]
-			lo = b.part.Owned + b.part.GhostStart[q] + seg[0]
-			return lo, lo + seg[1], true
+	return b.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) { return b.readRows(r, ghosts) })
+}
+
+// commonEpoch returns the epoch of every read that rows accepts (0 if none), and whether
+// they are of several epochs instead.
+func commonEpoch(reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (epoch int, mixed bool) {
+	epoch = -1
+	for _, r := range reads {
+		if _, _, ok := rows(r); !ok {
+			continue
 		}
-		return 0, 0, false
-	})
+		if epoch >= 0 && r.Epoch != epoch {
+			return 0, true
+		}
+		epoch = r.Epoch
+	}
+	return max(epoch, 0), false
 }
 
 // composeRows returns the slot of the common epoch when every read that rows accepts is of
 // one epoch, otherwise a composite from pool holding each accepted read's rows [lo, hi) of its
 // epoch. done returns the composite to its pool.
 func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (*tensor.Dense, func()) {
-	epoch, mixed := -1, false
-	for _, r := range reads {
-		if _, _, ok := rows(r); !ok {
-			continue
-		}
-		if epoch >= 0 && r.Epoch != epoch {
-			mixed = true
-		}
-		epoch = r.Epoch
-	}
+	epoch, mixed := commonEpoch(reads, rows)
 	if !mixed {
-		return slots[max(epoch, 0)%b.slots], func() {}
+		return slots[epoch%b.slots], func() {}
 	}
 	comp := pool.get()
 	d := comp.Cols
@@ -231,6 +249,56 @@ func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipel
 		}
 	}
 	return comp, func() { pool.put(comp) }
+}
+
+// shiftedBlock is a mixed-epoch Gather's rows of the adjacency, their column indices moved to
+// the slots of their sources' epochs, and the shift of every column.
+type shiftedBlock struct {
+	shift  []int32
+	rowPtr []int64
+	colIdx []int32
+}
+
+// gather computes dst = adj[iv.Lo:iv.Hi] · src, reading each source's rows (those of a read
+// that readRows accepts) in the slot of its epoch; all holds the slots, slot r in its rows
+// r·n … (r+1)·n with n = adj.Cols. When every read is of one epoch that is an SpMM on its
+// slot; otherwise the interval's column indices are shifted into their sources' slots of all,
+// which copies 4 bytes per nonzero instead of every row of the sources.
+func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, iv *interval, reads []pipeline.Read, ghosts bool) {
+	n := adj.Cols
+	rows := func(r pipeline.Read) (lo, hi int, ok bool) { return b.readRows(r, ghosts) }
+	epoch, mixed := commonEpoch(reads, rows)
+	if !mixed {
+		r := epoch % b.slots
+		tensor.SpMMRows(dst, adj, all.RowSlice(r*n, (r+1)*n), iv.Lo, iv.Hi)
+		return
+	}
+	s := b.shifted.get()
+	defer b.shifted.put(s)
+	s.shift = slices.Grow(s.shift[:0], n)[:n]
+	clear(s.shift)
+	for _, r := range reads {
+		if lo, hi, ok := rows(r); ok {
+			shift := int32(r.Epoch % b.slots * n)
+			for i := lo; i < hi; i++ {
+				s.shift[i] = shift
+			}
+		}
+	}
+	p0, p1 := adj.RowPtr[iv.Lo], adj.RowPtr[iv.Hi]
+	s.rowPtr = slices.Grow(s.rowPtr[:0], iv.Rows()+1)[:iv.Rows()+1]
+	for i := range s.rowPtr {
+		s.rowPtr[i] = adj.RowPtr[iv.Lo+i] - p0
+	}
+	s.colIdx = slices.Grow(s.colIdx[:0], int(p1-p0))[:p1-p0]
+	for k, c := range adj.ColIdx[p0:p1] {
+		s.colIdx[k] = c + s.shift[c]
+	}
+	block := tensor.CSR{Rows: iv.Rows(), Cols: all.Rows, RowPtr: s.rowPtr, ColIdx: s.colIdx}
+	if adj.Val != nil {
+		block.Val = adj.Val[p0:p1]
+	}
+	tensor.SpMMRows(dst, &block, all, 0, block.Rows)
 }
 
 // eachContribution calls add with every row of layer l's contributions that remote intervals
@@ -250,26 +318,34 @@ func (b *layout) eachContribution(iv *interval, l int, reads []pipeline.Read, ad
 	}
 }
 
-// bufPool keeps buffers of one shape for reuse.
-type bufPool struct {
-	mu         sync.Mutex
-	rows, cols int
-	free       []*tensor.Dense
+// freeList keeps values for reuse; get makes a new one with make when none is free.
+type freeList[T any] struct {
+	mu   sync.Mutex
+	make func() T
+	free []T
 }
 
-func (p *bufPool) get() *tensor.Dense {
+func (p *freeList[T]) get() T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
-		d := p.free[n-1]
+		v := p.free[n-1]
 		p.free = p.free[:n-1]
-		return d
+		return v
 	}
-	return tensor.NewDense(p.rows, p.cols)
+	return p.make()
 }
 
-func (p *bufPool) put(d *tensor.Dense) {
+func (p *freeList[T]) put(v T) {
 	p.mu.Lock()
-	p.free = append(p.free, d)
+	p.free = append(p.free, v)
 	p.mu.Unlock()
+}
+
+// bufPool keeps buffers of one shape for reuse.
+type bufPool = freeList[*tensor.Dense]
+
+// newBufPool returns a pool of rows×cols buffers.
+func newBufPool(rows, cols int) *bufPool {
+	return &bufPool{make: func() *tensor.Dense { return tensor.NewDense(rows, cols) }}
 }

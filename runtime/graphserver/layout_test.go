@@ -1,0 +1,58 @@
+package graphserver
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+)
+
+// A Gather that reads its sources at several epochs, by shifting column indices into the
+// slots, computes what an SpMM on a composite of the sources' rows of their epochs computes:
+// forward (owned and ghost rows) and backward (owned rows), for every mix of epochs.
+func TestGatherShiftsIntoSlots(t *testing.T) {
+	cfg := fuzzConfigs(t)[1] // staleness 1: 4 slots
+	part, cuts, err := newPart(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, all := range slices.Concat(b.pAll, b.dzAll) {
+		for i := range all.Data {
+			all.Data[i] = rng.Float32()
+		}
+	}
+	// Partition 0's intervals fill halves of its ghost block.
+	g := part.GhostsOf(0)
+	b.seg[b.global(0, 0)], b.seg[b.global(0, 1)] = [2]int{0, g / 2}, [2]int{g / 2, g - g/2}
+	sources := []pipeline.IntervalID{{Partition: 1, Interval: 0}, {Partition: 1, Interval: 1}, {Partition: 0, Interval: 0}, {Partition: 0, Interval: 1}}
+	for mix := range 1 << (2 * len(sources)) { // every source at every epoch of 0..3
+		var reads []pipeline.Read
+		for k, from := range sources {
+			reads = append(reads, pipeline.Read{From: from, Epoch: mix >> (2 * k) & 3})
+		}
+		for l := range b.layers() {
+			for i := range b.ivs {
+				iv := &b.ivs[i]
+				for _, ghosts := range []bool{true, false} {
+					adj, slots, all, pool := part.Adj, b.p[l], b.pAll[l], b.compP[l]
+					if !ghosts {
+						adj, slots, all, pool = part.AdjLocal, b.dz[l], b.dzAll[l], b.compDZ[l]
+					}
+					want := tensor.NewDense(iv.Rows(), all.Cols)
+					src, done := b.compose(slots, pool, reads, ghosts)
+					tensor.SpMMRows(want, adj, src, iv.Lo, iv.Hi)
+					done()
+					got := tensor.NewDense(iv.Rows(), all.Cols)
+					b.gather(got, adj, all, iv, reads, ghosts)
+					if !slices.Equal(got.Data, want.Data) {
+						t.Fatalf("reads %v, layer %d, interval %d, ghosts %v: gather differs from the composite's SpMM", reads, l, i, ghosts)
+					}
+				}
+			}
+		}
+	}
+}
