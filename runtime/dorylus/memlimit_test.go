@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -86,4 +87,19 @@ func memoryCgroup(t *testing.T, bytes int64) (limitFile, procs string) {
 		t.Fatalf("limit the test's cgroup: %v", err)
 	}
 	return limitFile, filepath.Join(cg, "cgroup.procs")
+}
+
+// A graph server collects garbage at graphServerGCPercent unless $GOGC says otherwise.
+func TestCollectEarly(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	collectEarly()
+	if got := debug.SetGCPercent(100); got != graphServerGCPercent {
+		t.Errorf("GOGC unset: GC percent %d, want %d", got, graphServerGCPercent)
+	}
+	t.Setenv("GOGC", "80")
+	collectEarly()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=80 set: the GC percent was changed to %d", got)
+	}
 }
