@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 )
@@ -152,8 +153,9 @@ func (m *Manifest) CheckPart(path string, d *graph.PartitionData) error {
 	return nil
 }
 
-// HasManifest reports whether dir holds a manifest.
+// HasManifest reports whether dir is a directory holding a manifest (or one that cannot be
+// read, which ReadManifest then explains); a file, a prepared one say, holds none.
 func HasManifest(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, ManifestFileName))
-	return !errors.Is(err, fs.ErrNotExist)
+	return err == nil || !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR)
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // TestTrainPreparedPartitions: `dorylus train --graph-servers 2` on a directory written by
-// `dorylus prepare --partitions 2` (partition files and their manifest, no whole graph) trains
-// as the single process does; a directory of another part count, a file of another
+// `dorylus prepare --partitions 2` (partition files and their manifest, no whole graph) and on a
+// prepared whole-graph file trains as the single process does; a directory of another part count, a file of another
 // partitioning or a corrupted one, and more parts than vertices are refused with an error
 // naming the file.
 func TestTrainPreparedPartitions(t *testing.T) {
@@ -32,6 +32,13 @@ func TestTrainPreparedPartitions(t *testing.T) {
 	t.Logf("final loss %.7f (single process %.7f), test accuracy %.4f (%.4f)", got.FinalLoss, want[29], got.TestAcc, final.TestAcc)
 	if rep.Dataset != "cora" || rep.Nodes != 2708 || math.Abs(got.FinalLoss-want[29]) > 1e-6*want[29] || math.Abs(got.TestAcc-final.TestAcc) > 0.002 {
 		t.Errorf("dataset %s of %d nodes, final loss %.7f, test accuracy %.4f; single process %.7f, %.4f", rep.Dataset, rep.Nodes, got.FinalLoss, got.TestAcc, want[29], final.TestAcc)
+	}
+	// A prepared whole-graph file: the launcher cuts it by streaming, to the same result.
+	file := filepath.Join(t.TempDir(), "cora.dorylus")
+	cli(t, "prepare", "cora", file)
+	rep = runCLI(t, append(append([]string{"train", "--dataset", file}, train[3:]...), "--graph-servers", "2")...)
+	if got := rep.PerRun[0]; math.Abs(got.FinalLoss-want[29]) > 1e-6*want[29] {
+		t.Errorf("from the prepared file %s: final loss %.7f, single process %.7f", file, got.FinalLoss, want[29])
 	}
 
 	other := filepath.Join(t.TempDir(), "contiguous")
