@@ -205,6 +205,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	progress.finish()
 	rep.summarize(times)
 	var names []string
+	rep.PeakRSSByProcess = stats.rss
 	for name, rss := range stats.rss {
 		rep.PeakRSSBytes = max(rep.PeakRSSBytes, rss)
 		names = append(names, fmt.Sprintf("%s %d MiB", name, rss>>20))

@@ -33,6 +33,16 @@ func TestTrainPreparedPartitions(t *testing.T) {
 	if rep.Dataset != "cora" || rep.Nodes != 2708 || math.Abs(got.FinalLoss-want[29]) > 1e-6*want[29] || math.Abs(got.TestAcc-final.TestAcc) > 0.002 {
 		t.Errorf("dataset %s of %d nodes, final loss %.7f, test accuracy %.4f; single process %.7f, %.4f", rep.Dataset, rep.Nodes, got.FinalLoss, got.TestAcc, want[29], final.TestAcc)
 	}
+	var peak int64
+	for _, name := range []string{"graph-server 0", "graph-server 1", "param-server 0"} {
+		if rep.PeakRSSByProcess[name] <= 0 {
+			t.Errorf("peak RSS by process %v: none for %s", rep.PeakRSSByProcess, name)
+		}
+		peak = max(peak, rep.PeakRSSByProcess[name])
+	}
+	if len(rep.PeakRSSByProcess) != 3 || rep.PeakRSSBytes != peak {
+		t.Errorf("peak RSS %d, by process %v: want the largest of the three servers'", rep.PeakRSSBytes, rep.PeakRSSByProcess)
+	}
 	// A prepared whole-graph file: the launcher cuts it by streaming, to the same result.
 	file := filepath.Join(t.TempDir(), "cora.dorylus")
 	cli(t, "prepare", "cora", file)

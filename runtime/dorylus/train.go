@@ -195,26 +195,29 @@ type runResult struct {
 
 // trainReport is the JSON object `--output json` prints.
 type trainReport struct {
-	Dataset            string      `json:"dataset"`
-	Model              string      `json:"model"`
-	Nodes              int         `json:"nodes"`
-	Edges              int64       `json:"edges"`
-	Features           int         `json:"features"`
-	Classes            int         `json:"classes"`
-	Layers             int         `json:"layers"`
-	Hidden             int         `json:"hidden"`
-	Heads              int         `json:"heads,omitempty"`
-	Epochs             int         `json:"epochs"`
-	Patience           int         `json:"patience,omitempty"`
-	Runs               int         `json:"runs"`
-	Threads            int         `json:"threads"`
-	TestAccuracy       float64     `json:"test_accuracy"`
-	TestAccuracyStd    float64     `json:"test_accuracy_std"`
-	ValAccuracy        float64     `json:"val_accuracy"`
-	EpochSecondsMedian float64     `json:"epoch_seconds_median"`
-	LoadSeconds        float64     `json:"load_seconds"`
-	PeakRSSBytes       int64       `json:"peak_rss_bytes"`
-	PerRun             []runResult `json:"per_run"`
+	Dataset            string  `json:"dataset"`
+	Model              string  `json:"model"`
+	Nodes              int     `json:"nodes"`
+	Edges              int64   `json:"edges"`
+	Features           int     `json:"features"`
+	Classes            int     `json:"classes"`
+	Layers             int     `json:"layers"`
+	Hidden             int     `json:"hidden"`
+	Heads              int     `json:"heads,omitempty"`
+	Epochs             int     `json:"epochs"`
+	Patience           int     `json:"patience,omitempty"`
+	Runs               int     `json:"runs"`
+	Threads            int     `json:"threads"`
+	TestAccuracy       float64 `json:"test_accuracy"`
+	TestAccuracyStd    float64 `json:"test_accuracy_std"`
+	ValAccuracy        float64 `json:"val_accuracy"`
+	EpochSecondsMedian float64 `json:"epoch_seconds_median"`
+	LoadSeconds        float64 `json:"load_seconds"`
+	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	// PeakRSSByProcess is each server's peak resident memory (with --graph-servers), by its
+	// name: "graph-server 0", "param-server 1".
+	PeakRSSByProcess map[string]int64 `json:"peak_rss_by_process,omitempty"`
+	PerRun           []runResult      `json:"per_run"`
 	// Trace sums the first run's timeline per epoch and server (with --trace).
 	Trace []trace.EpochSummary `json:"trace,omitempty"`
 	// CostUSD is the estimated cost of the run on AWS, which Cost itemises (pkg/cost).
