@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -80,13 +81,10 @@ type child struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	log   *tailWriter
-	done  chan struct{} // closed when the process has exited
-	err   error         // Wait's result
-	mem   memory        // the last read of its memory while it ran (launchOnce's goroutine)
+	done  chan struct{}  // closed when the process has exited
+	err   error          // Wait's result
+	mem   procmem.Memory // the last read of its memory while it ran (launchOnce's goroutine)
 }
-
-// memory is a process's resident set and its peak, in bytes.
-type memory struct{ resident, peak int64 }
 
 // memorySample is how often the launcher reads its servers' memory, so that it can say what a
 // server held when it died (the kernel's OOM killer sends SIGKILL).
@@ -100,17 +98,17 @@ func (c *child) sample() {
 		return
 	default:
 	}
-	if m := readMemory(c.cmd.Process.Pid); m.peak > 0 {
+	if m := procmem.Read(c.cmd.Process.Pid); m.Peak > 0 {
 		c.mem = m
 	}
 }
 
 // died describes how the child ended, with its memory when last read.
 func (c *child) died() string {
-	if c.mem.peak == 0 {
+	if c.mem.Peak == 0 {
 		return c.err.Error()
 	}
-	return fmt.Sprintf("%v; resident %d MiB when last read, peak %d MiB", c.err, c.mem.resident>>20, c.mem.peak>>20)
+	return fmt.Sprintf("%v; resident %d MiB when last read, peak %d MiB", c.err, c.mem.Resident>>20, c.mem.Peak>>20)
 }
 
 // serverStats are what the launcher learns of its servers.
@@ -241,7 +239,7 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 	defer func() {
 		for _, c := range children {
 			c.sample()
-			stats.rss[c.name] = max(stats.rss[c.name], c.mem.peak)
+			stats.rss[c.name] = max(stats.rss[c.name], c.mem.Peak)
 		}
 		stopAll(children)
 	}()
@@ -491,30 +489,4 @@ func (w *tailWriter) tail() string {
 		return ""
 	}
 	return ": " + strings.Join(w.last, "; ")
-}
-
-// readMemory returns a running process's resident set and peak (VmRSS, VmHWM; zeros if
-// unknown). A child's rusage would not do: its maxrss counts the launcher's memory it shared
-// until exec.
-func readMemory(pid int) memory {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return memory{}
-	}
-	var m memory
-	for line := range strings.SplitSeq(string(b), "\n") {
-		key, v, _ := strings.Cut(line, ":")
-		var dst *int64
-		switch key {
-		case "VmRSS":
-			dst = &m.resident
-		case "VmHWM":
-			dst = &m.peak
-		default:
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-		*dst = kb << 10
-	}
-	return m
 }
