@@ -38,6 +38,7 @@ type Decimal string
 // +kubebuilder:printcolumn:name="Restarts",type=integer,priority=1,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Edge-Cut",type=string,priority=1,JSONPath=`.status.partitions.edgeCut`
 // +kubebuilder:printcolumn:name="Ghosts",type=integer,priority=1,JSONPath=`.status.partitions.ghosts`
+// +kubebuilder:printcolumn:name="GS-Peak-Mem",type=string,priority=1,JSONPath=`.status.progress.graphServerPeakMemory`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters so that derived child names (<name>-gs-<ordinal>, <name>-fn-00001-private) fit in 63"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (start with a letter; lowercase letters, digits and '-') because it names Services"

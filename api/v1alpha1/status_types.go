@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -126,6 +127,10 @@ type Progress struct {
 	// EpochCostUSD is the estimated cost of the last completed epoch.
 	// +optional
 	EpochCostUSD *Decimal `json:"epochCostUSD,omitempty"`
+	// GraphServerPeakMemory is the largest peak resident memory of any graph server so
+	// far: what their memory request must cover.
+	// +optional
+	GraphServerPeakMemory *resource.Quantity `json:"graphServerPeakMemory,omitempty"`
 	// LastCheckpointEpoch is the epoch of the newest saved checkpoint.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -624,6 +624,11 @@ func (in *Progress) DeepCopyInto(out *Progress) {
 		*out = new(Decimal)
 		**out = **in
 	}
+	if in.GraphServerPeakMemory != nil {
+		in, out := &in.GraphServerPeakMemory, &out.GraphServerPeakMemory
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.LastCheckpointEpoch != nil {
 		in, out := &in.LastCheckpointEpoch, &out.LastCheckpointEpoch
 		*out = new(int32)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,6 +42,9 @@ type Progress struct {
 	TrainAccuracy, ValAccuracy, TestAccuracy float64
 	// CostUSD is the estimated cost so far, EpochCostUSD that of the last epoch.
 	CostUSD, EpochCostUSD float64
+	// GraphServerPeakMemoryBytes is the largest peak resident memory of any graph server
+	// so far (0: unknown).
+	GraphServerPeakMemoryBytes int64
 	// LastCheckpointEpoch is the epoch of the newest checkpoint, if any.
 	LastCheckpointEpoch *int
 	// FailureMessage, when set, reports an unrecoverable error and where it
@@ -197,6 +201,9 @@ func progressObject(p Progress, now time.Time) (map[string]any, error) {
 			return nil, fmt.Errorf("%w: %s %v", ErrNegative, f.key, f.v)
 		}
 		out[f.key] = strconv.FormatFloat(f.v, f.format, f.prec, 64)
+	}
+	if p.GraphServerPeakMemoryBytes > 0 {
+		out["graphServerPeakMemory"] = resource.NewQuantity(p.GraphServerPeakMemoryBytes, resource.BinarySI).String()
 	}
 	if p.LastCheckpointEpoch != nil {
 		out["lastCheckpointEpoch"] = int64(*p.LastCheckpointEpoch)

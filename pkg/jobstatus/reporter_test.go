@@ -18,9 +18,10 @@ func TestProgressObject(t *testing.T) {
 		want map[string]any
 	}{
 		{"full report", Progress{Epoch: 12, Loss: 0.6931471805599453, TrainAccuracy: 0.95, ValAccuracy: 0.8123, TestAccuracy: 0.80556,
-			CostUSD: 0.0123, EpochCostUSD: 2.5e-4, LastCheckpointEpoch: &ckpt}, map[string]any{
+			CostUSD: 0.0123, EpochCostUSD: 2.5e-4, LastCheckpointEpoch: &ckpt, GraphServerPeakMemoryBytes: 3 << 30}, map[string]any{
 			"epoch": int64(12), "updateTime": "2026-05-06T06:08:09Z", "loss": "0.693147", "trainAccuracy": "0.9500",
 			"valAccuracy": "0.8123", "testAccuracy": "0.8056", "costUSD": "0.0123", "epochCostUSD": "0.00025", "lastCheckpointEpoch": int64(10),
+			"graphServerPeakMemory": "3Gi",
 		}},
 		{"outputs written", Progress{Epoch: 3, Outputs: []string{"model.safetensors", "model.json"}}, map[string]any{
 			"epoch": int64(3), "updateTime": "2026-05-06T06:08:09Z", "loss": "0", "trainAccuracy": "0.0000",

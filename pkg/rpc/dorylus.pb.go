@@ -524,6 +524,7 @@ type EpochReport struct {
 	// and relaunches included, and their summed duration, each call rounded up to a millisecond.
 	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
 	BilledNs      uint64 `protobuf:"varint,6,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
+	PeakRssBytes  uint64 `protobuf:"varint,7,opt,name=peak_rss_bytes,json=peakRssBytes,proto3" json:"peak_rss_bytes,omitempty"` // the partition's graph server's peak resident memory so far (VmHWM)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +597,13 @@ func (x *EpochReport) GetCalls() uint64 {
 func (x *EpochReport) GetBilledNs() uint64 {
 	if x != nil {
 		return x.BilledNs
+	}
+	return 0
+}
+
+func (x *EpochReport) GetPeakRssBytes() uint64 {
+	if x != nil {
+		return x.PeakRssBytes
 	}
 	return 0
 }
@@ -1686,7 +1694,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"HelloReply\"M\n" +
 	"\x0eProgressReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12'\n" +
-	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"\x9d\x01\n" +
+	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"\xc3\x01\n" +
 	"\vEpochReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\rR\x05epoch\x12\x12\n" +
@@ -1694,7 +1702,8 @@ const file_dorylus_proto_rawDesc = "" +
 	"\n" +
 	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\x12\x14\n" +
 	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x1b\n" +
-	"\tbilled_ns\x18\x06 \x01(\x04R\bbilledNs\"L\n" +
+	"\tbilled_ns\x18\x06 \x01(\x04R\bbilledNs\x12$\n" +
+	"\x0epeak_rss_bytes\x18\a \x01(\x04R\fpeakRssBytes\"L\n" +
 	"\bEvaluate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +

@@ -28,6 +28,8 @@ type Event struct {
 	ValAcc  *float64 `json:"val_accuracy,omitempty"`
 	Seconds float64  `json:"seconds,omitempty"`
 	Bytes   uint64   `json:"bytes,omitempty"`
+	// PeakRSSBytes is the largest peak resident memory of any graph server so far.
+	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 	// epoch and result, with Config.Cost: the run's cost so far, the part of it since the
 	// previous epoch, and the billed tensor calls of every graph server it counts (requests
 	// and their billed duration) as the graph servers reported them.
@@ -182,6 +184,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	a.from.add(r.From)
 	a.loss += r.Loss
 	a.bytes += r.BytesSent
+	c.progress.GraphServerPeakMemoryBytes = max(c.progress.GraphServerPeakMemoryBytes, int64(min(r.PeakRssBytes, math.MaxInt64)))
 	c.calls.Requests += int64(r.Calls)
 	c.calls.Billed += time.Duration(r.BilledNs)
 	var cmds []*rpc.CommandRequest
@@ -203,7 +206,8 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			}
 			return cmds, err
 		}
-		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes}}
+		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes,
+			PeakRSSBytes: c.progress.GraphServerPeakMemoryBytes}}
 		c.start = now
 		if err := c.price(now); err != nil {
 			return cmds, err

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -158,7 +159,8 @@ func (s *server) step(ev event) error {
 				delete(s.epochs, t.Epoch)
 				calls := s.billing.take()
 				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss,
-					BytesSent: s.peers.sent.Swap(0), Calls: uint64(calls.Requests), BilledNs: uint64(calls.Billed)})
+					BytesSent: s.peers.sent.Swap(0), Calls: uint64(calls.Requests), BilledNs: uint64(calls.Billed),
+					PeakRssBytes: uint64(procmem.Self().Peak)})
 			}
 		}
 	case rowsArrived:

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -215,6 +216,10 @@ func TestRunReportsStatus(t *testing.T) {
 	if last.Epoch != epochs || last.TrainAccuracy != res.TrainAcc || last.ValAccuracy != *res.ValAcc ||
 		last.TestAccuracy != res.TestAcc || last.Loss != lines[epochs-1].Loss || last.TestAccuracy == 0 {
 		t.Fatalf("final report %+v, want the result %+v with the last epoch's loss %v", last, res, lines[epochs-1].Loss)
+	}
+	// Graph servers run in this test's process: their peak memory is at most its own.
+	if peak := procmem.Self().Peak; last.GraphServerPeakMemoryBytes <= 0 || last.GraphServerPeakMemoryBytes > peak || lines[epochs-1].PeakRSSBytes != last.GraphServerPeakMemoryBytes {
+		t.Errorf("graph servers' peak memory %d in the status, %d in the last epoch line; the process's peak is %d", last.GraphServerPeakMemoryBytes, lines[epochs-1].PeakRSSBytes, peak)
 	}
 	for i := 1; i < len(reports); i++ {
 		if reports[i].Epoch < reports[i-1].Epoch {
