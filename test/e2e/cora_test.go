@@ -134,12 +134,17 @@ func TestCoraCPU(t *testing.T) {
 	t.Logf("timeline %s", tl.report())
 
 	jobAccuracy(t, c, name, singleProcessAccuracy(t))
+	// The graph servers' peak memory, as the kubelet's processes report it: a Cora graph
+	// server holds tens of MiB.
+	if m := getJob(context.Background(), t, c, name).Status.Progress.GraphServerPeakMemory; m == nil || m.Value() < 16<<20 || m.Value() > 2<<30 {
+		t.Errorf("status.progress.graphServerPeakMemory %v: want a Cora graph server's peak resident memory, 16 MiB to 2 GiB", m)
+	}
 
-	table := run(t, kubectl, "get", "-n", ns, "gnnjob", name)
-	t.Logf("kubectl get gnnjob:\n%s", table)
-	for _, col := range []string{"EPOCH", "VAL-ACC", "COST-USD"} {
+	table := run(t, kubectl, "get", "-n", ns, "gnnjob", name, "-o", "wide")
+	t.Logf("kubectl get gnnjob -o wide:\n%s", table)
+	for _, col := range []string{"EPOCH", "VAL-ACC", "COST-USD", "GS-PEAK-MEM"} {
 		if !strings.Contains(table, col) {
-			t.Errorf("kubectl get gnnjob has no %s column:\n%s", col, table)
+			t.Errorf("kubectl get gnnjob -o wide has no %s column:\n%s", col, table)
 		}
 	}
 	deleteJob(t, name, tl.processes())
