@@ -105,12 +105,16 @@ type Option struct {
 	TotalSeconds float64    `json:"totalSeconds"`
 	CostUSD      float64    `json:"costUSD"`
 	EpochsPerUSD float64    `json:"epochsPerUSD"`
-	Meets        bool       `json:"meetsGoal"`
+	// GraphServerBytes is the predicted memory of the heaviest graph server; Fits says
+	// whether it fits the machine (no configuration that does not meets the goal).
+	GraphServerBytes float64 `json:"graphServerBytes"`
+	Fits             bool    `json:"fits"`
+	Meets            bool    `json:"meetsGoal"`
 }
 
 // Choose predicts and prices every configuration of s for w and g on machine m (its
-// ServerCores are those of the graph servers' instance type unless it shares cores), and
-// returns them best first: those that meet the goal, by the objective, then the rest by
+// ServerCores and ServerMemoryBytes are those of the graph servers' instance type unless it
+// shares cores), and returns them best first: those that meet the goal, by the objective, then the rest by
 // value. best is false when none meets the goal.
 func Choose(w Workload, s Space, m Machine, cal Calibration, pr Pricing, g Goal) (opts []Option, best bool, err error) {
 	if err := g.Validate(); err != nil {
@@ -123,6 +127,7 @@ func Choose(w Workload, s Space, m Machine, cal Calibration, pr Pricing, g Goal)
 	}
 	if m.SharedCores == 0 {
 		m.ServerCores, m.ParamServerCores = gs.VCPUs, ps.VCPUs*pr.ParameterServers
+		m.ServerMemoryBytes = gs.MemoryGiB * (1 << 30)
 	}
 	for _, c := range s.Configs() {
 		p, err := Predict(w, c, m, cal)
@@ -134,7 +139,9 @@ func Choose(w Workload, s Space, m Machine, cal Calibration, pr Pricing, g Goal)
 			return nil, false, err
 		}
 		o.EpochsPerUSD = float64(g.Epochs) / o.CostUSD
-		o.Meets = (g.Deadline == 0 || o.TotalSeconds <= g.Deadline.Seconds()) && (g.BudgetUSD == 0 || o.CostUSD <= g.BudgetUSD)
+		o.GraphServerBytes = w.GraphServerBytes(c)
+		o.Fits = m.fits(c.GraphServers, o.GraphServerBytes)
+		o.Meets = o.Fits && (g.Deadline == 0 || o.TotalSeconds <= g.Deadline.Seconds()) && (g.BudgetUSD == 0 || o.CostUSD <= g.BudgetUSD)
 		opts = append(opts, o)
 	}
 	slices.SortStableFunc(opts, func(a, b Option) int {

@@ -59,6 +59,17 @@ type Machine struct {
 	// ExtraLatency is added to every tensor call: the network to real functions, or the
 	// latency dorylus train --inject-latency adds.
 	ExtraLatency time.Duration
+	// ServerMemoryBytes is each graph server's memory, or with SharedCores SharedMemoryBytes
+	// that of the one machine all share (0: not bounded).
+	ServerMemoryBytes, SharedMemoryBytes float64
+}
+
+// fits reports whether graph servers of bytes each fit the machine's memory.
+func (m Machine) fits(servers int, bytes float64) bool {
+	if m.SharedCores > 0 {
+		return m.SharedMemoryBytes == 0 || float64(servers)*bytes <= m.SharedMemoryBytes
+	}
+	return m.ServerMemoryBytes == 0 || bytes <= m.ServerMemoryBytes
 }
 
 // ErrConfig is wrapped by the errors of a configuration or machine that cannot be modelled.

@@ -198,7 +198,7 @@ func TestFit(t *testing.T) {
 
 func TestChoose(t *testing.T) {
 	w := Workload{Vertices: 1_000_000, Entries: 20_000_000, Features: 128, Classes: 16, Model: Model{Architecture: GCN, Layers: 2, Hidden: 128}}
-	pr := Pricing{Prices: cost.Default, GraphServerInstance: "c5.xlarge", ParameterServerInstance: "c5.xlarge", ParameterServers: 1}
+	pr := Pricing{Prices: cost.Default, GraphServerInstance: "r5.xlarge", ParameterServerInstance: "c5.xlarge", ParameterServers: 1} // 32 GiB each
 	cal := round
 	cal.GatherSecondsPerMAC, cal.FlopSeconds, cal.TaskSeconds, cal.MessageSeconds, cal.ParamSeconds, cal.EpochSeconds = 1e-9, 1e-10, 1e-3, 1e-3, 1e-8, 0
 	s := Space{Backends: []Backend{CPU}, GraphServers: []int{1, 2, 4}, Intervals: []int{4}}
@@ -230,6 +230,29 @@ func TestChoose(t *testing.T) {
 	if _, best, _ = Choose(w, s, Machine{}, cal, pr, Goal{Epochs: 100, BudgetUSD: 1e-9, Objective: Value}); best {
 		t.Error("a budget of 1e-9 USD: a configuration meets it")
 	}
+	// On 8 GiB instances one graph server holding the whole graph does not fit; four do.
+	small := pr
+	small.GraphServerInstance = "c5.xlarge"
+	opts, _, err = Choose(w, s, Machine{}, cal, small, Goal{Epochs: 100, Objective: Time})
+	for _, o := range opts {
+		fits := o.GraphServerBytes <= 8<<30
+		if err != nil || o.Fits != fits || o.Meets != fits {
+			t.Errorf("8 GiB graph servers: %s needs %.1f GiB, fits %v, meets the goal %v (%v)", o.Config, o.GraphServerBytes/(1<<30), o.Fits, o.Meets, err)
+		}
+		if o.Config.GraphServers == 1 && fits || o.Config.GraphServers == 4 && !fits {
+			t.Errorf("8 GiB graph servers: %s needs %.1f GiB; want 1 graph server not to fit and 4 to", o.Config, o.GraphServerBytes/(1<<30))
+		}
+	}
+	// On one shared machine all graph servers count.
+	shared := Machine{SharedCores: 2, SharedMemoryBytes: 12 << 30}
+	if opts, _, err = Choose(w, s, shared, cal, pr, Goal{Epochs: 100, Objective: Value}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opts {
+		if fits := float64(o.Config.GraphServers)*o.GraphServerBytes <= 12<<30; o.Fits != fits {
+			t.Errorf("a shared 12 GiB machine: %s, %.1f GiB per graph server: fits %v, want %v", o.Config, o.GraphServerBytes/(1<<30), o.Fits, fits)
+		}
+	}
 	for name, g := range map[string]Goal{"no epochs": {Objective: Value}, "negative budget": {Epochs: 1, BudgetUSD: -1, Objective: Value}, "objective": {Epochs: 1, Objective: "speed"}} {
 		if _, _, err := Choose(w, s, Machine{}, cal, pr, g); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: error %v, want ErrConfig", name, err)
@@ -252,5 +275,33 @@ func TestSpaceConfigs(t *testing.T) {
 	s.Backends = append(s.Backends, "tpu")
 	if err := s.Validate(); !errors.Is(err, ErrConfig) {
 		t.Errorf("tpu: error %v, want ErrConfig", err)
+	}
+}
+
+// The memory model predicts the graph server it was calibrated on, and grows as the README's
+// table says: the epochs kept with S, the ghosts, the widths.
+func TestGraphServerBytes(t *testing.T) {
+	w := Workload{Vertices: 1_000_000, Entries: 20_000_000, Features: 32, Classes: 16,
+		Model: Model{Architecture: GCN, Layers: 2, Hidden: 32},
+		Cuts:  map[int]Part{4: {Vertices: 563_500, Entries: 4_700_000, Ghosts: 173_000}}}
+	c := Config{Backend: CPU, GraphServers: 4, Intervals: 4, Staleness: 1}
+	got := w.GraphServerBytes(c)
+	if got < 3.2*(1<<30) || got > 3.8*(1<<30) {
+		t.Errorf("graph server 3 of R-MAT 1M/20M on 4 parts: %.2f GiB predicted, 3.4 GiB measured", got/(1<<30))
+	}
+	sync := c
+	sync.Staleness = 0
+	wide := w
+	wide.Model.Hidden = 64
+	if s := w.GraphServerBytes(sync); s >= got {
+		t.Errorf("S = 0: %.0f bytes, not below S = 1's %.0f", s, got)
+	}
+	if x := wide.GraphServerBytes(c); x <= got {
+		t.Errorf("hidden 64: %.0f bytes, not above hidden 32's %.0f", x, got)
+	}
+	gat := w
+	gat.Model = Model{Architecture: GAT, Layers: 2, Hidden: 4, Heads: 8}
+	if x := gat.GraphServerBytes(c); x <= got {
+		t.Errorf("GAT 8 heads of 4: %.0f bytes, not above the GCN's %.0f (its per-entry attention)", x, got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -236,6 +237,9 @@ func (o *planOptions) inputs() (in planInputs, err error) {
 	}
 	if o.local {
 		in.machine.SharedCores = o.cores
+		if mem, err := memlimit.FromSystem(); err == nil {
+			in.machine.SharedMemoryBytes = float64(mem)
+		}
 	}
 	if err := in.space.Validate(); err != nil {
 		return in, err
@@ -294,7 +298,7 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 		fmt.Fprintln(out, "no configuration meets the goal; the best value regardless:")
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tconfiguration\tepoch\ttotal\tcost\tepochs/$\tbound\t")
+	fmt.Fprintln(tw, "\tconfiguration\tepoch\ttotal\tcost\tepochs/$\tbound\tgraph server memory\t")
 	if top > 0 {
 		opts = opts[:min(top, len(opts))]
 	}
@@ -305,11 +309,15 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 		} else if !op.Meets {
 			mark = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.4f\t%.0f\t%s\t\n", mark, op.Config, roundedSeconds(op.Prediction.EpochSeconds),
-			roundedSeconds(op.TotalSeconds), op.CostUSD, op.EpochsPerUSD, bound(op.Prediction))
+		fits := ""
+		if !op.Fits {
+			fits = " (does not fit)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.4f\t%.0f\t%s\t%s%s\t\n", mark, op.Config, roundedSeconds(op.Prediction.EpochSeconds),
+			roundedSeconds(op.TotalSeconds), op.CostUSD, op.EpochsPerUSD, bound(op.Prediction), memorySize(op.GraphServerBytes), fits)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain)")
+	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain); graph server memory: the heaviest one's, predicted (README \"Memory of a graph server\"), which must fit the instance type's memory (with --local, all of them this machine's)")
 }
 
 func describeModel(m plan.Model) string {
@@ -327,6 +335,14 @@ func roundedSeconds(s float64) string {
 		unit *= 10
 	}
 	return d.Round(unit).String()
+}
+
+// memorySize formats bytes in MiB below a GiB, else in GiB.
+func memorySize(b float64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%.0f MiB", b/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", b/(1<<30))
 }
 
 // bound names the largest of a prediction's bounds.
