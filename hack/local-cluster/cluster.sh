@@ -195,6 +195,11 @@ podLogsDir: $DIR/pod-logs
 podCIDR: $NODE_CIDR
 maxPods: 60
 serializeImagePulls: false
+# The kubelet refreshes a running pod's Secret volumes when it syncs the pod,
+# every syncFrequency (default 1m, jittered up to half as much again):
+# Kueue's manager is not ready until the certificates it writes into its own
+# Secret appear in its volume, which took up to 104 s of kueue.sh up's 139.
+syncFrequency: 10s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}

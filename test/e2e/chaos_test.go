@@ -25,7 +25,12 @@ import (
 
 // longEpochs is the length of the jobs the tests disturb: long enough to
 // act mid-training on a loaded machine, short enough to finish afterwards.
-const longEpochs = 1000
+// The tests act at epoch 5 or at a checkpoint of epoch 10 and are done
+// acting in a second or two (a suspension stops training at once, though
+// its pods take seconds to go); an epoch of these jobs takes 14 ms or more
+// on this 2-CPU node even with the node to itself (50 ms median beside two
+// other tests), so 500 epochs leave them 7 s or more.
+const longEpochs = 500
 
 // longJob applies the cpu sample as job name with longEpochs epochs and no
 // target accuracy, changed further by edit (if not nil), and starts its

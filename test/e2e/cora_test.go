@@ -103,7 +103,8 @@ func runSample(t *testing.T, c client.Client, file, name string, edit func(*dory
 
 // trainArgs are the `dorylus train` flags of a job's model and training as
 // the API server defaulted them, on dataset, with the job's graph and
-// parameter servers (the same cut and dropout masks) and staleness.
+// parameter servers (the same cut and dropout masks), staleness and
+// intervals (when the job sets them).
 func trainArgs(job *dorylusv1alpha1.GNNTrainingJob, dataset string) []string {
 	m, tr := job.Spec.Model, job.Spec.Training
 	args := []string{"--dataset", dataset, "--model", strings.ToLower(string(m.Architecture)), "--layers", fmt.Sprint(m.Layers),
@@ -112,6 +113,9 @@ func trainArgs(job *dorylusv1alpha1.GNNTrainingJob, dataset string) []string {
 		"--graph-servers", fmt.Sprint(job.Spec.GraphServers.Replicas), "--param-servers", fmt.Sprint(job.Spec.ParameterServers.Replicas)}
 	if m.Heads != nil {
 		args = append(args, "--heads", fmt.Sprint(*m.Heads), "--patience", "0")
+	}
+	if tr.Intervals != nil {
+		args = append(args, "--intervals", fmt.Sprint(*tr.Intervals))
 	}
 	return args
 }

@@ -160,8 +160,21 @@ func restrictedNamespaces() []byte {
 	return b.Bytes()
 }
 
-// e2eCPU is the CPU a graph server of a test job requests.
+// e2eCPU is the CPU every server of a test job requests.
 const e2eCPU = "100m"
+
+// requestCPU sets r's CPU request to cpu. The node's kubelet runs on cgroup
+// v1, where the pods that request no CPU (BestEffort) share 2 CPU shares
+// between them all, and a pod requesting 100m has 102: while other tests'
+// jobs keep both CPUs busy, a server or function without a request gets a
+// few per mille of the CPU (the Knative and Lambda samples, whose servers
+// request nothing, took seconds an epoch, 20 times longer than alone).
+func requestCPU(r *corev1.ResourceRequirements, cpu string) {
+	if r.Requests == nil {
+		r.Requests = corev1.ResourceList{}
+	}
+	r.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+}
 
 // sampleJob reads a sample from config/samples, renames it and lets edit
 // change it; it returns the job and its YAML.
@@ -176,12 +189,11 @@ func sampleJob(t *testing.T, file, name string, edit func(*dorylusv1alpha1.GNNTr
 		t.Fatalf("config/samples/%s: %v", file, err)
 	}
 	job.Name, job.Namespace = name, ns
-	// The node has 2 CPUs and make e2e runs tests three at a time: a graph
+	// The node has 2 CPUs and make e2e runs tests three at a time: every
 	// server asks for e2eCPU instead of the sample's request, so that the
-	// jobs of a parallel run all fit.
-	if _, ok := job.Spec.GraphServers.Resources.Requests[corev1.ResourceCPU]; ok {
-		job.Spec.GraphServers.Resources.Requests[corev1.ResourceCPU] = resource.MustParse(e2eCPU)
-	}
+	// jobs of a parallel run all fit, and none is BestEffort (requestCPU).
+	requestCPU(&job.Spec.GraphServers.Resources, e2eCPU)
+	requestCPU(&job.Spec.ParameterServers.Resources, e2eCPU)
 	if edit != nil {
 		edit(job)
 	}

@@ -21,6 +21,10 @@ import (
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
 
+// knativeIntervals is how many intervals TestCiteseerGATKnative's graph
+// server cuts its partition in: as many tensor calls of each kind an epoch.
+const knativeIntervals = 4
+
 // functionPort is where `dorylus function` serves HTTP in its pod.
 const functionPort = 8080
 
@@ -106,9 +110,13 @@ func hostVolume(t *testing.T, c client.Client, claim, src string) string {
 // test makes and the job names (tokenSecretRef); the dataset (text CiteSeer) and the
 // checkpoints are on PersistentVolumes. GAT on CiteSeer through an HTTP
 // function takes seconds an epoch on this machine, so the job trains 20 of
-// the sample's 300 epochs. Its accuracy must match `dorylus train` with one
-// graph server, synchronous as the sample, and the checkpoints must be on
-// the volume.
+// the sample's 300 epochs, cut in knativeIntervals intervals instead of one
+// per call of the sample's maxConcurrency (64): on the inline data path every
+// call carries its layer's weights (about 1 MB in the first layer), and the
+// one function pod of the test, not a Knative Service of up to 50, spent
+// most of an epoch decoding 64 copies of them. Its accuracy must match
+// `dorylus train` with one graph server and the same intervals, synchronous
+// as the sample, and the checkpoints must be on the volume.
 func TestCiteseerGATKnative(t *testing.T) {
 	t.Parallel()
 	const name, epochs = "citeseer-gat-knative", 20
@@ -125,6 +133,7 @@ func TestCiteseerGATKnative(t *testing.T) {
 		"/dorylus", "function", "--listen", ":8080", "--token-file", secretDir+"/token")
 	runSample(t, c, "knative_citeseer.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = epochs
+		j.Spec.Training.Intervals = ptr.To[int32](knativeIntervals)
 		j.Spec.TensorBackend.Knative.Service = nil
 		j.Spec.TensorBackend.Knative.URL = "http://dorylus-function." + ns + ".svc.cluster.local:8080/"
 		j.Spec.TensorBackend.Knative.TokenSecretRef = &corev1.LocalObjectReference{Name: token.Name}

@@ -206,7 +206,8 @@ func preemptAndResume(t *testing.T, c client.Client) {
 		return admitted(job) && p != nil && p.LastCheckpointEpoch != nil && *p.LastCheckpointEpoch >= 10, nil
 	})
 
-	// Three graph servers (300m, 1.5Gi) do not fit beside the low job's two.
+	// Three graph servers and a parameter server (400m, 1.5Gi) do not fit
+	// beside the low job's (300m, 1Gi).
 	queuedJob(t, "kueue-high", "dorylus-high", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = 100
 		j.Spec.GraphServers.Replicas = 3

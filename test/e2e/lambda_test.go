@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,10 @@ import (
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
+
+// functionCPU is the CPU a servePod pod requests: twice a server's, since
+// it runs the tensor tasks of the job's servers.
+const functionCPU = "200m"
 
 // emulatorPort is where the sample lambda_cora_emulator.yaml expects the
 // Lambda runtime interface emulator (http://lambda-emulator:9000).
@@ -46,7 +51,9 @@ func nodeAddress(t *testing.T, c client.Client) string {
 // servePod runs command from image as a one-replica Deployment named name,
 // restricted like the jobs' pods, behind a Service of the same name on port,
 // and waits until it is available; both are deleted at the end of the test.
-// A non-empty secret is mounted read-only at secretDir.
+// A non-empty secret is mounted read-only at secretDir. The server runs a
+// job's tensor tasks: it requests functionCPU, not to be BestEffort
+// (requestCPU).
 func servePod(t *testing.T, c client.Client, name, image string, port int32, secret string, command ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -69,6 +76,7 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, sec
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+						Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(functionCPU)}},
 					}},
 					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},
