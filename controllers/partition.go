@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -130,7 +131,9 @@ func buildPartitionJob(job *dorylusv1alpha1.GNNTrainingJob, image string) *batch
 
 // partitionFailure says why the job's partition step failed: its Job's
 // Failed condition and its pod's last log line (as podFailure quotes a
-// server's); "" while it has not failed.
+// server's); "" while it has not failed. The pod is read through the API
+// reader when the cache has no termination message: the cache of pods may not
+// yet hold the termination that the Job's Failed condition followed.
 func (r *GNNTrainingJobReconciler) partitionFailure(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, pods []corev1.Pod) (string, error) {
 	if job.Spec.Dataset.PartitionTo == nil {
 		return "", nil
@@ -148,16 +151,33 @@ func (r *GNNTrainingJobReconciler) partitionFailure(ctx context.Context, job *do
 			continue
 		}
 		msg := fmt.Sprintf("the partition step (Job %s) failed: %s", j.Name, c.Message)
-		for i := range pods {
-			if p := &pods[i]; p.Labels[LabelRole] == RolePartitioner {
-				for _, cs := range p.Status.ContainerStatuses {
-					if t := cs.State.Terminated; t != nil && t.Message != "" {
-						msg += ": " + truncate(lastLine(t.Message), 256)
-					}
-				}
+		why := partitionerMessage(pods)
+		if why == "" && r.APIReader != nil {
+			var fresh corev1.PodList
+			if err := r.APIReader.List(ctx, &fresh, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobName: job.Name, LabelRole: RolePartitioner}); err != nil {
+				return "", err
 			}
+			why = partitionerMessage(fresh.Items)
+		}
+		if why != "" {
+			msg += ": " + why
 		}
 		return msg, nil
 	}
 	return "", nil
+}
+
+// partitionerMessage is the last log line of the partition step's terminated
+// container among pods, "" if none has one.
+func partitionerMessage(pods []corev1.Pod) string {
+	for i := range pods {
+		if p := &pods[i]; p.Labels[LabelRole] == RolePartitioner {
+			for _, cs := range p.Status.ContainerStatuses {
+				if t := cs.State.Terminated; t != nil && t.Message != "" {
+					return truncate(lastLine(t.Message), 256)
+				}
+			}
+		}
+	}
+	return ""
 }
