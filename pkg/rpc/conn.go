@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -219,6 +220,9 @@ func WaitServing(ctx context.Context, conn *grpc.ClientConn, name string, startu
 	}
 }
 
+// ErrStoppedServing is wrapped by Monitor's error for a peer that says it stopped serving.
+var ErrStoppedServing = errors.New("stopped serving")
+
 // Monitor checks the peer's health every CheckEvery until ctx ends (returning nil) or the peer
 // has failed every check for deadAfter (DefaultDeadAfter if 0) or reports that it stopped
 // serving (returning an error naming it). Call it after WaitServing. A machine so loaded that a
@@ -246,7 +250,7 @@ func Monitor(ctx context.Context, conn *grpc.ClientConn, name string, deadAfter 
 		case err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING:
 			lastOK = time.Now()
 		case err == nil:
-			return fmt.Errorf("%s stopped serving (health %v)", name, resp.Status)
+			return fmt.Errorf("%s %w (health %v)", name, ErrStoppedServing, resp.Status)
 		case time.Since(lastOK) >= deadAfter:
 			return fmt.Errorf("%s unreachable for %v: %w", name, time.Since(lastOK).Round(100*time.Millisecond), err)
 		}

@@ -1,10 +1,12 @@
 package graphserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -178,8 +180,11 @@ func (s *server) connect(ctx context.Context) error {
 	if err := s.shards.init(ctx, req, len(s.shape.params), c.Startup); err != nil {
 		return err
 	}
-	for _, p := range all {
-		s.spawn(func(ctx context.Context) error { return rpc.Monitor(ctx, p.conn, p.name, c.DeadAfter) })
+	for _, p := range s.peers.others() {
+		s.spawn(func(ctx context.Context) error { return monitorPeer(ctx, p, c.DeadAfter) })
+	}
+	for _, sh := range s.shards.list {
+		s.spawn(func(ctx context.Context) error { return rpc.Monitor(ctx, sh.peer.conn, sh.peer.name, c.DeadAfter) })
 	}
 	for _, i := range s.shards.holding() {
 		s.spawn(func(ctx context.Context) error {
@@ -187,6 +192,23 @@ func (s *server) connect(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// monitorPeer is rpc.Monitor for another graph server. A peer that stopped serving has mostly
+// stopped for a failure this server is about to see itself (a parameter server gone): that
+// failure, if it comes within the dead-after time, is the one the run reports, not the peer's
+// stop.
+func monitorPeer(ctx context.Context, p *peer, deadAfter time.Duration) error {
+	err := rpc.Monitor(ctx, p.conn, p.name, deadAfter)
+	if errors.Is(err, rpc.ErrStoppedServing) {
+		t := time.NewTimer(cmp.Or(deadAfter, rpc.DefaultDeadAfter) + rpc.CheckEvery)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return err
 }
 
 // newModel builds the model cfg names on the partition cut into cuts, and the layout of its
