@@ -184,7 +184,7 @@ func (s *server) connect(ctx context.Context) error {
 		s.spawn(func(ctx context.Context) error { return monitorPeer(ctx, p, c.DeadAfter) })
 	}
 	for _, sh := range s.shards.list {
-		s.spawn(func(ctx context.Context) error { return rpc.Monitor(ctx, sh.peer.conn, sh.peer.name, c.DeadAfter) })
+		s.spawn(func(ctx context.Context) error { return rpc.Monitor(ctx, sh.conn, sh.name, c.DeadAfter) })
 	}
 	for _, i := range s.shards.holding() {
 		s.spawn(func(ctx context.Context) error {
