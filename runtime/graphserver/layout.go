@@ -42,8 +42,8 @@ type layout struct {
 	// its partition that its Scatter fills (set by its first batch)
 	seg      [][2]int
 	segKnown []atomic.Bool
-	compP    []*bufPool // [layer]: composite P_l buffers of mixed-epoch Gathers
-	compDZ   []*bufPool // [layer]: composite dZ_l buffers of mixed-epoch backward Gathers
+	compP    []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
+	compDZ   []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
 	shifted  freeList[*shiftedBlock]
 }
 
