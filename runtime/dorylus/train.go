@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -274,7 +274,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		}
 	}
 	rep.summarize(epochTimes)
-	rep.PeakRSSBytes = peakRSS()
+	rep.PeakRSSBytes = procmem.Self().Peak
 	b, err := o.cost.single(time.Since(start))
 	if err != nil {
 		return err
@@ -498,13 +498,4 @@ func meanStd(xs []float64) (float64, float64) {
 		v += (x - mean) * (x - mean)
 	}
 	return mean, math.Sqrt(v / float64(len(xs)))
-}
-
-// peakRSS returns the process's peak resident set size in bytes.
-func peakRSS() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024 // Linux reports KiB
 }
