@@ -52,9 +52,14 @@ func ParseMethod(s string) (Method, error) {
 
 // New returns the plan of parts parts for the symmetric adjacency adj by method m.
 func New(adj *tensor.CSR, parts int, m Method) (Plan, error) {
+	return newPlan(adj, parts, m, nil)
+}
+
+// newPlan is New, with reload passed to Multilevel as Options.Reload.
+func newPlan(adj *tensor.CSR, parts int, m Method, reload func() ([]int32, error)) (Plan, error) {
 	switch m {
 	case MethodMultilevel:
-		return Multilevel(adj, parts, Options{Seed: DefaultSeed})
+		return Multilevel(adj, parts, Options{Seed: DefaultSeed, Reload: reload})
 	case MethodContiguous, MethodLabelPropagation:
 		plan, err := Contiguous(adj.RowPtr, parts)
 		if err != nil || m == MethodContiguous {

@@ -19,6 +19,11 @@ type Options struct {
 	// files read back once complete, so that a level is never in memory beside its construction
 	// (os.TempDir when ""). They are removed before Multilevel returns.
 	SpillDir string
+	// Reload, when set, reads the adjacency's column indices again (a prepared file's): Multilevel
+	// then takes adj.ColIdx, releases it while the coarse levels are built on disk, and reads it
+	// back to refine the finest level, so that the finest level is never in memory beside the
+	// first coarse one. adj.ColIdx is the reloaded array on return.
+	Reload func() ([]int32, error)
 }
 
 // Multilevel tuning.
@@ -49,7 +54,7 @@ const (
 // entry) and its map (4 bytes a vertex). Large coarse levels that kept most of the edges are not
 // kept for refinement (see coarsen), and levels of more than 2^27 entries are built on disk
 // (Options.SpillDir) and read back only after the level they come from is released, so that
-// beside the input at most one large coarse level is in memory.
+// beside the input at most one large coarse level is in memory; with Options.Reload, none is.
 func Multilevel(adj *tensor.CSR, parts int, opts Options) (Plan, error) {
 	owner, err := MultilevelOwners(adj, parts, opts)
 	if err != nil {
@@ -70,6 +75,9 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 		opts.Imbalance = 0.05
 	}
 	g := &wgraph{xadj: adj.RowPtr, adj: adj.ColIdx, vw: make([]int64, n)}
+	if opts.Reload != nil {
+		adj.ColIdx = nil // g's until coarsen releases it
+	}
 	for v := range n {
 		g.vw[v] = 1 + adj.RowPtr[v+1] - adj.RowPtr[v]
 		g.tw += g.vw[v]
@@ -77,10 +85,19 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d756c74696c6576)) // "multilev"
 	target := max(coarsenPerPart*parts, coarsenMin)
 	c := &coarsener{rng: rng, maxVW: int64(coarseVWFactor * float64(g.tw) / float64(target)), spillDir: opts.SpillDir}
-	levels, cmaps, err := coarsen(c, g, target)
+	levels, cmaps, err := coarsen(c, g, target, opts.Reload != nil)
 	if err != nil {
 		return nil, err
 	}
+	if g.adj == nil {
+		if g.adj, err = opts.Reload(); err != nil {
+			return nil, err
+		}
+		if int64(len(g.adj)) != g.xadj[n] {
+			return nil, fmt.Errorf("partition: the adjacency read again has %d entries, not %d: %w", len(g.adj), g.xadj[n], ErrPlan)
+		}
+	}
+	adj.ColIdx = g.adj
 	coarsest := levels[len(levels)-1]
 	part := make([]int32, coarsest.n())
 	ids := make([]int32, coarsest.n())
@@ -109,17 +126,18 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 }
 
 // coarsen builds the levels from g until about target vertices remain or matching stalls, and
-// returns the levels kept for refinement with the maps between consecutive kept levels. Small
+// returns the levels kept for refinement with the maps between consecutive kept levels. With
+// reloadable, g's adjacency may be released while a level is built on disk (see contract). Small
 // levels are all kept; a level of more than keepAlways entries is kept only if it has at most
 // keepFraction of the entries of the last kept level (skewed graphs keep nearly all their edges
 // for many levels: keeping each would cost as much memory as the graph again, per level), and
 // the maps through the levels dropped are composed.
-func coarsen(c *coarsener, g *wgraph, target int) ([]*wgraph, [][]int32, error) {
+func coarsen(c *coarsener, g *wgraph, target int, reloadable bool) ([]*wgraph, [][]int32, error) {
 	levels := []*wgraph{g}
 	var cmaps [][]int32
 	var pending []int32 // from the last kept level to cur, when cur is not kept
 	for cur := g; cur.n() > target; {
-		cg, cmap, err := c.contract(cur, c.match(cur), cur != levels[len(levels)-1])
+		cg, cmap, err := c.contract(cur, c.match(cur), cur != levels[len(levels)-1] || (cur == g && reloadable))
 		if err != nil {
 			return nil, nil, err
 		}

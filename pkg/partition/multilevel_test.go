@@ -286,7 +286,9 @@ func TestCheckFiles(t *testing.T) {
 
 // TestMultilevelSpill: building the coarse levels in temporary files (releasing the levels not
 // kept before reading the next back) gives the same plan as building them in memory, leaves no
-// file behind, and a spill folder that cannot be written to is an error that names it.
+// file behind, and a spill folder that cannot be written to is an error that names it. With
+// Options.Reload the finest level is released too and read back once: the same plan again; a
+// failed or short reload is an error.
 func TestMultilevelSpill(t *testing.T) {
 	d := rmat(t, 3000, 40000, 0)
 	defer func(old int) { keepAlways = old }(keepAlways)
@@ -311,6 +313,39 @@ func TestMultilevelSpill(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	if _, err := Multilevel(d.Adj, 4, Options{Seed: 2, SpillDir: missing}); err == nil || !strings.Contains(err.Error(), "spill") {
 		t.Errorf("spilling into a missing folder: %v", err)
+	}
+
+	cols := slices.Clone(d.Adj.ColIdx)
+	adj := &tensor.CSR{Rows: d.Adj.Rows, Cols: d.Adj.Cols, RowPtr: d.Adj.RowPtr, ColIdx: slices.Clone(cols)}
+	reloads := 0
+	reload := func() ([]int32, error) {
+		reloads++
+		if adj.ColIdx != nil {
+			t.Error("the finest level was not released before its reload")
+		}
+		return slices.Clone(cols), nil
+	}
+	got, err = Multilevel(adj, 4, Options{Seed: 2, SpillDir: dir, Reload: reload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Bounds, want.Bounds) || !slices.Equal(got.Perm, want.Perm) {
+		t.Error("a reloaded finest level gave another plan")
+	}
+	if reloads != 1 || !slices.Equal(adj.ColIdx, cols) {
+		t.Errorf("%d reloads; the adjacency returned equal to the input: %v", reloads, slices.Equal(adj.ColIdx, cols))
+	}
+	for _, tc := range []struct {
+		reload func() ([]int32, error)
+		want   string
+	}{
+		{func() ([]int32, error) { return nil, errors.New("disk gone") }, "disk gone"},
+		{func() ([]int32, error) { return cols[1:], nil }, "read again"},
+	} {
+		adj.ColIdx = slices.Clone(cols)
+		if _, err := Multilevel(adj, 4, Options{Seed: 2, SpillDir: dir, Reload: tc.reload}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("reload failing with %q: %v", tc.want, err)
+		}
 	}
 }
 

@@ -169,7 +169,12 @@ func renumber(adj *tensor.CSR, plan Plan) *tensor.CSR {
 	return permutedRows(adj, plan.Perm, inv, 0, adj.Rows)
 }
 
+// TestPreparedStreamingMatchesInMemory: partitioning a prepared file (its coarse levels spilled,
+// its adjacency released and read again) gives the plan and the files of partitioning the same
+// dataset in memory; a corrupted file leaves nothing behind.
 func TestPreparedStreamingMatchesInMemory(t *testing.T) {
+	defer func(old int64) { spillAbove = old }(spillAbove)
+	spillAbove = 1000
 	d := rmat(t, 300, 3000, 6)
 	src := filepath.Join(t.TempDir(), "g.dorylus")
 	if err := graph.WritePreparedFile(src, d); err != nil {
@@ -188,6 +193,13 @@ func TestPreparedStreamingMatchesInMemory(t *testing.T) {
 		plan, q, err := WritePrepared(tc.src, 3, streamed)
 		if err != nil {
 			t.Fatal(err)
+		}
+		want, err := Default(tc.d.Adj, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(plan.Bounds, want.Bounds) || !slices.Equal(plan.Perm, want.Perm) {
+			t.Errorf("%s: the streamed plan differs from the in-memory one", tc.d.Name)
 		}
 		q2, err := WriteDataset(tc.d, plan, mem)
 		if err != nil {

@@ -3,6 +3,7 @@ package partition
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -58,11 +59,12 @@ func WritePrepared(src string, parts int, dir string) (Plan, Quality, error) {
 }
 
 // WritePreparedWith partitions the whole-graph prepared file (or directory) src into parts parts
-// by method and writes their files and manifest into dir. It streams: with MethodContiguous it holds the row
-// offsets, labels and splits of the whole graph but the adjacency and features of one part at a
-// time; the other methods also hold the adjacency (4 bytes an entry) and read the file once more
-// per part for that part's feature rows. The file's checksums are verified; on a mismatch the
-// written files are removed.
+// by method and writes their files and manifest into dir. It streams: with MethodContiguous it
+// holds the row offsets, labels and splits of the whole graph but the adjacency and features of
+// one part at a time; the other methods also hold the adjacency (4 bytes an entry) while they
+// cut (the multilevel cut releases it while it coarsens, and reads it again), and then read the
+// file once more per part for that part's rows. The file's checksums are verified; on a mismatch
+// the written files are removed.
 func WritePreparedWith(src string, parts int, dir string, method Method) (Plan, Quality, error) {
 	if method == MethodContiguous {
 		return writePreparedContiguous(src, parts, dir)
@@ -71,7 +73,13 @@ func WritePreparedWith(src string, parts int, dir string, method Method) (Plan, 
 	if err != nil {
 		return Plan{}, Quality{}, err
 	}
-	plan, err := New(adj, parts, method)
+	plan, err := newPlan(adj, parts, method, func() ([]int32, error) {
+		again, err := ReadAdjacency(src)
+		if err != nil {
+			return nil, err
+		}
+		return again.ColIdx, nil
+	})
 	if err != nil {
 		return Plan{}, Quality{}, err
 	}
@@ -82,9 +90,8 @@ func WritePreparedWith(src string, parts int, dir string, method Method) (Plan, 
 	r.Close() // only its small sections are used
 	s := preparedSource(r)
 	inv := s.renumber(plan.Perm)
-	s.rows = func(lo, hi int) (*tensor.CSR, graph.Features, error) {
-		feats, err := gatherFeatures(src, plan.Perm[lo:hi])
-		return permutedRows(adj, plan.Perm, inv, lo, hi), feats, err
+	s.rows = func(lo, hi int) (*tensor.CSR, graph.Features, error) { // adj is released by now
+		return gatherRows(src, plan.Perm[lo:hi], inv)
 	}
 	q, err := writeParts(s, plan, dir)
 	return plan, q, err
@@ -129,32 +136,43 @@ func writePreparedContiguous(src string, parts int, dir string) (Plan, Quality, 
 	return plan, q, nil
 }
 
-// gatherFeatures returns the feature rows of the ascending vertex ids of the prepared file src
-// (zero Features when it has none), read in one pass over the file up to the last of them.
-func gatherFeatures(src string, ids []int32) (graph.Features, error) {
+// gatherRows returns the adjacency rows of the ascending vertex ids of the prepared file src,
+// their columns renumbered by inv and sorted, and their feature rows (zero Features when it has
+// none), read in one pass over the file up to the last of them.
+func gatherRows(src string, ids, inv []int32) (*tensor.CSR, graph.Features, error) {
 	r, err := graph.OpenRowReader(src)
 	if err != nil {
-		return graph.Features{}, err
+		return nil, graph.Features{}, err
 	}
 	defer r.Close()
 	rowPtr, cols := r.RowPtr(), r.Meta().NumFeatures
-	var out graph.Features
+	adj := &tensor.CSR{Rows: len(ids), Cols: len(inv), RowPtr: make([]int64, len(ids)+1)}
+	for i, id := range ids {
+		adj.RowPtr[i+1] = adj.RowPtr[i] + rowPtr[id+1] - rowPtr[id]
+	}
+	adj.ColIdx = make([]int32, adj.RowPtr[len(ids)])
+	var feats graph.Features
 	next := 0
 	for lo := 0; next < len(ids); {
 		hi := chunkEnd(rowPtr, lo, cols)
-		_, feats, err := r.Rows(lo, hi)
+		rows, f, err := r.Rows(lo, hi)
 		if err != nil {
-			return graph.Features{}, err
-		}
-		if !feats.Present() {
-			return graph.Features{}, nil
+			return nil, graph.Features{}, err
 		}
 		for ; next < len(ids) && int(ids[next]) < hi; next++ {
-			appendFeatureRow(&out, feats, int(ids[next])-lo, len(ids), next)
+			v := int(ids[next]) - lo
+			row := adj.ColIdx[adj.RowPtr[next]:adj.RowPtr[next+1]]
+			for k, c := range rows.ColIdx[rows.RowPtr[v]:rows.RowPtr[v+1]] {
+				row[k] = inv[c]
+			}
+			slices.Sort(row)
+			if f.Present() {
+				appendFeatureRow(&feats, f, v, len(ids), next)
+			}
 		}
 		lo = hi
 	}
-	return out, nil
+	return adj, feats, nil
 }
 
 // appendFeatureRow copies row r of f into row i of out, a block of n rows of f's kind (allocated

@@ -89,13 +89,13 @@ func memoryCgroup(t *testing.T, bytes int64) (limitFile, procs string) {
 	return limitFile, filepath.Join(cg, "cgroup.procs")
 }
 
-// A graph server collects garbage at graphServerGCPercent unless $GOGC says otherwise.
+// Graph servers and the partitioner collect garbage at earlyGCPercent unless $GOGC says otherwise.
 func TestCollectEarly(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	t.Setenv("GOGC", "")
 	collectEarly()
-	if got := debug.SetGCPercent(100); got != graphServerGCPercent {
-		t.Errorf("GOGC unset: GC percent %d, want %d", got, graphServerGCPercent)
+	if got := debug.SetGCPercent(100); got != earlyGCPercent {
+		t.Errorf("GOGC unset: GC percent %d, want %d", got, earlyGCPercent)
 	}
 	t.Setenv("GOGC", "80")
 	collectEarly()

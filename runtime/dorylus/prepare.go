@@ -37,6 +37,7 @@ checks the manifest and the files' headers, and each graph server reads only its
 			if refine {
 				m = partition.MethodLabelPropagation
 			}
+			collectEarly()
 			if parts > 0 {
 				return preparePartitions(args[0], args[1], parts, m, cmd.OutOrStdout())
 			}
