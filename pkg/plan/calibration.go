@@ -27,20 +27,98 @@ type Calibration struct {
 	BytesPerSecond float64 `json:"bytesPerSecond"`
 	// ElementSeconds and FeatureElementSeconds are the core-seconds of the element-wise work
 	// on one activation element and one sparse feature (Epoch.Elements, FeatureElements);
-	// TaskSeconds is the core-seconds of scheduling and sending one task;
-	// MessageSeconds those of one scatter message between two graph servers; ParamSeconds those of one weight element of one interval (fetched, its gradient pushed
-	// and applied); EpochSeconds is a fixed time per epoch (the epoch gate). The six are
-	// fitted to the epoch times of real runs on the cpu backend.
+	// TaskSeconds is the core-seconds of scheduling and sending one task; MessageSeconds
+	// those of one scatter message between two graph servers; ParamSeconds those of one
+	// weight element of one interval (fetched, its gradient pushed and applied); EpochSeconds
+	// is a fixed time per epoch (the epoch gate).
 	ElementSeconds        float64 `json:"elementSeconds"`
 	FeatureElementSeconds float64 `json:"featureElementSeconds"`
 	TaskSeconds           float64 `json:"taskSeconds"`
 	MessageSeconds        float64 `json:"messageSeconds"`
 	ParamSeconds          float64 `json:"paramSeconds"`
 	EpochSeconds          float64 `json:"epochSeconds"`
-	// CallSeconds is the time of one function call beyond its compute and payload, fitted to
-	// a run through function emulators (0 when none was measured); on a shared machine it is
-	// also core-seconds (the emulator and both ends of the call run there).
-	CallSeconds float64 `json:"callSeconds"`
+	// RoundTripSeconds is the latency of one round trip between two of a run's servers (a
+	// weight pull, a gradient push, a scatter), and RoundTripByteSeconds the latency it adds
+	// per byte it carries: time on an interval's chain, not core-seconds.
+	RoundTripSeconds     float64 `json:"roundTripSeconds"`
+	RoundTripByteSeconds float64 `json:"roundTripByteSeconds"`
+	// CallSeconds is the latency of one function call beyond its compute and overhead (0
+	// when no function run was measured); CallCoreSeconds and CallByteSeconds are its
+	// overhead, per call and per byte of its payload (encoding, the invocation, decoding),
+	// which on a shared machine is also core-seconds.
+	CallSeconds     float64 `json:"callSeconds"`
+	CallCoreSeconds float64 `json:"callCoreSeconds"`
+	CallByteSeconds float64 `json:"callByteSeconds"`
+}
+
+// The fitted coefficients (the fields after BytesPerSecond), as indices of linear.x.
+const (
+	elementC = iota
+	featureElementC
+	taskC
+	messageC
+	paramC
+	epochC
+	roundTripC
+	roundTripByteC
+	callC
+	callCoreC
+	callByteC
+	numFitted
+)
+
+// fitted returns the fitted coefficients of c, in the order of their indices.
+func (c *Calibration) fitted() [numFitted]*float64 {
+	return [numFitted]*float64{&c.ElementSeconds, &c.FeatureElementSeconds, &c.TaskSeconds, &c.MessageSeconds,
+		&c.ParamSeconds, &c.EpochSeconds, &c.RoundTripSeconds, &c.RoundTripByteSeconds, &c.CallSeconds, &c.CallCoreSeconds, &c.CallByteSeconds}
+}
+
+// linear is a time as a function of the fitted coefficients: c + Σ x[k]·coefficient k.
+type linear struct {
+	c float64
+	x [numFitted]float64
+}
+
+func constant(v float64) linear { return linear{c: v} }
+
+// term is v times coefficient k.
+func term(k int, v float64) linear {
+	var l linear
+	l.x[k] = v
+	return l
+}
+
+func sum(ls ...linear) linear {
+	var s linear
+	for _, l := range ls {
+		s = s.plus(l)
+	}
+	return s
+}
+
+func (l linear) plus(o linear) linear {
+	l.c += o.c
+	for k := range l.x {
+		l.x[k] += o.x[k]
+	}
+	return l
+}
+
+func (l linear) times(f float64) linear {
+	l.c *= f
+	for k := range l.x {
+		l.x[k] *= f
+	}
+	return l
+}
+
+// at evaluates l at cal's coefficients.
+func (l linear) at(cal Calibration) float64 {
+	v := l.c
+	for k, p := range cal.fitted() {
+		v += l.x[k] * *p
+	}
+	return v
 }
 
 //go:embed calibration.json
@@ -84,7 +162,9 @@ func (c Calibration) Validate() error {
 		{"featureElementSeconds", c.FeatureElementSeconds, false},
 		{"taskSeconds", c.TaskSeconds, false}, {"messageSeconds", c.MessageSeconds, false},
 		{"paramSeconds", c.ParamSeconds, false}, {"epochSeconds", c.EpochSeconds, false},
+		{"roundTripSeconds", c.RoundTripSeconds, false}, {"roundTripByteSeconds", c.RoundTripByteSeconds, false},
 		{"callSeconds", c.CallSeconds, false},
+		{"callCoreSeconds", c.CallCoreSeconds, false}, {"callByteSeconds", c.CallByteSeconds, false},
 	} {
 		switch {
 		case math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0:

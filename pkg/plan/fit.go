@@ -15,87 +15,123 @@ type Run struct {
 	EpochSeconds float64
 }
 
-// FitWork fits ElementSeconds, FeatureElementSeconds, TaskSeconds, MessageSeconds, ParamSeconds and EpochSeconds of cal to runs on the cpu backend
-// with no extra latency, whose epochs the work bound sets: least squares of the relative
-// errors (what a plan is judged by: a millisecond matters on a small graph's epoch, not on a
-// large one's) with no negative coefficient. The kernel costs and the transfer rate of cal
-// must be measured already.
-func FitWork(cal Calibration, runs []Run) (Calibration, error) {
-	if len(runs) < 6 {
-		return cal, fmt.Errorf("%w: %d runs to fit 6 coefficients: want at least 6", ErrCalibration, len(runs))
-	}
-	rows := make([][]float64, len(runs))
-	ys := make([]float64, len(runs))
+// Fit fits the coefficients of cal after BytesPerSecond to runs (their kernel costs and
+// transfer rate must be measured already): least squares of the relative errors (what a
+// plan is judged by: a millisecond matters on a small graph's epoch, not on a large one's)
+// with no negative coefficient. A predicted epoch is the largest of its bounds plus the gate,
+// each linear in the coefficients, so Fit solves with a bound chosen for each run and
+// searches the choices. It starts from each run's bounds summed, in which every coefficient
+// counts but the time per epoch (an interval's gate is two round trips in every run, which
+// it could not be told from); then, while the error falls, it tries each run's largest bound
+// at the best solution so far, and each other bound of one run in its place (a choice that
+// does not tell the coefficients apart is no solution). A coefficient that no chosen bound
+// holds keeps the value of the first solve.
+func Fit(cal Calibration, runs []Run) (Calibration, error) {
+	bs := make([]bounds, len(runs))
+	chosen := make([]linear, len(runs))
 	for i, r := range runs {
-		if r.Config.Backend != CPU || r.Machine.ExtraLatency != 0 {
-			return cal, fmt.Errorf("%w: run %d (%s, latency %v): fit the work on the cpu backend with no extra latency", ErrCalibration, i, r.Config, r.Machine.ExtraLatency)
-		}
-		if err := r.Config.validate(r.Machine); err != nil {
-			return cal, err
-		}
-		n := r.Workload.Count(r.Config.GraphServers, r.Config.Intervals)
-		cores := r.Machine.coresPerServer(r.Config.GraphServers)
-		graphK, tensorK := n.kernelSeconds(cal)
 		if !(r.EpochSeconds > 0) {
 			return cal, fmt.Errorf("%w: run %d (%s): epoch of %v s", ErrCalibration, i, r.Config, r.EpochSeconds)
 		}
-		w := 1 / r.EpochSeconds
-		rows[i] = []float64{w * n.Elements / cores, w * n.FeatureElements / cores, w * n.Tasks / cores, w * n.Messages / cores, w * n.ParamUpdates / cores, w}
-		ys[i] = w * (r.EpochSeconds - (graphK+tensorK)/cores - n.GhostBytes/cal.BytesPerSecond)
+		b, err := boundsOf(r.Workload, r.Config, r.Machine, cal)
+		if err != nil {
+			return cal, err
+		}
+		bs[i], chosen[i] = b, sum(b.work, b.param, b.calls, b.chain, b.gate)
 	}
-	x, err := nonNegativeLeastSquares(rows, ys)
+	if held := len(columns(chosen)) + 1; len(runs) < held { // and the time per epoch
+		return cal, fmt.Errorf("%w: %d runs to fit %d coefficients: want at least %d", ErrCalibration, len(runs), held, held)
+	}
+	loss := func(c Calibration) float64 { // squared relative errors of the predictions
+		e := 0.0
+		for i, b := range bs {
+			e += math.Pow(b.epoch(c).at(c)/runs[i].EpochSeconds-1, 2)
+		}
+		return e
+	}
+	best, err := solve(cal, runs, chosen)
 	if err != nil {
 		return cal, err
 	}
-	cal.ElementSeconds, cal.FeatureElementSeconds, cal.TaskSeconds, cal.MessageSeconds, cal.ParamSeconds, cal.EpochSeconds = x[0], x[1], x[2], x[3], x[4], x[5]
-	return cal, cal.Validate()
+	for improved := true; improved; {
+		improved = false
+		for i, b := range bs {
+			chosen[i] = b.epoch(best)
+		}
+		tries := [][]linear{chosen}
+		for i, b := range bs {
+			for _, x := range []linear{b.work, b.param, b.calls, b.chain} {
+				if x != (linear{}) && sum(x, b.gate, term(epochC, 1)) != chosen[i] {
+					try := slices.Clone(chosen)
+					try[i] = sum(x, b.gate, term(epochC, 1))
+					tries = append(tries, try)
+				}
+			}
+		}
+		for _, try := range tries {
+			c, err := solve(best, runs, try)
+			if err == nil && loss(c) < loss(best)*(1-1e-9) {
+				best, improved = c, true
+			}
+		}
+	}
+	return best, best.Validate()
 }
 
-// FitCall sets CallSeconds of cal to the median, over runs on a function backend, of the
-// call latency for which Predict gives the measured epoch time (0 where even no latency
-// predicts a longer epoch).
-func FitCall(cal Calibration, runs []Run) (Calibration, error) {
-	if len(runs) == 0 {
-		return cal, fmt.Errorf("%w: no function run to fit the call latency to", ErrCalibration)
+// solve returns cal with the coefficients that best give each run's epoch as its linear
+// function in eqs (relative errors, none negative); the coefficients no equation holds keep
+// their values.
+func solve(cal Calibration, runs []Run, eqs []linear) (Calibration, error) {
+	cols := columns(eqs)
+	a := make([][]float64, len(runs))
+	y := make([]float64, len(runs))
+	for i, l := range eqs {
+		w := 1 / runs[i].EpochSeconds
+		for _, k := range cols {
+			a[i] = append(a[i], w*l.x[k])
+		}
+		y[i] = w * (runs[i].EpochSeconds - l.c)
 	}
-	fits := make([]float64, len(runs))
-	for i, r := range runs {
-		if r.Config.Backend == CPU {
-			return cal, fmt.Errorf("%w: run %d (%s): fit the call latency on a function backend", ErrCalibration, i, r.Config)
-		}
-		at := func(call float64) (float64, error) {
-			c := cal
-			c.CallSeconds = call
-			p, err := Predict(r.Workload, r.Config, r.Machine, c)
-			return p.EpochSeconds, err
-		}
-		lo, hi := 0.0, r.EpochSeconds // the prediction grows with the call latency
-		if t, err := at(lo); err != nil || t >= r.EpochSeconds {
-			fits[i] = 0
-			if err != nil {
-				return cal, err
-			}
-			continue
-		}
-		for range 60 {
-			mid := (lo + hi) / 2
-			if t, _ := at(mid); t < r.EpochSeconds {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		fits[i] = (lo + hi) / 2
+	x, err := nonNegativeLeastSquares(a, y)
+	if err != nil {
+		return cal, err
 	}
-	slices.Sort(fits)
-	cal.CallSeconds = fits[len(fits)/2]
-	return cal, cal.Validate()
+	c := cal.fitted()
+	for j, k := range cols {
+		*c[k] = x[j]
+	}
+	return cal, nil
+}
+
+// columns returns the coefficients that some equation of eqs holds.
+func columns(eqs []linear) []int {
+	var cols []int
+	for k := range numFitted {
+		if slices.ContainsFunc(eqs, func(l linear) bool { return l.x[k] != 0 }) {
+			cols = append(cols, k)
+		}
+	}
+	return cols
 }
 
 // nonNegativeLeastSquares minimises |A x - y| over x ≥ 0 by the active-set method for a
 // few columns: solve on the free columns, pin the most negative coefficient to 0, repeat.
+// The columns are scaled to unit norm first: coefficients differ by orders of magnitude.
 func nonNegativeLeastSquares(a [][]float64, y []float64) ([]float64, error) {
 	n := len(a[0])
+	norm := make([]float64, n)
+	for _, row := range a {
+		for j, v := range row {
+			norm[j] += v * v
+		}
+	}
+	scaled := make([][]float64, len(a))
+	for i, row := range a {
+		scaled[i] = make([]float64, n)
+		for j, v := range row {
+			scaled[i][j] = v / math.Sqrt(norm[j])
+		}
+	}
 	free := make([]bool, n)
 	for j := range free {
 		free[j] = true
@@ -107,7 +143,7 @@ func nonNegativeLeastSquares(a [][]float64, y []float64) ([]float64, error) {
 				cols = append(cols, j)
 			}
 		}
-		sol, err := leastSquares(a, y, cols)
+		sol, err := leastSquares(scaled, y, cols)
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +156,9 @@ func nonNegativeLeastSquares(a [][]float64, y []float64) ([]float64, error) {
 			}
 		}
 		if worst < 0 {
+			for j := range x {
+				x[j] /= math.Sqrt(norm[j])
+			}
 			return x, nil
 		}
 		free[worst] = false
@@ -149,7 +188,7 @@ func leastSquares(a [][]float64, y []float64, cols []int) ([]float64, error) {
 			}
 		}
 		m[p], m[best] = m[best], m[p]
-		if math.Abs(m[p][p]) < 1e-300 {
+		if math.Abs(m[p][p]) < 1e-12 { // the columns have unit norm
 			return nil, fmt.Errorf("%w: the runs do not tell the coefficients apart: vary the intervals and the datasets", ErrCalibration)
 		}
 		for r := range k {

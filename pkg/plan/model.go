@@ -99,7 +99,9 @@ type Epoch struct {
 	TensorMACs float64 // sparse multiply-adds of AV and ∇AV on sparse features
 	Flops      float64 // dense flops of AV and ∇AV
 	Tasks      float64 // tasks scheduled
-	Calls      float64 // tensor calls (AV, the loss, ∇AV)
+	// Calls are the tensor calls: AV and ∇AV of every layer (GAT: also AE and ∇AE); the
+	// loss runs on the graph server.
+	Calls float64
 	// ParamUpdates counts each weight element once per interval: fetched for AV and ∇AV,
 	// its gradient pushed and applied by the parameter server.
 	ParamUpdates float64
@@ -111,6 +113,13 @@ type Epoch struct {
 	GhostBytes      float64 // bytes scattered to and from ghosts (SC, ∇SC)
 	Messages        float64 // messages of SC and ∇SC: one to every other graph server
 	PayloadBytes    float64 // bytes of the tensor calls' requests and replies
+	// RoundTrips are the round trips to the parameter servers at the epoch gate: each
+	// interval's gradient push (WU) and weight pull; RoundTripBytes the bytes they carry.
+	// Scatters are the round trips to the other graph servers: each interval's SC and ∇SC
+	// of every layer (to every peer at once), carrying GhostBytes.
+	RoundTrips     float64
+	RoundTripBytes float64
+	Scatters       float64
 }
 
 // Count counts the work of one epoch of w on the heaviest of parts graph servers with
@@ -148,13 +157,28 @@ func (w Workload) Count(parts, intervals int) Epoch {
 			n.GraphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
 		n.ParamUpdates += float64(intervals) * in * out
-		n.GhostBytes += 2 * 4 * g * out           // SC and ∇SC
-		n.PayloadBytes += 4 * (3*input + 2*v*out) // AV: H in, P out; ∇AV: H and dP in, dH out
+		n.GhostBytes += 2 * 4 * g * out // SC and ∇SC
+		// AV: H and W in, P out; ∇AV: H, dP and W in, dW and, above the first layer, dH out
+		inBytes := 4 * input
+		if l == 1 && w.FeatureEntries > 0 {
+			inBytes = 8 * input // a column and a value per non-zero
+		}
+		n.PayloadBytes += 2*inBytes + 4*(2*v*out+3*float64(intervals)*in*out)
+		if l > 1 {
+			n.PayloadBytes += 4 * v * in
+		}
 	}
 	I, fL := float64(intervals), float64(L)
 	n.Tasks = I * (6*fL + 2)
-	n.Calls = I * (2*fL + 1)
-	n.Messages = I * 2 * fL * float64(parts-1)
+	n.Calls = I * 2 * fL
+	if w.Model.Architecture == GAT {
+		n.Calls *= 2
+	}
+	n.RoundTrips, n.RoundTripBytes = I*2, 2*4*n.ParamUpdates
+	if parts > 1 {
+		n.Scatters = I * 2 * fL
+		n.Messages = n.Scatters * float64(parts-1)
+	}
 	return n
 }
 
@@ -186,49 +210,100 @@ type Prediction struct {
 	WorkSeconds  float64 `json:"workSeconds"`  // the graph servers' cores
 	ParamSeconds float64 `json:"paramSeconds"` // the parameter servers' cores
 	CallsSeconds float64 `json:"callsSeconds"` // the functions' concurrency
-	ChainSeconds float64 `json:"chainSeconds"` // one interval's tasks in order
+	ChainSeconds float64 `json:"chainSeconds"` // one interval's latencies in series with the work
+	// GateSeconds is the weights' round trips at the epoch gate, which no bound hides.
+	GateSeconds float64 `json:"gateSeconds"`
 	// Calls are the tensor calls of one epoch over all graph servers, each of CallSeconds.
 	Calls       float64 `json:"calls"`
 	CallSeconds float64 `json:"callSeconds"`
 }
 
-// Predict predicts one epoch of w in configuration c on machine m (see the package comment).
-func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, error) {
+// bounds are an epoch's bounds (the package comment) and one call's time, each a function
+// of the fitted coefficients.
+type bounds struct {
+	work, param, calls, chain linear
+	gate                      linear // added to the largest
+	call                      linear
+	callCount                 float64 // over all graph servers
+}
+
+// boundsOf returns the bounds of an epoch of w in configuration c on machine m.
+func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) {
 	if err := w.Validate(); err != nil {
-		return Prediction{}, err
+		return bounds{}, err
 	}
 	if err := c.validate(m); err != nil {
-		return Prediction{}, err
+		return bounds{}, err
 	}
 	n := w.Count(c.GraphServers, c.Intervals)
 	P, I := float64(c.GraphServers), float64(c.Intervals)
 	graphK, tensorK := n.kernelSeconds(cal)
-	graphCS := graphK + n.Tasks*cal.TaskSeconds + n.Messages*cal.MessageSeconds                       // the graph tasks, the scheduling of all, the scatters
-	tensorCS := tensorK + n.Elements*cal.ElementSeconds + n.FeatureElements*cal.FeatureElementSeconds // the tensor tasks' products and element-wise work
-	paramCS := n.ParamUpdates * cal.ParamSeconds                                                      // weights fetched, gradients pushed and applied
-	cores := m.coresPerServer(c.GraphServers)
-	network := n.GhostBytes / cal.BytesPerSecond
-	var p Prediction
-	p.Calls = n.Calls * P
+	// core-seconds: the graph tasks, the scheduling of all, the scatters; the tensor tasks'
+	// products and element-wise work; the weights fetched, pushed and applied
+	graph := sum(constant(graphK), term(taskC, n.Tasks), term(messageC, n.Messages))
+	tensor := sum(constant(tensorK), term(elementC, n.Elements), term(featureElementC, n.FeatureElements))
+	param := term(paramC, n.ParamUpdates)
+	perCore := 1 / m.coresPerServer(c.GraphServers)
+	network := constant(n.GhostBytes / cal.BytesPerSecond)
+	shared := m.SharedCores > 0
+	b := bounds{callCount: n.Calls * P}
+	latency := constant(m.ExtraLatency.Seconds()) // of one call, beyond the work of the cores that run it
 	if c.Backend == CPU {
-		p.WorkSeconds = (graphCS+tensorCS+paramCS)/cores + network
-		p.CallSeconds = m.ExtraLatency.Seconds() + tensorCS/n.Calls/cores
+		b.work = sum(graph, tensor, param).times(perCore).plus(network)
+		b.call = latency.plus(tensor.times(perCore / n.Calls))
 	} else {
 		fnCores := 1.0 // an emulator's process, or the one vCPU a Knative call is priced as
-		if c.Backend == Lambda && m.SharedCores == 0 {
+		if c.Backend == Lambda && !shared {
 			fnCores = min(float64(c.MemoryMB)/lambdaMBPerVCPU, lambdaMaxVCPUs)
 		}
-		p.CallSeconds = cal.CallSeconds + m.ExtraLatency.Seconds() + n.PayloadBytes/n.Calls/cal.BytesPerSecond + tensorCS/n.Calls/fnCores
-		p.CallsSeconds = n.Calls * p.CallSeconds / float64(c.Concurrency)
-		p.WorkSeconds = (graphCS+paramCS)/cores + network
-		if m.SharedCores > 0 { // the functions and their emulators run on the same cores
-			p.WorkSeconds += (tensorCS + n.Calls*cal.CallSeconds) / cores
+		overhead := sum(term(callCoreC, 1), term(callByteC, n.PayloadBytes/n.Calls)) // of one call, beyond its compute
+		latency = latency.plus(term(callC, 1))
+		b.call = sum(latency, overhead, tensor.times(1/n.Calls/fnCores))
+		b.calls = b.call.times(n.Calls / float64(c.Concurrency))
+		b.work = sum(graph, param).times(perCore).plus(network)
+		if shared { // the functions and their emulators run on the same cores
+			b.work = b.work.plus(sum(tensor, overhead.times(n.Calls)).times(perCore))
+		} else { // the call runs away from the graph server's cores
+			latency = b.call
 		}
 	}
-	if m.SharedCores == 0 { // every graph server's updates reach the parameter servers
-		p.ParamSeconds = P * paramCS / float64(m.ParamServerCores)
+	if !shared { // every graph server's updates reach the parameter servers
+		b.param = param.times(P / float64(m.ParamServerCores))
 	}
-	p.ChainSeconds = (n.Calls/I*p.CallSeconds + graphCS/I/cores) / float64(c.Staleness+1)
-	p.EpochSeconds = max(p.WorkSeconds, p.ParamSeconds, p.CallsSeconds, p.ChainSeconds) + cal.EpochSeconds
-	return p, nil
+	// One interval's chain: its scatters and its calls' latency, and the server's work, as
+	// the epoch gate keeps the intervals in step (each stage of one waits for the cores to
+	// run that stage of all), with S+1 epochs in flight. The gate opens an epoch once an
+	// interval's WU is done, and its first AV waits for the pull of the version WU made: no
+	// work overlaps those.
+	inFlight := 1 / float64(c.Staleness+1)
+	scatters := sum(term(roundTripC, n.Scatters/I), term(roundTripByteC, n.GhostBytes/I))
+	b.chain = sum(scatters, latency.times(n.Calls/I), b.work).times(inFlight)
+	b.gate = sum(term(roundTripC, n.RoundTrips/I), term(roundTripByteC, n.RoundTripBytes/I)).times(inFlight)
+	return b, nil
+}
+
+// epoch returns the largest bound at cal's coefficients plus the gate and the time per
+// epoch: the epoch time.
+func (b bounds) epoch(cal Calibration) linear {
+	largest := b.work
+	for _, x := range []linear{b.param, b.calls, b.chain} {
+		if x.at(cal) > largest.at(cal) {
+			largest = x
+		}
+	}
+	return sum(largest, b.gate, term(epochC, 1))
+}
+
+// Predict predicts one epoch of w in configuration c on machine m (see the package comment).
+func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, error) {
+	b, err := boundsOf(w, c, m, cal)
+	if err != nil {
+		return Prediction{}, err
+	}
+	return Prediction{
+		EpochSeconds: b.epoch(cal).at(cal),
+		WorkSeconds:  b.work.at(cal), ParamSeconds: b.param.at(cal), CallsSeconds: b.calls.at(cal), ChainSeconds: b.chain.at(cal),
+		GateSeconds: b.gate.at(cal),
+		Calls:       b.callCount, CallSeconds: b.call.at(cal),
+	}, nil
 }

@@ -17,28 +17,38 @@ var tiny = Workload{Vertices: 20, Entries: 80, Features: 8, Classes: 2,
 
 // round is a calibration of round numbers.
 var round = Calibration{Measured: "2026-12-05", Command: "test", GatherSecondsPerMAC: 1e-3, FeatureSecondsPerMAC: 2e-3, FlopSeconds: 1e-4,
-	BytesPerSecond: 1000, ElementSeconds: 1e-4, FeatureElementSeconds: 2e-4, TaskSeconds: 1e-2, MessageSeconds: 1e-2, ParamSeconds: 1e-3, EpochSeconds: 0.5, CallSeconds: 0.1}
+	BytesPerSecond: 1000, ElementSeconds: 1e-4, FeatureElementSeconds: 2e-4, TaskSeconds: 1e-2, MessageSeconds: 1e-2, ParamSeconds: 1e-3, EpochSeconds: 0.5,
+	RoundTripSeconds: 1e-2, RoundTripByteSeconds: 1e-4, CallSeconds: 0.1, CallCoreSeconds: 2e-2, CallByteSeconds: 1e-5}
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 func TestCount(t *testing.T) {
 	got := tiny.Count(2, 2)
 	// layer 1 (8 → 4): flops 2·(2·10·8·4) = 1280, MACs 2·50·4 = 400, weights 2·8·4 = 64,
-	// ghost bytes 2·4·4·4 = 128, payload 4·10·(3·8+2·4) = 1280; layer 2 (4 → 2): flops
-	// 2·(2·10·4·2) + 2·10·4·2 = 480, MACs 2·50·2 = 200, weights 2·4·2 = 16, ghost bytes 64,
-	// payload 4·10·(3·4+2·2) = 640; elements 2·(10·8 + 2·10·4) + 2·(10·4 + 2·10·2) = 480;
-	// tasks 2·(6·2+2), calls 2·(2·2+1), messages 2·2·2·1.
-	want := Epoch{GraphMACs: 600, Flops: 1760, Tasks: 28, Calls: 10, ParamUpdates: 80, Elements: 480, GhostBytes: 192, Messages: 8, PayloadBytes: 1920}
+	// ghost bytes 2·4·4·4 = 128, payload 4·(2·10·8 + 2·10·4 + 3·2·8·4) = 1728 (H twice, P and
+	// dP, W twice and dW per interval); layer 2 (4 → 2): flops 2·(2·10·4·2) + 2·10·4·2 =
+	// 480, MACs 2·50·2 = 200, weights 2·4·2 = 16, ghost bytes 64, payload 4·(2·10·4 + 2·10·2
+	// + 3·2·4·2) + dH 4·10·4 = 832; elements 2·(10·8 + 2·10·4) + 2·(10·4 + 2·10·2) = 480;
+	// tasks 2·(6·2+2), calls 2·2·2 (AV and ∇AV of each layer), messages 2·2·2·1, round trips
+	// 2·2 (push, pull) carrying 2·4·80 bytes, scatters 2·2·2 (SC and ∇SC of each layer).
+	want := Epoch{GraphMACs: 600, Flops: 1760, Tasks: 28, Calls: 8, ParamUpdates: 80, Elements: 480, GhostBytes: 192, Messages: 8, PayloadBytes: 2560,
+		RoundTrips: 4, RoundTripBytes: 640, Scatters: 8}
 	if got != want {
 		t.Errorf("Count = %+v, want %+v", got, want)
 	}
 	sparse := tiny
 	sparse.FeatureEntries = 40 // 20 per part of 10 of the 20 vertices: 2·20·4 = 160 MACs of X W and Xᵀ dP
-	// payload 4·(3·20 + 2·10·4) + 640 = 1200
+	// payload 2560 less the dense H of layer 1, 2·4·10·8, plus its non-zeros, 2·8·20: 2240
 	// elements 480 less the dense input of layer 1, 2·10·8; feature elements 2·20
-	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 320 || got.FeatureElements != 40 || got.PayloadBytes != 1200 {
-		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v, FeatureElements %v, PayloadBytes %v; want 160, 480, 320, 40, 1200",
+	if got := sparse.Count(2, 2); got.TensorMACs != 160 || got.Flops != 480 || got.Elements != 320 || got.FeatureElements != 40 || got.PayloadBytes != 2240 {
+		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v, FeatureElements %v, PayloadBytes %v; want 160, 480, 320, 40, 2240",
 			got.TensorMACs, got.Flops, got.Elements, got.FeatureElements, got.PayloadBytes)
+	}
+	// One graph server: no scatters; GAT: AE and ∇AE calls too.
+	gat := tiny
+	gat.Model = Model{Architecture: GAT, Layers: 2, Hidden: 2, Heads: 2}
+	if one, g := tiny.Count(1, 2), gat.Count(2, 2); one.Scatters != 0 || one.Messages != 0 || g.Calls != 16 {
+		t.Errorf("1 graph server: %v scatters, %v messages, want 0; GAT: %v calls, want 16", one.Scatters, one.Messages, g.Calls)
 	}
 }
 
@@ -52,30 +62,34 @@ func TestPredict(t *testing.T) {
 	}{{
 		// graph 0.6 + tasks 0.28 + messages 0.08 = 0.96 core-s; tensor 0.176 + elements
 		// 0.048 = 0.224; weights 0.08; work (0.96+0.224+0.08)/2 + 192 B/1000 = 0.824; calls
-		// 0.224/10/2 = 0.0112 s each; chain (5·0.0112 + 0.96/2/2)/(S+1) = 0.148; parameter
-		// servers 2·0.08/4.
+		// 0.224/8/2 = 0.014 s each; chain (an interval's 4 scatters of 0.01 s, carrying 96
+		// bytes of 1e-4 s, + the work)/(S+1) = (0.04 + 0.0096 + 0.824)/2 = 0.4368; gate (2
+		// round trips carrying 320 bytes)/(S+1) = 0.026; parameter servers 2·0.08/4.
 		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: 1}, m: cluster,
-		want: Prediction{EpochSeconds: 1.324, WorkSeconds: 0.824, ParamSeconds: 0.04, ChainSeconds: 0.148, Calls: 20, CallSeconds: 0.0112},
+		want: Prediction{EpochSeconds: 1.35, WorkSeconds: 0.824, ParamSeconds: 0.04, ChainSeconds: 0.4368, GateSeconds: 0.026, Calls: 16, CallSeconds: 0.014},
 	}, {
-		// a call: 0.1 + 1920/10/1000 + 0.224/10 on one vCPU = 0.3144; calls 10·0.3144/2 =
-		// 1.572; chain (S = 0) 5·0.3144 + 0.24 = 1.812; work (0.96+0.08)/2 + 0.192 = 0.712.
+		// a call: 0.1 + overhead 0.02 + 2560/8·1e-5 + 0.224/8 on one vCPU = 0.1512; calls
+		// 8·0.1512/2 = 0.6048; work (0.96+0.08)/2 + 0.192 = 0.712; chain (S = 0) 0.0496 + an
+		// interval's 4 calls, each away from the server's cores, 4·0.1512 + 0.712 = 1.3664;
+		// gate 0.052.
 		name: "lambda", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: lambdaMBPerVCPU}, m: cluster,
-		want: Prediction{EpochSeconds: 2.312, WorkSeconds: 0.712, ParamSeconds: 0.04, CallsSeconds: 1.572, ChainSeconds: 1.812, Calls: 20, CallSeconds: 0.3144},
+		want: Prediction{EpochSeconds: 1.9184, WorkSeconds: 0.712, ParamSeconds: 0.04, CallsSeconds: 0.6048, ChainSeconds: 1.3664, GateSeconds: 0.052, Calls: 16, CallSeconds: 0.1512},
 	}, {
-		// 4 shared cores, 2 per server: the functions' 0.224 core-s and their calls' 10·0.1
-		// join the work; no
-		// parameter-server bound of its own; 20 ms more per call.
+		// 4 shared cores, 2 per server: the functions' 0.224 core-s and their calls' overhead
+		// 8·0.0232 join the work, (0.224+0.1856)/2 more; no parameter-server bound of its
+		// own; 20 ms more per call; on the chain only a call's latency, 0.1 + 0.02: 0.0496 +
+		// 4·0.12 + 0.9168.
 		name: "lambda shared", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008},
 		m:    Machine{SharedCores: 4, ExtraLatency: 20 * time.Millisecond},
-		want: Prediction{EpochSeconds: 2.412, WorkSeconds: 1.324, CallsSeconds: 1.672, ChainSeconds: 1.912, Calls: 20, CallSeconds: 0.3344},
+		want: Prediction{EpochSeconds: 1.9984, WorkSeconds: 0.9168, CallsSeconds: 0.6848, ChainSeconds: 1.4464, GateSeconds: 0.052, Calls: 16, CallSeconds: 0.1712},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Predict(tiny, tc.c, tc.m, round)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, w := []float64{got.EpochSeconds, got.WorkSeconds, got.ParamSeconds, got.CallsSeconds, got.ChainSeconds, got.Calls, got.CallSeconds},
-				[]float64{tc.want.EpochSeconds, tc.want.WorkSeconds, tc.want.ParamSeconds, tc.want.CallsSeconds, tc.want.ChainSeconds, tc.want.Calls, tc.want.CallSeconds}
+			g, w := []float64{got.EpochSeconds, got.WorkSeconds, got.ParamSeconds, got.CallsSeconds, got.ChainSeconds, got.GateSeconds, got.Calls, got.CallSeconds},
+				[]float64{tc.want.EpochSeconds, tc.want.WorkSeconds, tc.want.ParamSeconds, tc.want.CallsSeconds, tc.want.ChainSeconds, tc.want.GateSeconds, tc.want.Calls, tc.want.CallSeconds}
 			for i := range g {
 				if !near(g[i], w[i]) {
 					t.Fatalf("Predict = %+v, want %+v", got, tc.want)
@@ -147,53 +161,111 @@ func TestCalibrationFile(t *testing.T) {
 	}
 }
 
-func TestFit(t *testing.T) {
-	truth := round
-	shared := Machine{SharedCores: 2}
-	var runs []Run
-	for _, c := range []struct{ ds, p, i, h int }{{0, 1, 2, 4}, {0, 1, 16, 4}, {0, 2, 4, 4}, {0, 4, 4, 4}, {0, 1, 4, 32}, {1, 1, 4, 4}, {2, 1, 4, 4}} {
-		w := tiny
-		w.Cuts, w.Model.Hidden = nil, c.h
-		switch c.ds {
-		case 1:
-			w.Vertices, w.Entries, w.Features = 500, 20000, 4
-		case 2:
-			w.Vertices, w.Features, w.FeatureEntries = 300, 1000, 9000
-		}
-		cfg := Config{Backend: CPU, GraphServers: c.p, Intervals: c.i}
-		p, err := Predict(w, cfg, shared, truth)
+// A call's latency waits on its interval's chain, in step with the other intervals' and S+1
+// epochs of it in flight: it sets the epoch only when it outlasts S times the work, and then
+// does not depend on the intervals. The weights' round trips at the epoch gate add 1/(S+1) of
+// an interval's to the epoch, however long the work.
+func TestLatencyOverlaps(t *testing.T) {
+	cal := round
+	cal.TaskSeconds, cal.EpochSeconds, cal.RoundTripSeconds, cal.RoundTripByteSeconds = 0, 0, 0, 0
+	predict := func(c Config, latency float64, cal Calibration) Prediction {
+		m := Machine{ServerCores: 2, ParamServerCores: 4, ExtraLatency: time.Duration(latency * float64(time.Second))}
+		p, err := Predict(tiny, c, m, cal)
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, Run{Workload: w, Config: cfg, Machine: shared, EpochSeconds: p.EpochSeconds})
+		return p
 	}
-	start := truth
-	start.ElementSeconds, start.FeatureElementSeconds, start.TaskSeconds, start.MessageSeconds, start.ParamSeconds, start.EpochSeconds = 0, 0, 0, 0, 0, 0
-	got, err := FitWork(start, runs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pair := range [][2]float64{{got.ElementSeconds, truth.ElementSeconds}, {got.FeatureElementSeconds, truth.FeatureElementSeconds}, {got.TaskSeconds, truth.TaskSeconds},
-		{got.MessageSeconds, truth.MessageSeconds}, {got.ParamSeconds, truth.ParamSeconds}, {got.EpochSeconds, truth.EpochSeconds}} {
-		if math.Abs(pair[0]-pair[1]) > 1e-6*pair[1] {
-			t.Fatalf("FitWork = %+v, want %+v", got, truth)
+	for _, tc := range []struct{ intervals, staleness int }{{2, 1}, {8, 1}, {2, 0}, {2, 3}} {
+		c := Config{Backend: CPU, GraphServers: 1, Intervals: tc.intervals, Staleness: tc.staleness}
+		work := predict(c, 0, cal).WorkSeconds
+		inFlight := float64(tc.staleness + 1)
+		// 4 calls an interval (AV and ∇AV of 2 layers)
+		if tc.staleness > 0 {
+			if hidden := 0.9 * float64(tc.staleness) * work / 4; predict(c, hidden, cal).EpochSeconds != work {
+				t.Errorf("%s: calls %.3g s long: epoch %v, want the work's %v", c, hidden, predict(c, hidden, cal).EpochSeconds, work)
+			}
+		}
+		if p := predict(c, 10*work, cal); !near(p.EpochSeconds, (4*10*work+work)/inFlight) {
+			t.Errorf("%s: calls %.3g s long: epoch %v, want (4 calls + the work)/(S+1) = %v", c, 10*work, p.EpochSeconds, (4*10*work+work)/inFlight)
+		}
+		gated := cal
+		gated.RoundTripSeconds = 10 * work
+		if p := predict(c, 0, gated); !near(p.EpochSeconds, work+2*10*work/inFlight) {
+			t.Errorf("%s: round trips %.3g s long: epoch %v, want the work + 2 round trips/(S+1) = %v", c, 10*work, p.EpochSeconds, work+2*10*work/inFlight)
 		}
 	}
-	if _, err := FitWork(start, runs[:5]); !errors.Is(err, ErrCalibration) {
-		t.Errorf("5 runs: error %v, want ErrCalibration", err)
-	}
+}
 
-	c := Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008}
-	p, err := Predict(tiny, c, shared, truth)
+// Fit recovers the coefficients of synthetic runs, whichever bound sets each run's epoch.
+func TestFit(t *testing.T) {
+	truth := Calibration{Measured: "2026-12-05", Command: "test", GatherSecondsPerMAC: 1e-9, FeatureSecondsPerMAC: 2e-9, FlopSeconds: 1e-10, BytesPerSecond: 1e9,
+		ElementSeconds: 3e-9, FeatureElementSeconds: 5e-9, TaskSeconds: 4e-5, MessageSeconds: 1e-4, ParamSeconds: 4e-8, EpochSeconds: 1e-3,
+		RoundTripSeconds: 2e-3, RoundTripByteSeconds: 2e-8, CallSeconds: 5e-3, CallCoreSeconds: 3e-3, CallByteSeconds: 2e-8}
+	shared := Machine{SharedCores: 2}
+	small := Workload{Vertices: 3000, Entries: 12000, Features: 3000, FeatureEntries: 100000, Classes: 6, Model: Model{Architecture: GCN, Layers: 2, Hidden: 16}}
+	dense := Workload{Vertices: 20000, Entries: 400000, Features: 32, Classes: 8, Model: Model{Architecture: GCN, Layers: 2, Hidden: 16}}
+	tinyGraph := Workload{Vertices: 4000, Entries: 20000, Features: 8, Classes: 4, Model: Model{Architecture: GCN, Layers: 2, Hidden: 16}}
+	wide := small
+	wide.Model.Hidden = 64
+	cpu := func(w Workload, p, i int) (Workload, Config) {
+		return w, Config{Backend: CPU, GraphServers: p, Intervals: i, Staleness: 1}
+	}
+	fn := func(w Workload, p, i int) (Workload, Config) {
+		return w, Config{Backend: Lambda, GraphServers: p, Intervals: i, Concurrency: i, MemoryMB: 3008, Staleness: 1}
+	}
+	var runs []Run
+	bound := map[string]bool{}
+	for _, r := range []func() (Workload, Config){
+		func() (Workload, Config) { return cpu(small, 1, 2) }, func() (Workload, Config) { return cpu(small, 1, 16) },
+		func() (Workload, Config) { return cpu(small, 2, 4) }, func() (Workload, Config) { return cpu(small, 4, 4) },
+		func() (Workload, Config) { return cpu(wide, 1, 4) }, func() (Workload, Config) { return cpu(dense, 1, 4) },
+		func() (Workload, Config) { return cpu(dense, 2, 8) }, func() (Workload, Config) { return cpu(tinyGraph, 1, 1) },
+		func() (Workload, Config) { return cpu(tinyGraph, 1, 16) }, func() (Workload, Config) { return cpu(tinyGraph, 2, 1) },
+		func() (Workload, Config) { return fn(small, 1, 1) }, func() (Workload, Config) { return fn(small, 1, 2) },
+		func() (Workload, Config) { return fn(small, 2, 2) },
+	} {
+		w, c := r()
+		p, err := Predict(w, c, shared, truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound[boundName(p)] = true
+		runs = append(runs, Run{Workload: w, Config: c, Machine: shared, EpochSeconds: p.EpochSeconds})
+	}
+	if !bound["work"] || !bound["chain"] {
+		t.Fatalf("the synthetic runs' bounds %v: want work and chain", bound)
+	}
+	start := truth
+	for _, p := range start.fitted() {
+		*p = 0
+	}
+	got, err := Fit(start, runs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start = truth
-	start.CallSeconds = 0
-	got, err = FitCall(start, []Run{{Workload: tiny, Config: c, Machine: shared, EpochSeconds: p.EpochSeconds}})
-	if err != nil || math.Abs(got.CallSeconds-truth.CallSeconds) > 1e-9 {
-		t.Errorf("FitCall: %v, %v; want %v", got.CallSeconds, err, truth.CallSeconds)
+	g, w := got.fitted(), truth.fitted()
+	for k := range g {
+		if math.Abs(*g[k]-*w[k]) > 1e-6**w[k] {
+			t.Fatalf("Fit = %+v, want %+v", got, truth)
+		}
 	}
+	if _, err := Fit(start, runs[:5]); !errors.Is(err, ErrCalibration) { // 8 coefficients of the cpu backend
+		t.Errorf("5 runs: error %v, want ErrCalibration", err)
+	}
+}
+
+// boundName names the largest bound of p.
+func boundName(p Prediction) string {
+	switch max(p.WorkSeconds, p.ParamSeconds, p.CallsSeconds, p.ChainSeconds) {
+	case p.WorkSeconds:
+		return "work"
+	case p.ParamSeconds:
+		return "params"
+	case p.CallsSeconds:
+		return "calls"
+	}
+	return "chain"
 }
 
 func TestChoose(t *testing.T) {

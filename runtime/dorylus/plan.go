@@ -317,7 +317,7 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 			roundedSeconds(op.TotalSeconds), op.CostUSD, op.EpochsPerUSD, bound(op.Prediction), memorySize(op.GraphServerBytes), fits)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain); graph server memory: the heaviest one's, predicted (README \"Memory of a graph server\"), which must fit the instance type's memory (with --local, all of them this machine's)")
+	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain of latencies and the work); graph server memory: the heaviest one's, predicted (README \"Memory of a graph server\"), which must fit the instance type's memory (with --local, all of them this machine's)")
 }
 
 func describeModel(m plan.Model) string {

@@ -33,20 +33,27 @@ type calibrateOptions struct {
 	lambdaEndpoints string
 }
 
-// calibrationRuns are the cpu runs whose epoch times fit the work coefficients: on --dataset
-// (an empty dataset) few and many intervals (the cost per task), two and four graph servers
-// (the scatter messages) and a wider hidden layer (the weights); a dataset of many sparse
-// features (the element-wise work), a denser graph of narrow dense features (the kernels), and
-// a tiny graph with one and many intervals (the costs per task and per epoch apart from the
-// weights').
+// calibrationRuns are the training runs whose epoch times the coefficients are fitted to.
+// On the cpu backend: on --dataset (an empty dataset) few and many intervals (the cost per
+// task), two and four graph servers (the scatter messages) and a wider hidden layer (the
+// weights); a dataset of many sparse features (the element-wise work), a denser graph of
+// narrow dense features (the kernels), and a tiny graph with many intervals (the costs per
+// task and per epoch apart from the weights') and with one interval on one and two graph
+// servers, whose epochs the round trips set. With --lambda-endpoints, on the
+// lambda backend (calls marks them), one call in flight per interval, on --dataset and on the
+// tiny graph (large and small payloads): one interval on one graph server, whose epochs its
+// calls' latency sets, and two intervals on two graph servers, whose calls' overhead (per
+// call and per byte) loads the cores.
 var calibrationRuns = []struct {
 	dataset                         string
 	graphServers, intervals, hidden int
+	calls                           bool
 }{
-	{"", 1, 2, 16}, {"", 1, 16, 16}, {"", 2, 4, 16}, {"", 4, 4, 16}, {"", 1, 4, 64},
-	{"amazon_computers", 1, 4, 16}, {"amazon_computers", 2, 8, 16},
-	{"rmat:nodes=20000,edges=400000,features=32,classes=8,seed=1", 1, 4, 16},
-	{tinyGraph, 1, 1, 16}, {tinyGraph, 1, 16, 16},
+	{"", 1, 2, 16, false}, {"", 1, 16, 16, false}, {"", 2, 4, 16, false}, {"", 4, 4, 16, false}, {"", 1, 4, 64, false},
+	{"amazon_computers", 1, 4, 16, false}, {"amazon_computers", 2, 8, 16, false},
+	{"rmat:nodes=20000,edges=400000,features=32,classes=8,seed=1", 1, 4, 16, false},
+	{tinyGraph, 1, 1, 16, false}, {tinyGraph, 1, 16, 16, false}, {tinyGraph, 2, 1, 16, false},
+	{"", 1, 1, 16, true}, {"", 2, 2, 16, true}, {tinyGraph, 1, 1, 16, true}, {tinyGraph, 2, 2, 16, true},
 }
 
 // tinyGraph is calibrationRuns' graph of little work per task.
@@ -55,10 +62,9 @@ const tinyGraph = "rmat:nodes=4000,edges=20000,features=8,classes=4,seed=2"
 // calibrationStaleness is the staleness bound of the calibration runs.
 const calibrationStaleness = 1
 
-// calibrationCallIntervals are the intervals of the function run that fits the call
-// overhead, on one graph server, one call in flight per interval: as many as the cores of a
-// small machine, so that the calls do not queue for them.
-const calibrationCallIntervals = 2
+// calibrationEndpoints is the least number of emulators the lambda runs need: one per
+// interval.
+const calibrationEndpoints = 4
 
 func newCalibrateCommand() *cobra.Command {
 	o := calibrateOptions{}
@@ -68,10 +74,11 @@ func newCalibrateCommand() *cobra.Command {
 		Long: `Calibrate measures, on this machine: the core-seconds of one multiply-add of the sparse gather and
 of one flop of the GEMM (single-threaded micro-benchmarks of pkg/tensor's kernels), the rate of a
 loopback TCP transfer, and the median epoch times of short dorylus train runs on the cpu backend
-(GCN, staleness 1: ` + calibrationRunsText() + `), to which it fits the work factor,
-the cost per task and the fixed time per epoch. With --lambda-endpoints (aws-lambda-rie emulators,
-hack/lambda-emulators.sh) it also runs the lambda backend on 1 graph server with ` + strconv.Itoa(calibrationCallIntervals) + ` intervals
-and fits the latency of a call. It writes the calibration as JSON to --output.`,
+(GCN, staleness 1: ` + calibrationRunsText(false) + `), to which it fits the costs of the
+element-wise work, of a task, a scatter message, a weight element and an epoch, and the latency of
+a round trip between servers, fixed and per byte carried. With --lambda-endpoints (aws-lambda-rie emulators,
+hack/lambda-emulators.sh) it also runs the lambda backend (` + calibrationRunsText(true) + `) and
+fits the latency and the overhead of a call. It writes the calibration as JSON to --output.`,
 		Example: `  dorylus plan calibrate --output pkg/plan/calibration.json
   dorylus plan calibrate --lambda-endpoints "$(hack/lambda-emulators.sh up /tmp/rie 4)" --output cal.json`,
 		Args: cobra.NoArgs,
@@ -85,14 +92,17 @@ and fits the latency of a call. It writes the calibration as JSON to --output.`,
 	f.IntVar(&o.rounds, "rounds", 2, "times each training run is repeated; the median epoch time of all counts")
 	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "cores of this machine, shared by the runs' processes")
 	f.StringVar(&o.output, "output", "", "file to write the calibration to (default: standard output)")
-	f.StringVar(&o.lambdaEndpoints, "lambda-endpoints", "", "comma-separated aws-lambda-rie endpoints (at least "+strconv.Itoa(calibrationCallIntervals)+") to fit the call latency on; with none it is 0")
+	f.StringVar(&o.lambdaEndpoints, "lambda-endpoints", "", "comma-separated aws-lambda-rie endpoints (at least "+strconv.Itoa(calibrationEndpoints)+") to fit the calls' latency and overhead on; with none they are 0")
 	return cmd
 }
 
-func calibrationRunsText() string {
+// calibrationRunsText lists the calibration runs of the cpu backend, or of the lambda backend.
+func calibrationRunsText(calls bool) string {
 	var s []string
 	for _, r := range calibrationRuns {
-		s = append(s, fmt.Sprintf("%s %d graph servers × %d intervals, hidden %d", cmp.Or(r.dataset, "--dataset"), r.graphServers, r.intervals, r.hidden))
+		if r.calls == calls {
+			s = append(s, fmt.Sprintf("%s %d graph servers × %d intervals, hidden %d", cmp.Or(r.dataset, "--dataset"), r.graphServers, r.intervals, r.hidden))
+		}
 	}
 	return strings.Join(s, "; ")
 }
@@ -101,8 +111,8 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 	switch {
 	case o.epochs < 3 || o.rounds < 1 || o.cores < 1:
 		return fmt.Errorf("--epochs %d, --rounds %d, --cores %d: want at least 3 epochs, 1 round and 1 core", o.epochs, o.rounds, o.cores)
-	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationCallIntervals:
-		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationCallIntervals)
+	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationEndpoints:
+		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationEndpoints)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -127,20 +137,29 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 	wo := workloadOptions{dataset: o.dataset, model: string(plan.GCN), layers: 2, heads: 1}
 	var runs []plan.Run
 	for _, r := range calibrationRuns {
+		if r.calls && o.lambdaEndpoints == "" {
+			continue
+		}
 		wo.dataset, wo.hidden = cmp.Or(r.dataset, o.dataset), r.hidden
 		w, err := wo.workload([]int{r.graphServers})
 		if err != nil {
 			return err
 		}
 		c := plan.Config{Backend: plan.CPU, GraphServers: r.graphServers, Intervals: r.intervals, Staleness: calibrationStaleness}
-		t, err := medianEpoch(ctx, exe, o, wo.dataset, c, "--hidden", strconv.Itoa(r.hidden))
+		extra := []string{"--hidden", strconv.Itoa(r.hidden)}
+		if r.calls {
+			c.Backend, c.Concurrency, c.MemoryMB = plan.Lambda, r.intervals, defaultLambdaMemoryMB
+			eps := strings.Split(o.lambdaEndpoints, ",")[:r.graphServers*r.intervals]
+			extra = append(extra, lambdaEmulatorFlags(strings.Join(eps, ","))...)
+		}
+		t, err := medianEpoch(ctx, exe, o, wo.dataset, c, extra...)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(log, "%s %s hidden %d: median epoch %.1f ms\n", wo.dataset, c, r.hidden, 1e3*t)
 		runs = append(runs, plan.Run{Workload: w, Config: c, Machine: shared, EpochSeconds: t})
 	}
-	if cal, err = plan.FitWork(cal, runs); err != nil {
+	if cal, err = plan.Fit(cal, runs); err != nil {
 		return err
 	}
 	for _, r := range runs {
@@ -148,23 +167,7 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(log, "fit: %s: %.1f ms measured, %.1f ms fitted\n", r.Config, 1e3*r.EpochSeconds, 1e3*p.EpochSeconds)
-	}
-	if o.lambdaEndpoints != "" {
-		wo.dataset, wo.hidden = o.dataset, 16
-		w, err := wo.workload([]int{1})
-		if err != nil {
-			return err
-		}
-		c := plan.Config{Backend: plan.Lambda, GraphServers: 1, Intervals: calibrationCallIntervals, Concurrency: calibrationCallIntervals, MemoryMB: defaultLambdaMemoryMB, Staleness: calibrationStaleness}
-		t, err := medianEpoch(ctx, exe, o, o.dataset, c, lambdaEmulatorFlags(o.lambdaEndpoints)...)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(log, "%s: median epoch %.1f ms\n", c, 1e3*t)
-		if cal, err = plan.FitCall(cal, []plan.Run{{Workload: w, Config: c, Machine: shared, EpochSeconds: t}}); err != nil {
-			return err
-		}
+		fmt.Fprintf(log, "fit: %s: %.1f ms measured, %.1f ms fitted (%s)\n", r.Config, 1e3*r.EpochSeconds, 1e3*p.EpochSeconds, bound(p))
 	}
 	if o.output == "" {
 		return cal.Write(os.Stdout)
