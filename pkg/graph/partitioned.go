@@ -89,11 +89,13 @@ func (d *PartitionData) Validate() error {
 		return invalidf("%s: %d ghost degrees for %d ghosts", name, len(d.GhostDegree), len(d.GhostIDs))
 	}
 	prev := int32(-1)
+	ghost := make([]uint64, (n+63)/64) // bit g: g is a ghost
 	for i, g := range d.GhostIDs {
 		if g <= prev || int64(g) >= n || (int64(g) >= lo && int64(g) < hi) || d.GhostDegree[i] < 1 {
 			return invalidf("%s: ghost %d (id %d, degree %d) out of order, owned, or isolated", name, i, g, d.GhostDegree[i])
 		}
 		prev = g
+		ghost[g/64] |= 1 << (g % 64)
 	}
 	if err := d.validateOrigIDs(name); err != nil {
 		return err
@@ -105,7 +107,7 @@ func (d *PartitionData) Validate() error {
 				return invalidf("%s: self loop at node %d", name, c)
 			case int64(c) >= lo && int64(c) < hi:
 			default:
-				if _, ok := slices.BinarySearch(d.GhostIDs, c); !ok {
+				if ghost[c/64]&(1<<(c%64)) == 0 {
 					return invalidf("%s: node %d has neighbour %d, which is not a ghost", name, lo+int64(r), c)
 				}
 			}

@@ -2,11 +2,13 @@ package partition
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
@@ -260,6 +262,19 @@ func TestPartitionFileRefusals(t *testing.T) {
 	}
 	if _, err := Contiguous(d.Adj.RowPtr, d.NumNodes()+1); err == nil {
 		t.Error("more parts than vertices accepted")
+	}
+	// A neighbour missing from the ghosts (the first, the middle or the last one) is refused.
+	part, err := DatasetPart(d, plan, 1)
+	if err != nil || part.Validate() != nil {
+		t.Fatalf("part 1: %v, %v", err, part.Validate())
+	}
+	for _, i := range []int{0, len(part.GhostIDs) / 2, len(part.GhostIDs) - 1} {
+		q := *part
+		q.GhostIDs, q.GhostDegree, q.GhostOrigIDs = slices.Delete(slices.Clone(q.GhostIDs), i, i+1),
+			slices.Delete(slices.Clone(q.GhostDegree), i, i+1), slices.Delete(slices.Clone(q.GhostOrigIDs), i, i+1)
+		if err := q.Validate(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("neighbour %d, which is not a ghost", part.GhostIDs[i])) {
+			t.Errorf("ghost %d of %d left out: %v", i, len(part.GhostIDs), err)
+		}
 	}
 }
 
