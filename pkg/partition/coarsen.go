@@ -2,7 +2,9 @@ package partition
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"runtime/debug"
+	"sync"
 )
 
 // wgraph is one level of the multilevel hierarchy: a symmetric graph in CSR form with vertex
@@ -148,13 +150,14 @@ func (c *coarsener) degreeOrder(g *wgraph) []int32 {
 }
 
 // contract returns the coarse graph of g under match and cmap, the coarse vertex of every fine
-// vertex. Coarse vertex ids follow the smaller fine id of each pair. One pass over the edges
-// builds each coarse row in a buffer, merging parallel edges through a marker array indexed by
-// coarse vertex (no per-edge allocation), and hands it to a sink that stores it: in memory, or,
-// for a graph of more than spillAbove entries, in temporary files read back once complete, so
-// that the coarse graph is never in memory beside its construction; with dropInput, g's
-// adjacency is released before the coarse graph is read back, so that two large levels are never
-// in memory together.
+// vertex. Coarse vertex ids follow the smaller fine id of each pair. The fine vertices are cut
+// into blocks of about contractBlock adjacency entries, and GOMAXPROCS workers build the coarse
+// rows of a wave of blocks at once, each merging parallel edges through its own marker array
+// indexed by coarse vertex (no per-edge allocation); while a wave is built, the rows of the
+// previous one go, in order, to a sink that stores them: in memory, or, for a graph of more than
+// spillAbove entries, in temporary files read back once complete, so that the coarse graph is
+// never in memory beside its construction; with dropInput, g's adjacency is released before the
+// coarse graph is read back, so that two large levels are never in memory together.
 func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph, []int32, error) {
 	n := g.n()
 	cmap := make([]int32, n)
@@ -172,40 +175,45 @@ func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph,
 		return nil, nil, err
 	}
 	defer out.close()
-	pos := make([]int32, cn) // per coarse neighbour: 1 + its slot in row, 0 if absent
-	var row, rowEw []int32   // the current coarse vertex's neighbours and merged weights
-	for v := range n {
-		m := int(match[v])
-		if m < v {
-			continue
+	workers := runtime.GOMAXPROCS(0)
+	waves := [2][]*contractBlock{make([]*contractBlock, workers), make([]*contractBlock, workers)}
+	for w := range waves {
+		for i := range waves[w] {
+			waves[w][i] = &contractBlock{pos: make([]int32, cn)}
 		}
-		cv := cmap[v]
-		for _, u := range [2]int{v, m} {
-			cg.vw[cv] += g.vw[u]
-			for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
-				x := cmap[g.adj[e]]
-				if x == cv {
-					continue
-				}
-				if pos[x] == 0 {
-					row = append(row, x)
-					rowEw = append(rowEw, int32(g.weight(e)))
-					pos[x] = int32(len(row))
-				} else {
-					rowEw[pos[x]-1] += int32(g.weight(e))
-				}
-			}
-			if m == v {
-				break
-			}
-		}
-		cg.xadj[cv+1] = cg.xadj[cv] + int64(len(row))
-		out.write(row, rowEw)
-		for _, x := range row {
-			pos[x] = 0
-		}
-		row, rowEw = row[:0], rowEw[:0]
 	}
+	emit := func(wave []*contractBlock) {
+		for _, b := range wave {
+			start := 0
+			for i, d := range b.deg {
+				cv := b.first + int32(i)
+				cg.xadj[cv+1] = cg.xadj[cv] + int64(d)
+				out.write(b.adj[start:start+int(d)], b.ew[start:start+int(d)])
+				start += int(d)
+			}
+		}
+	}
+	var prev []*contractBlock
+	for lo, k := 0, 0; lo < n; k++ {
+		wave, used := waves[k%2], 0
+		var wg sync.WaitGroup
+		for ; used < workers && lo < n; used++ {
+			hi := lo + 1
+			for hi < n && g.xadj[hi]-g.xadj[lo] < contractBlockEntries {
+				hi++
+			}
+			wg.Add(1)
+			go func(b *contractBlock, lo, hi int) {
+				defer wg.Done()
+				b.build(g, cg, match, cmap, lo, hi)
+			}(wave[used], lo, hi)
+			lo = hi
+		}
+		emit(prev)
+		wg.Wait()
+		prev = wave[:used]
+	}
+	emit(prev)
 	if _, onDisk := out.(*fileSink); onDisk && dropInput {
 		// The input is not needed any more: release it before the coarse graph is read back.
 		g.adj, g.ew = nil, nil
@@ -215,4 +223,59 @@ func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph,
 		return nil, nil, err
 	}
 	return cg, cmap, nil
+}
+
+// contractBlockEntries is about the number of fine adjacency entries in a block of contract (a
+// variable so that tests can make many blocks of a small graph).
+var contractBlockEntries int64 = 1 << 21
+
+// contractBlock holds one worker's coarse rows: those of the coarse vertices first,
+// first+1, … of a block of fine vertices, their neighbours and merged weights one row after
+// another.
+type contractBlock struct {
+	pos     []int32 // per coarse neighbour: 1 + its slot in the current row, 0 if absent
+	first   int32
+	deg     []int32
+	adj, ew []int32
+}
+
+// build fills b with the coarse rows of the fine vertices [lo, hi) that stand for their pair
+// (the smaller id of it), and sets their coarse weights in cg.
+func (b *contractBlock) build(g, cg *wgraph, match, cmap []int32, lo, hi int) {
+	b.deg, b.adj, b.ew = b.deg[:0], b.adj[:0], b.ew[:0]
+	b.first = -1
+	for v := lo; v < hi; v++ {
+		m := int(match[v])
+		if m < v {
+			continue
+		}
+		cv := cmap[v]
+		if b.first < 0 {
+			b.first = cv
+		}
+		start := len(b.adj)
+		for _, u := range [2]int{v, m} {
+			cg.vw[cv] += g.vw[u]
+			for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
+				x := cmap[g.adj[e]]
+				if x == cv {
+					continue
+				}
+				if p := b.pos[x]; p == 0 {
+					b.adj = append(b.adj, x)
+					b.ew = append(b.ew, int32(g.weight(e)))
+					b.pos[x] = int32(len(b.adj) - start)
+				} else {
+					b.ew[start+int(p)-1] += int32(g.weight(e))
+				}
+			}
+			if m == v {
+				break
+			}
+		}
+		for _, x := range b.adj[start:] {
+			b.pos[x] = 0
+		}
+		b.deg = append(b.deg, int32(len(b.adj)-start))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -280,6 +281,29 @@ func TestCheckFiles(t *testing.T) {
 		}
 		if err != nil && tc.parts == 3 && !strings.Contains(err.Error(), name1) {
 			t.Errorf("%s: error %v does not name %s", tc.name, err, name1)
+		}
+	}
+}
+
+// TestContractInBlocks: coarse levels built by several workers in many blocks give the plan of
+// one block built by one worker.
+func TestContractInBlocks(t *testing.T) {
+	d := rmat(t, 3000, 40000, 0)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	want, err := Multilevel(d.Adj, 4, Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(old int64) { contractBlockEntries = old }(contractBlockEntries)
+	contractBlockEntries = 50
+	for _, procs := range []int{1, 3} {
+		runtime.GOMAXPROCS(procs)
+		got, err := Multilevel(d.Adj, 4, Options{Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Bounds, want.Bounds) || !slices.Equal(got.Perm, want.Perm) {
+			t.Errorf("%d workers on blocks of %d entries gave another plan", procs, contractBlockEntries)
 		}
 	}
 }
