@@ -177,9 +177,10 @@ func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph,
 	defer out.close()
 	workers := runtime.GOMAXPROCS(0)
 	waves := [2][]*contractBlock{make([]*contractBlock, workers), make([]*contractBlock, workers)}
-	for w := range waves {
-		for i := range waves[w] {
-			waves[w][i] = &contractBlock{pos: make([]int32, cn)}
+	for i := range workers {
+		pos := make([]int32, cn) // worker i's, in either wave
+		for w := range waves {
+			waves[w][i] = &contractBlock{pos: pos, adj: make([]int32, 0, 2*contractBlockEntries), ew: make([]int32, 0, 2*contractBlockEntries)}
 		}
 	}
 	emit := func(wave []*contractBlock) {
@@ -226,8 +227,9 @@ func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph,
 }
 
 // contractBlockEntries is about the number of fine adjacency entries in a block of contract (a
-// variable so that tests can make many blocks of a small graph).
-var contractBlockEntries int64 = 1 << 21
+// variable so that tests can make many blocks of a small graph). Small blocks keep the workers'
+// buffers, and the garbage of their growth, small beside a level.
+var contractBlockEntries int64 = 1 << 19
 
 // contractBlock holds one worker's coarse rows: those of the coarse vertices first,
 // first+1, … of a block of fine vertices, their neighbours and merged weights one row after
