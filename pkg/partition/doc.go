@@ -21,7 +21,8 @@
 //
 // WriteDataset and WritePrepared write one prepared file per part (graph.PartitionData, named
 // by graph.PartitionFileName), so that each graph server reads only its own; from a prepared
-// file they stream (ReadAdjacency holds only the adjacency, 4 bytes an entry). Beside the files
+// file they stream (ReadAdjacency holds only the adjacency, 4 bytes an entry, which the
+// multilevel cut releases while it coarsens; each part's rows are read back per part). Beside the files
 // they write a Manifest (ManifestFileName): the dataset, the method, the bounds, the cut's
 // quality and every file's size and header checksum, so that a launcher checks a directory by
 // reading the manifest and the files' headers (Manifest.CheckHeaders) and a graph server the one
