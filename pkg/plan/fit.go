@@ -60,10 +60,10 @@ func Fit(cal Calibration, runs []Run) (Calibration, error) {
 		}
 		tries := [][]linear{chosen}
 		for i, b := range bs {
-			for _, x := range []linear{b.work, b.param, b.calls, b.chain} {
-				if x != (linear{}) && sum(x, b.gate, term(epochC, 1)) != chosen[i] {
+			for _, x := range b.list() {
+				if e := b.setBy(x); x != (linear{}) && e != chosen[i] {
 					try := slices.Clone(chosen)
-					try[i] = sum(x, b.gate, term(epochC, 1))
+					try[i] = e
 					tries = append(tries, try)
 				}
 			}

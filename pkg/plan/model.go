@@ -282,17 +282,23 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	return b, nil
 }
 
-// epoch returns the largest bound at cal's coefficients plus the gate and the time per
-// epoch: the epoch time.
+// list returns the bounds the largest of which sets the epoch.
+func (b bounds) list() [4]linear { return [4]linear{b.work, b.param, b.calls, b.chain} }
+
+// epoch returns the largest bound at cal's coefficients as the epoch time: setBy of it.
 func (b bounds) epoch(cal Calibration) linear {
 	largest := b.work
-	for _, x := range []linear{b.param, b.calls, b.chain} {
+	for _, x := range b.list() {
 		if x.at(cal) > largest.at(cal) {
 			largest = x
 		}
 	}
-	return sum(largest, b.gate, term(epochC, 1))
+	return b.setBy(largest)
 }
+
+// setBy returns the epoch time when bound x is the largest: x plus the gate and the time per
+// epoch.
+func (b bounds) setBy(x linear) linear { return sum(x, b.gate, term(epochC, 1)) }
 
 // Predict predicts one epoch of w in configuration c on machine m (see the package comment).
 func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, error) {
