@@ -62,9 +62,17 @@ const tinyGraph = "rmat:nodes=4000,edges=20000,features=8,classes=4,seed=2"
 // calibrationStaleness is the staleness bound of the calibration runs.
 const calibrationStaleness = 1
 
-// calibrationEndpoints is the least number of emulators the lambda runs need: one per
-// interval.
-const calibrationEndpoints = 4
+// calibrationEndpoints returns the least number of emulators the lambda runs need: one per
+// interval of the largest.
+func calibrationEndpoints() int {
+	n := 0
+	for _, r := range calibrationRuns {
+		if r.calls {
+			n = max(n, r.graphServers*r.intervals)
+		}
+	}
+	return n
+}
 
 func newCalibrateCommand() *cobra.Command {
 	o := calibrateOptions{}
@@ -92,7 +100,7 @@ fits the latency and the overhead of a call. It writes the calibration as JSON t
 	f.IntVar(&o.rounds, "rounds", 2, "times each training run is repeated; the median epoch time of all counts")
 	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "cores of this machine, shared by the runs' processes")
 	f.StringVar(&o.output, "output", "", "file to write the calibration to (default: standard output)")
-	f.StringVar(&o.lambdaEndpoints, "lambda-endpoints", "", "comma-separated aws-lambda-rie endpoints (at least "+strconv.Itoa(calibrationEndpoints)+") to fit the calls' latency and overhead on; with none they are 0")
+	f.StringVar(&o.lambdaEndpoints, "lambda-endpoints", "", "comma-separated aws-lambda-rie endpoints (at least "+strconv.Itoa(calibrationEndpoints())+") to fit the calls' latency and overhead on; with none they are 0")
 	return cmd
 }
 
@@ -111,8 +119,8 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 	switch {
 	case o.epochs < 3 || o.rounds < 1 || o.cores < 1:
 		return fmt.Errorf("--epochs %d, --rounds %d, --cores %d: want at least 3 epochs, 1 round and 1 core", o.epochs, o.rounds, o.cores)
-	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationEndpoints:
-		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationEndpoints)
+	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationEndpoints():
+		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationEndpoints())
 	}
 	exe, err := os.Executable()
 	if err != nil {
