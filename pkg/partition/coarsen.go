@@ -151,7 +151,7 @@ func (c *coarsener) degreeOrder(g *wgraph) []int32 {
 
 // contract returns the coarse graph of g under match and cmap, the coarse vertex of every fine
 // vertex. Coarse vertex ids follow the smaller fine id of each pair. The fine vertices are cut
-// into blocks of about contractBlock adjacency entries, and GOMAXPROCS workers build the coarse
+// into blocks of about contractBlockEntries adjacency entries, and GOMAXPROCS workers build the coarse
 // rows of a wave of blocks at once, each merging parallel edges through its own marker array
 // indexed by coarse vertex (no per-edge allocation); while a wave is built, the rows of the
 // previous one go, in order, to a sink that stores them: in memory, or, for a graph of more than
@@ -199,10 +199,7 @@ func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph,
 		wave, used := waves[k%2], 0
 		var wg sync.WaitGroup
 		for ; used < workers && lo < n; used++ {
-			hi := lo + 1
-			for hi < n && g.xadj[hi]-g.xadj[lo] < contractBlockEntries {
-				hi++
-			}
+			hi := rowsEnd(g.xadj, lo, 0, contractBlockEntries)
 			wg.Add(1)
 			go func(b *contractBlock, lo, hi int) {
 				defer wg.Done()

@@ -15,10 +15,16 @@ const streamChunk = 1 << 24
 // chunkEnd returns the end of the range of rows from lo whose adjacency entries and features
 // stay near streamChunk values (at least one row).
 func chunkEnd(rowPtr []int64, lo, features int) int {
+	return rowsEnd(rowPtr, lo, int64(features), streamChunk)
+}
+
+// rowsEnd returns the end of the longest range of rows from lo (at least one row) whose
+// adjacency entries plus perRow values a row stay within limit.
+func rowsEnd(rowPtr []int64, lo int, perRow, limit int64) int {
 	n := len(rowPtr) - 1
 	hi := lo + 1
 	for step := 1 << 20; step > 0; step >>= 1 {
-		if t := hi + step; t <= n && rowPtr[t]-rowPtr[lo]+int64(t-lo)*int64(features) <= streamChunk {
+		if t := hi + step; t <= n && rowPtr[t]-rowPtr[lo]+int64(t-lo)*perRow <= limit {
 			hi = t
 		}
 	}
