@@ -383,6 +383,9 @@ func (s *Shard) rejoin(req *rpc.InitRequest) error {
 func (s *Shard) restart(gs int) error {
 	switch {
 	case s.boundary():
+		if !s.init.Sync && s.ckpt != nil {
+			fmt.Fprintf(s.ckpt.Log, "parameter server %d: at the boundary of epoch %d (version %d) as graph server %d restarted: going on from it\n", s.id, s.epoch(), s.newest, gs)
+		}
 		s.forget()
 		return nil
 	case s.ckpt == nil:
