@@ -63,7 +63,7 @@ fi
 for ((r = 0; r < rounds; r++)); do
 	calibration=${CALIBRATION:-$out/calibration-$r.json}
 	if [[ -z ${CALIBRATION:-} ]]; then
-		cal=(bin/dorylus plan calibrate --epochs "$epochs" --rounds 1 --output "$calibration")
+		cal=(bin/dorylus plan calibrate --epochs "$epochs" --rounds "${CAL_ROUNDS:-2}" --output "$calibration")
 		$lambda && cal+=(--lambda-endpoints "$plain")
 		echo "== round $((r + 1)): ${cal[*]}" >&2
 		"${cal[@]}"

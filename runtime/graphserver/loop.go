@@ -278,7 +278,9 @@ func (b *billing) take() cost.Calls {
 }
 
 // shardVersion records a shard's newest version; the weight version is the lowest over the
-// shards, and a new one is prefetched.
+// shards. It is pulled only when an interval pins it (weightCache.at): every graph server's
+// pushes make versions, so pulling each as it appears would pull every version to every graph
+// server, graph servers times more than their intervals pin.
 func (s *server) shardVersion(i, v int) error {
 	s.shards.list[i].version = max(s.shards.list[i].version, v)
 	low := s.shards.lowest(func(sh *shard) int { return sh.version })
@@ -289,7 +291,6 @@ func (s *server) shardVersion(i, v int) error {
 		return err
 	}
 	s.publishKeep()
-	s.weights.prefetch(low)
 	return nil
 }
 

@@ -14,7 +14,8 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// weightCache holds the weight versions this server's tasks use, each pulled once.
+// weightCache holds the weight versions this server's tasks pin, each pulled once, when first
+// pinned.
 type weightCache struct {
 	ctx    context.Context // the run's: pulls end with it
 	g      *errgroup.Group // owns the pulls
@@ -35,7 +36,7 @@ type weightSet struct {
 
 // at returns the weights of version v, pulling them from the shards on first use.
 func (c *weightCache) at(ctx context.Context, v int) ([]*tensor.Dense, error) {
-	ws := c.prefetch(v)
+	ws := c.pull(v)
 	select {
 	case <-ws.ready:
 		return ws.w, ws.err
@@ -47,17 +48,16 @@ func (c *weightCache) at(ctx context.Context, v int) ([]*tensor.Dense, error) {
 // has reports whether version v is pulled (or failed to be).
 func (c *weightCache) has(v int) bool {
 	select {
-	case <-c.prefetch(v).ready:
+	case <-c.pull(v).ready:
 		return true
 	default:
 		return false
 	}
 }
 
-// prefetch returns the cache entry of version v, starting its pull if it has none; it does
-// not wait for the pull. Called when a version appears, it prefetches the weights the next
-// intervals will pin, so that their first tensor task does not wait for the round trip.
-func (c *weightCache) prefetch(v int) *weightSet {
+// pull returns the cache entry of version v, starting its pull if it has none; it does not
+// wait for the pull.
+func (c *weightCache) pull(v int) *weightSet {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ws, ok := c.byVersion[v]
