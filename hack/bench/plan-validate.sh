@@ -14,8 +14,8 @@
 #
 # Defaults: 3 rounds, 20 epochs, "cora coauthor_cs" (datasets the calibration does not train),
 # 20ms. CAL_ROUNDS (default 2) is each calibration's --rounds. Set CALIBRATION to a calibration
-# file to use it in every round instead (the shipped one: pkg/plan/calibration.json). Without aws-lambda-rie (hack/tools.sh aws-lambda-rie) the lambda
-# runs are skipped, and said so.
+# file to use it in every round instead (the shipped one: pkg/plan/calibration.json). Without
+# aws-lambda-rie (hack/tools.sh aws-lambda-rie) the lambda runs are skipped, and said so.
 set -euo pipefail
 rounds=${1:-3}
 epochs=${2:-20}
