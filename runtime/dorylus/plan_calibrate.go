@@ -86,7 +86,8 @@ loopback TCP transfer, and the median epoch times of short dorylus train runs on
 element-wise work, of a task, a scatter message, a weight element and an epoch, and the latency of
 a round trip between servers, fixed and per byte carried. With --lambda-endpoints (aws-lambda-rie emulators,
 hack/lambda-emulators.sh) it also runs the lambda backend (` + calibrationRunsText(true) + `) and
-fits the latency and the overhead of a call. It writes the calibration as JSON to --output.`,
+fits the latency and the overhead of a call. It writes the calibration as JSON to --output. It warns
+when other work keeps a quarter of the cores busy as it starts: a loaded machine calibrates too slow.`,
 		Example: `  dorylus plan calibrate --output pkg/plan/calibration.json
   dorylus plan calibrate --lambda-endpoints "$(hack/lambda-emulators.sh up /tmp/rie 4)" --output cal.json`,
 		Args: cobra.NoArgs,
@@ -102,6 +103,48 @@ fits the latency and the overhead of a call. It writes the calibration as JSON t
 	f.StringVar(&o.output, "output", "", "file to write the calibration to (default: standard output)")
 	f.StringVar(&o.lambdaEndpoints, "lambda-endpoints", "", "comma-separated aws-lambda-rie endpoints (at least "+strconv.Itoa(calibrationEndpoints())+") to fit the calls' latency and overhead on; with none they are 0")
 	return cmd
+}
+
+// busyCores returns how many cores' worth of time the machine spent busy over the next
+// interval (from /proc/stat; false where it cannot be read), while this process waits.
+func busyCores(interval time.Duration) (float64, bool) {
+	b0, t0, ok0 := cpuTimes()
+	time.Sleep(interval)
+	b1, t1, ok1 := cpuTimes()
+	if !ok0 || !ok1 || t1 <= t0 {
+		return 0, false
+	}
+	return float64(b1-b0) / float64(t1-t0) * float64(runtime.NumCPU()), true
+}
+
+// cpuTimes reads the busy and the total time of all cores from /proc/stat.
+func cpuTimes() (busy, total uint64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	return parseCPUTimes(b)
+}
+
+// parseCPUTimes parses the first ("cpu") line of /proc/stat: user, nice, system, idle, iowait,
+// irq, softirq, steal…, in ticks; idle and iowait are not busy.
+func parseCPUTimes(stat []byte) (busy, total uint64, ok bool) {
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, true
 }
 
 // calibrationRunsText lists the calibration runs of the cpu backend, or of the lambda backend.
@@ -121,6 +164,10 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 		return fmt.Errorf("--epochs %d, --rounds %d, --cores %d: want at least 3 epochs, 1 round and 1 core", o.epochs, o.rounds, o.cores)
 	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationEndpoints():
 		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationEndpoints())
+	}
+	if busy, ok := busyCores(time.Second); ok && busy >= float64(o.cores)/4 {
+		fmt.Fprintf(log, "calibrate: warning: other work keeps %.1f of %d cores busy: the coefficients will be those of "+
+			"a loaded machine, too slow for a quiet one; calibrate when it is quiet\n", busy, o.cores)
 	}
 	exe, err := os.Executable()
 	if err != nil {

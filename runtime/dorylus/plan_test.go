@@ -185,3 +185,17 @@ func TestPlanJob(t *testing.T) {
 		}
 	}
 }
+
+// parseCPUTimes reads /proc/stat's first line: idle and iowait are not busy, a malformed line
+// is not read.
+func TestParseCPUTimes(t *testing.T) {
+	busy, total, ok := parseCPUTimes([]byte("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 50 2 25 400 20 1 1 0 0 0\n"))
+	if !ok || busy != 160 || total != 1000 {
+		t.Errorf("busy %d, total %d, ok %v: want 160, 1000, true", busy, total, ok)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5", "cpu 1 2 x 4 5", "cpu 1 2 3"} {
+		if _, _, ok := parseCPUTimes([]byte(bad)); ok {
+			t.Errorf("%q read as CPU times", bad)
+		}
+	}
+}
