@@ -61,9 +61,10 @@ func TestAsyncGraphServerSIGKILLResumes(t *testing.T) {
 // epoch boundary the surviving shards hold — never from an earlier one — and ends within a
 // point of the test accuracy of an undisturbed run. A killed parameter server resumes from the
 // checkpoint of epoch 100 and, with S = 1, the other goes back to it (it is usually past the
-// boundary then), or says it holds that boundary (killed before an update of epoch 101 reached it). (A killed graph server with S = 1 usually leaves the shards past a
-// boundary too, so they go back to 100; killed just as an epoch's last update landed, they
-// hold the boundary and the run goes on from there, as parameterserver.restart says.)
+// boundary then), or says it holds that boundary (killed before an update of epoch 101 reached
+// it). (A killed graph server with S = 1 usually leaves the shards past a boundary too, so they
+// go back to 100; killed just as an epoch's last update landed, they hold the boundary and the
+// run goes on from there, as parameterserver.restart says.)
 func TestAsyncFaultsSurvived(t *testing.T) {
 	at100 := regexp.MustCompile(`parameter server 0: (back from version \d+ to the checkpoint of epoch 100|at the boundary of epoch 100 \(version \d+\) as graph server \d restarted: going on from it)\n`)
 	data := coraPartitions(t)

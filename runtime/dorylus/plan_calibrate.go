@@ -105,16 +105,16 @@ when other work keeps a quarter of the cores busy as it starts: a loaded machine
 	return cmd
 }
 
-// busyCores returns how many cores' worth of time the machine spent busy over the next
+// busyFraction returns the fraction of all cores' time the machine spent busy over the next
 // interval (from /proc/stat; false where it cannot be read), while this process waits.
-func busyCores(interval time.Duration) (float64, bool) {
+func busyFraction(interval time.Duration) (float64, bool) {
 	b0, t0, ok0 := cpuTimes()
 	time.Sleep(interval)
 	b1, t1, ok1 := cpuTimes()
 	if !ok0 || !ok1 || t1 <= t0 {
 		return 0, false
 	}
-	return float64(b1-b0) / float64(t1-t0) * float64(runtime.NumCPU()), true
+	return float64(b1-b0) / float64(t1-t0), true
 }
 
 // cpuTimes reads the busy and the total time of all cores from /proc/stat.
@@ -165,9 +165,9 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 	case o.lambdaEndpoints != "" && len(strings.Split(o.lambdaEndpoints, ",")) < calibrationEndpoints():
 		return fmt.Errorf("--lambda-endpoints: want at least %d endpoints", calibrationEndpoints())
 	}
-	if busy, ok := busyCores(time.Second); ok && busy >= float64(o.cores)/4 {
-		fmt.Fprintf(log, "calibrate: warning: other work keeps %.1f of %d cores busy: the coefficients will be those of "+
-			"a loaded machine, too slow for a quiet one; calibrate when it is quiet\n", busy, o.cores)
+	if busy, ok := busyFraction(time.Second); ok && busy >= 0.25 {
+		fmt.Fprintf(log, "calibrate: warning: other work keeps the cores %.0f %% busy: the coefficients will be those of "+
+			"a loaded machine, too slow for a quiet one; calibrate when it is quiet\n", 100*busy)
 	}
 	exe, err := os.Executable()
 	if err != nil {
