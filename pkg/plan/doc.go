@@ -20,7 +20,9 @@
 //     calls' overhead (per call and per byte of payload) included.
 //   - parameter servers: every graph server's updates, on their own cores.
 //   - calls: the calls of one server, each its latency, overhead and compute, Concurrency at
-//     a time.
+//     a time. On one shared machine a call's overhead and compute wait for cores the work
+//     keeps busy a fraction ρ of the epoch: they take 1/(1−ρᵐ) as long on m cores, the
+//     response time of an M/M/m queue (exact for m ≤ 2), at the epoch this bound sets.
 //   - chain: one interval's latencies — its round trips (weight pull, gradient push, SC and
 //     ∇SC), each a fixed latency plus one per byte carried, and its calls' latency — in
 //     series with the server's work, for the epoch gate keeps the intervals in step (each

@@ -27,55 +27,130 @@ type Run struct {
 // does not tell the coefficients apart is no solution). A coefficient that no chosen bound
 // holds keeps the value of the first solve.
 func Fit(cal Calibration, runs []Run) (Calibration, error) {
-	bs := make([]bounds, len(runs))
-	chosen := make([]linear, len(runs))
 	for i, r := range runs {
 		if !(r.EpochSeconds > 0) {
 			return cal, fmt.Errorf("%w: run %d (%s): epoch of %v s", ErrCalibration, i, r.Config, r.EpochSeconds)
 		}
-		b, err := boundsOf(r.Workload, r.Config, r.Machine, cal)
-		if err != nil {
-			return cal, err
-		}
-		bs[i], chosen[i] = b, sum(b.work, b.param, b.calls, b.chain, b.gate)
 	}
-	if held := len(columns(chosen)) + 1; len(runs) < held { // and the time per epoch
+	bs, err := boundsAt(cal, runs)
+	if err != nil {
+		return cal, err
+	}
+	summed := make([]int, len(runs))
+	for i := range summed {
+		summed[i] = allBounds
+	}
+	if held := len(columns(equations(bs, summed))) + 1; len(runs) < held { // and the time per epoch
 		return cal, fmt.Errorf("%w: %d runs to fit %d coefficients: want at least %d", ErrCalibration, len(runs), held, held)
 	}
 	loss := func(c Calibration) float64 { // squared relative errors of the predictions
+		bs, err := boundsAt(c, runs)
+		if err != nil {
+			return math.Inf(1)
+		}
 		e := 0.0
 		for i, b := range bs {
 			e += math.Pow(b.epoch(c).at(c)/runs[i].EpochSeconds-1, 2)
 		}
 		return e
 	}
-	best, err := solve(cal, runs, chosen)
+	best, err := solveChoice(cal, runs, summed)
 	if err != nil {
 		return cal, err
 	}
 	for improved := true; improved; {
 		improved = false
-		for i, b := range bs {
-			chosen[i] = b.epoch(best)
+		if bs, err = boundsAt(best, runs); err != nil {
+			return cal, err
 		}
-		tries := [][]linear{chosen}
+		chosen := make([]int, len(runs))
 		for i, b := range bs {
-			for _, x := range b.list() {
-				if e := b.setBy(x); x != (linear{}) && e != chosen[i] {
+			chosen[i] = b.largest(best)
+		}
+		tries := [][]int{chosen}
+		for i, b := range bs {
+			for k, x := range b.list() {
+				if x != (linear{}) && k != chosen[i] {
 					try := slices.Clone(chosen)
-					try[i] = e
+					try[i] = k
 					tries = append(tries, try)
 				}
 			}
 		}
 		for _, try := range tries {
-			c, err := solve(best, runs, try)
+			c, err := solveChoice(best, runs, try)
 			if err == nil && loss(c) < loss(best)*(1-1e-9) {
 				best, improved = c, true
 			}
 		}
 	}
 	return best, best.Validate()
+}
+
+// allBounds chooses, for a run, the sum of its bounds (Fit's first solve).
+const allBounds = -1
+
+// boundsAt returns the bounds of each run at cal's coefficients.
+func boundsAt(cal Calibration, runs []Run) ([]bounds, error) {
+	bs := make([]bounds, len(runs))
+	for i, r := range runs {
+		b, err := boundsOf(r.Workload, r.Config, r.Machine, cal)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = b
+	}
+	return bs, nil
+}
+
+// equations returns each run's epoch as set by its chosen bound (an index of bounds.list,
+// or allBounds).
+func equations(bs []bounds, choice []int) []linear {
+	eqs := make([]linear, len(bs))
+	for i, b := range bs {
+		if choice[i] == allBounds {
+			eqs[i] = sum(b.work, b.param, b.calls, b.chain, b.gate)
+		} else {
+			eqs[i] = b.setBy(b.list()[choice[i]])
+		}
+	}
+	return eqs
+}
+
+// settleSolves bounds solveChoice's rounds.
+const settleSolves = 50
+
+// solveChoice solves the runs' epochs as set by their chosen bounds, starting from cal. The
+// bounds are linear in the coefficients at a given queueing of the calls (queueCalls), which
+// itself depends on the coefficients: it solves again with the bounds at each solution until
+// the coefficients settle.
+func solveChoice(cal Calibration, runs []Run, choice []int) (Calibration, error) {
+	for range settleSolves {
+		bs, err := boundsAt(cal, runs)
+		if err != nil {
+			return cal, err
+		}
+		next, err := solve(cal, runs, equations(bs, choice))
+		if err != nil {
+			return cal, err
+		}
+		if settled(cal, next) {
+			return next, nil
+		}
+		cal = next
+	}
+	return cal, nil
+}
+
+// settled reports whether every fitted coefficient of b is within a part in 10¹² of a's.
+func settled(a, b Calibration) bool {
+	x, y := a.fitted(), b.fitted()
+	for k := range x {
+		if math.Abs(*x[k]-*y[k]) > 1e-12*math.Max(math.Abs(*x[k]), math.Abs(*y[k])) {
+			return false
+		}
+	}
+	return true
 }
 
 // solve returns cal with the coefficients that best give each run's epoch as its linear

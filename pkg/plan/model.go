@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -247,6 +248,7 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	network := constant(n.GhostBytes / cal.BytesPerSecond)
 	shared := m.SharedCores > 0
 	b := bounds{callCount: n.Calls * P}
+	var callCore linear                           // of one function call, on the cores
 	latency := constant(m.ExtraLatency.Seconds()) // of one call, beyond the work of the cores that run it
 	if c.Backend == CPU {
 		b.work = sum(graph, tensor, param).times(perCore).plus(network)
@@ -258,7 +260,8 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 		}
 		overhead := sum(term(callCoreC, 1), term(callByteC, n.PayloadBytes/n.Calls)) // of one call, beyond its compute
 		latency = latency.plus(term(callC, 1))
-		b.call = sum(latency, overhead, tensor.times(1/n.Calls/fnCores))
+		callCore = sum(overhead, tensor.times(1/n.Calls/fnCores))
+		b.call = sum(latency, callCore)
 		b.calls = b.call.times(n.Calls / float64(c.Concurrency))
 		b.work = sum(graph, param).times(perCore).plus(network)
 		if shared { // the functions and their emulators run on the same cores
@@ -279,22 +282,67 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	scatters := sum(term(roundTripC, n.Scatters/I), term(roundTripByteC, n.GhostBytes/I))
 	b.chain = sum(scatters, latency.times(n.Calls/I), b.work).times(inFlight)
 	b.gate = sum(term(roundTripC, n.RoundTrips/I), term(roundTripByteC, n.RoundTripBytes/I)).times(inFlight)
+	if shared && c.Backend != CPU {
+		b.queueCalls(cal, float64(m.SharedCores), latency, callCore, n.Calls/float64(c.Concurrency))
+	}
 	return b, nil
+}
+
+// maxBusy caps the busy fraction of queueCalls' cores: at 1 a queue never drains.
+const maxBusy = 0.95
+
+// queueCalls makes b's calls, on a shared machine, wait for its cores, which the work bound
+// keeps busy a fraction ρ of the epoch: a call's core time c takes c/(1−ρᵐ) on m cores (the
+// response time of an M/M/m queue: exact for m ≤ 2, close above). The epoch and ρ depend on
+// each other, so queueCalls finds the epoch T at which the calls' bound, perServer calls of
+// latency plus stretched core time, is T, unless the other bounds are longer. The stretch
+// is a constant of the bounds at cal's coefficients (Fit recomputes it as they change).
+func (b *bounds) queueCalls(cal Calibration, cores float64, latency, core linear, perServer float64) {
+	work, fixed := b.work.at(cal), b.gate.at(cal)+cal.EpochSeconds
+	lat, c := latency.at(cal), core.at(cal)
+	stretch := func(t float64) float64 {
+		busy := maxBusy
+		if t+fixed > 0 {
+			busy = min(work/(t+fixed), maxBusy)
+		}
+		return 1 / (1 - math.Pow(busy, cores))
+	}
+	calls := func(t float64) float64 { return perServer * (lat + c*stretch(t)) }
+	// calls(t) falls as t grows: the epoch is the others' bound, or calls' fixed point above it
+	t := max(work, b.param.at(cal), b.chain.at(cal))
+	if hi := calls(t); hi > t {
+		lo := t
+		for range 100 {
+			t = (lo + hi) / 2
+			if calls(t) > t {
+				lo = t
+			} else {
+				hi = t
+			}
+		}
+		t = hi
+	}
+	b.call = sum(latency, core.times(stretch(t)))
+	b.calls = b.call.times(perServer)
 }
 
 // list returns the bounds the largest of which sets the epoch.
 func (b bounds) list() [4]linear { return [4]linear{b.work, b.param, b.calls, b.chain} }
 
-// epoch returns the largest bound at cal's coefficients as the epoch time: setBy of it.
-func (b bounds) epoch(cal Calibration) linear {
-	largest := b.work
-	for _, x := range b.list() {
-		if x.at(cal) > largest.at(cal) {
-			largest = x
+// largest returns the index in list of the largest bound at cal's coefficients.
+func (b bounds) largest(cal Calibration) int {
+	l := b.list()
+	k := 0
+	for i, x := range l {
+		if x.at(cal) > l[k].at(cal) {
+			k = i
 		}
 	}
-	return b.setBy(largest)
+	return k
 }
+
+// epoch returns the largest bound at cal's coefficients as the epoch time: setBy of it.
+func (b bounds) epoch(cal Calibration) linear { return b.setBy(b.list()[b.largest(cal)]) }
 
 // setBy returns the epoch time when bound x is the largest: x plus the gate and the time per
 // epoch.

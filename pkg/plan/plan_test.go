@@ -78,10 +78,12 @@ func TestPredict(t *testing.T) {
 		// 4 shared cores, 2 per server: the functions' 0.224 core-s and their calls' overhead
 		// 8·0.0232 join the work, (0.224+0.1856)/2 more; no parameter-server bound of its
 		// own; 20 ms more per call; on the chain only a call's latency, 0.1 + 0.02: 0.0496 +
-		// 4·0.12 + 0.9168.
+		// 4·0.12 + 0.9168. A call's 0.0512 s on the cores waits for them, busy 0.9168 s of the
+		// 1.9984 s epoch: ×1/(1−ρ⁴).
 		name: "lambda shared", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008},
-		m:    Machine{SharedCores: 4, ExtraLatency: 20 * time.Millisecond},
-		want: Prediction{EpochSeconds: 1.9984, WorkSeconds: 0.9168, CallsSeconds: 0.6848, ChainSeconds: 1.4464, GateSeconds: 0.052, Calls: 16, CallSeconds: 0.1712},
+		m: Machine{SharedCores: 4, ExtraLatency: 20 * time.Millisecond},
+		want: Prediction{EpochSeconds: 1.9984, WorkSeconds: 0.9168, CallsSeconds: 4 * (0.12 + 0.0512/(1-math.Pow(0.9168/1.9984, 4))), ChainSeconds: 1.4464,
+			GateSeconds: 0.052, Calls: 16, CallSeconds: 0.12 + 0.0512/(1-math.Pow(0.9168/1.9984, 4))},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Predict(tiny, tc.c, tc.m, round)
@@ -197,6 +199,26 @@ func TestLatencyOverlaps(t *testing.T) {
 	}
 }
 
+// On a shared machine a function call's core time waits for the cores the work keeps busy:
+// when the calls set the epoch, it is the epoch at which each call takes its latency plus
+// its core time stretched as an M/M/2 queue's response time at the busy fraction work/epoch.
+func TestCallsQueueOnSharedCores(t *testing.T) {
+	// one call at a time per server, 0.4 s of latency each: 8 calls an epoch; a call's
+	// 0.0512 s of core time as in TestPredict's "lambda shared"
+	c := Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 1, MemoryMB: 3008}
+	p, err := Predict(tiny, c, Machine{SharedCores: 2, ExtraLatency: 300 * time.Millisecond}, round)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(p.EpochSeconds, p.CallsSeconds+p.GateSeconds+round.EpochSeconds) {
+		t.Fatalf("Predict = %+v: want the calls' bound to set the epoch", p)
+	}
+	busy := p.WorkSeconds / p.EpochSeconds
+	if want := 0.4 + 0.0512/(1-busy*busy); !near(p.CallSeconds, want) || !near(p.CallsSeconds, 8*want) || busy < 0.3 {
+		t.Errorf("Predict = %+v: want a call of 0.4 s + 0.0512 s/(1−ρ²) = %v at ρ = %.3f, and 8 of them", p, want, busy)
+	}
+}
+
 // Fit recovers the coefficients of synthetic runs, whichever bound sets each run's epoch.
 func TestFit(t *testing.T) {
 	truth := Calibration{Measured: "2026-12-05", Command: "test", GatherSecondsPerMAC: 1e-9, FeatureSecondsPerMAC: 2e-9, FlopSeconds: 1e-10, BytesPerSecond: 1e9,
@@ -233,8 +255,8 @@ func TestFit(t *testing.T) {
 		bound[boundName(p)] = true
 		runs = append(runs, Run{Workload: w, Config: c, Machine: shared, EpochSeconds: p.EpochSeconds})
 	}
-	if !bound["work"] || !bound["chain"] {
-		t.Fatalf("the synthetic runs' bounds %v: want work and chain", bound)
+	if !bound["work"] || !bound["chain"] || !bound["calls"] {
+		t.Fatalf("the synthetic runs' bounds %v: want work, chain and calls", bound)
 	}
 	start := truth
 	for _, p := range start.fitted() {
