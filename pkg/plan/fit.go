@@ -58,6 +58,7 @@ func Fit(cal Calibration, runs []Run) (Calibration, error) {
 	if err != nil {
 		return cal, err
 	}
+	bestLoss := loss(best)
 	for improved := true; improved; {
 		improved = false
 		if bs, err = boundsAt(best, runs); err != nil {
@@ -79,8 +80,11 @@ func Fit(cal Calibration, runs []Run) (Calibration, error) {
 		}
 		for _, try := range tries {
 			c, err := solveChoice(best, runs, try)
-			if err == nil && loss(c) < loss(best)*(1-1e-9) {
-				best, improved = c, true
+			if err != nil {
+				continue
+			}
+			if l := loss(c); l < bestLoss*(1-1e-9) {
+				best, bestLoss, improved = c, l, true
 			}
 		}
 	}
