@@ -1406,12 +1406,14 @@ func (x *PushRequest) GetKeep() *Keep {
 	return nil
 }
 
-// PushReply gives the shard's newest version after the push.
+// PushReply gives the shard's newest version after the push and the epoch of its newest
+// checkpoint, which the push may have saved.
 type PushReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Version         uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	CheckpointEpoch uint64                 `protobuf:"varint,2,opt,name=checkpoint_epoch,json=checkpointEpoch,proto3" json:"checkpoint_epoch,omitempty"` // 0: none saved or resumed from
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PushReply) Reset() {
@@ -1447,6 +1449,13 @@ func (*PushReply) Descriptor() ([]byte, []int) {
 func (x *PushReply) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *PushReply) GetCheckpointEpoch() uint64 {
+	if x != nil {
+		return x.CheckpointEpoch
 	}
 	return 0
 }
@@ -1766,9 +1775,10 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04task\x18\x02 \x01(\v2\x13.dorylus.v1.TaskRefR\x04task\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12-\n" +
 	"\x05grads\x18\x04 \x03(\v2\x17.dorylus.v1.LayerTensorR\x05grads\x12$\n" +
-	"\x04keep\x18\x05 \x01(\v2\x10.dorylus.v1.KeepR\x04keep\"%\n" +
+	"\x04keep\x18\x05 \x01(\v2\x10.dorylus.v1.KeepR\x04keep\"P\n" +
 	"\tPushReply\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"1\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12)\n" +
+	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch\"1\n" +
 	"\fWatchRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\"T\n" +
 	"\rVersionUpdate\x12\x18\n" +

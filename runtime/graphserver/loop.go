@@ -33,10 +33,9 @@ type (
 	rowsArrived struct{ task pipeline.Task }
 	// progressed: a peer reports its tasks done (WU, which sends no rows).
 	progressed struct{ tasks []pipeline.Task }
-	// shardPushed: a shard's version after a push.
-	shardPushed struct{ shard, version int }
-	// shardWatched: a shard's version and newest checkpoint, from its version stream.
-	shardWatched struct{ shard, version, checkpoint int }
+	// shardMoved: a shard's version and the epoch of its newest checkpoint, from a push's
+	// reply or its version stream.
+	shardMoved struct{ shard, version, checkpoint int }
 	// commanded: the coordinator's stop or evaluate.
 	commanded struct{ cmd *rpc.CommandRequest }
 	// evalFinished: this server's evaluation pass at version ended.
@@ -63,8 +62,7 @@ type (
 func (taskDone) isEvent()      {}
 func (rowsArrived) isEvent()   {}
 func (progressed) isEvent()    {}
-func (shardPushed) isEvent()   {}
-func (shardWatched) isEvent()  {}
+func (shardMoved) isEvent()    {}
 func (commanded) isEvent()     {}
 func (evalFinished) isEvent()  {}
 func (epochReported) isEvent() {}
@@ -171,16 +169,13 @@ func (s *server) step(ev event) error {
 				return err
 			}
 		}
-	case shardPushed:
-		return s.shardVersion(ev.shard, ev.version)
-	case shardWatched:
-		if err := s.shardVersion(ev.shard, ev.version); err != nil {
-			return err
-		}
-		s.shards.list[ev.shard].checkpoint = ev.checkpoint
+	case shardMoved:
+		sh := s.shards.list[ev.shard]
+		sh.checkpoint = max(sh.checkpoint, ev.checkpoint)
 		if s.coord != nil {
 			s.coord.checkpointed(s.shards.lowest(func(sh *shard) int { return sh.checkpoint }))
 		}
+		return s.shardVersion(ev.shard, ev.version)
 	case commanded:
 		return s.apply(ev.cmd)
 	case evalFinished:

@@ -102,7 +102,7 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	}
 	s.weights.shards = s.shards
 	s.tasks = &runner{lay: s.lay, model: s.model, peers: s.peers, shards: s.shards, keep: s.keep,
-		pushed: func(i, v int) { s.post(shardPushed{i, v}) }}
+		pushed: func(i, v, ck int) { s.post(shardMoved{i, v, ck}) }}
 	s.eval = newEvaluator(s.lay, s.model, s.peers, s.weights)
 	if cfg.Partition == 0 {
 		s.coord = newCoordinator(&s.cfg, part.Totals, s.keep)
@@ -188,7 +188,7 @@ func (s *server) connect(ctx context.Context) error {
 	}
 	for _, i := range s.shards.holding() {
 		s.spawn(func(ctx context.Context) error {
-			return s.shards.watch(ctx, i, func(v, ck int) { s.post(shardWatched{i, v, ck}) })
+			return s.shards.watch(ctx, i, func(v, ck int) { s.post(shardMoved{i, v, ck}) })
 		})
 	}
 	return nil

@@ -176,8 +176,8 @@ func (ss *shards) watch(ctx context.Context, i int, seen func(version, checkpoin
 }
 
 // push is WU: it hands the gradient of every parameter tensor of task t, computed at weight
-// version, to the shard holding it, and each shard's new version to pushed.
-func (ss *shards) push(ctx context.Context, t pipeline.Task, version int, keep *rpc.Keep, grad func(l int) *tensor.Dense, pushed func(shard, version int)) error {
+// version, to the shard holding it, and each shard's new version and newest checkpoint to pushed.
+func (ss *shards) push(ctx context.Context, t pipeline.Task, version int, keep *rpc.Keep, grad func(l int) *tensor.Dense, pushed func(shard, version, checkpoint int)) error {
 	return fanOut(ss.holding(), func(i int) error {
 		sh := ss.list[i]
 		req := &rpc.PushRequest{GraphServer: uint32(ss.self), Task: taskRef(t), Version: uint64(version), Keep: keep}
@@ -190,7 +190,7 @@ func (ss *shards) push(ctx context.Context, t pipeline.Task, version int, keep *
 		if err != nil {
 			return fmt.Errorf("push gradients to %s: %w", sh.name, err)
 		}
-		pushed(i, int(r.Version))
+		pushed(i, int(r.Version), int(r.CheckpointEpoch))
 		return nil
 	})
 }

@@ -16,8 +16,8 @@ type runner struct {
 	peers  *peers
 	shards *shards
 	keep   *keeper
-	// pushed receives a shard's new version after WU.
-	pushed func(shard, version int)
+	// pushed receives a shard's new version and newest checkpoint after WU.
+	pushed func(shard, version, checkpoint int)
 }
 
 // run runs one task of a local interval; it returns the loss of the output layer's AV and

@@ -608,7 +608,7 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 		s.have[slot] = true
 		s.received++
 		if s.received < int(s.init.Contributions) {
-			return &rpc.PushReply{Version: s.newest}, nil
+			return &rpc.PushReply{Version: s.newest, CheckpointEpoch: uint64(s.saved)}, nil
 		}
 		for i := range s.sum {
 			s.sum[i].Zero()
@@ -629,7 +629,7 @@ func (s *Shard) Push(_ context.Context, req *rpc.PushRequest) (*rpc.PushReply, e
 	if err := s.checkpointIfDue(); err != nil {
 		return nil, s.broken
 	}
-	return &rpc.PushReply{Version: s.newest}, nil
+	return &rpc.PushReply{Version: s.newest, CheckpointEpoch: uint64(s.saved)}, nil
 }
 
 // count records an asynchronous push of epoch e and moves past the epochs every contribution
