@@ -52,22 +52,17 @@ func (a *Adam) Step(weights, grads []*tensor.Dense) error {
 	a.step++
 	c1 := 1 - math.Pow(float64(a.cfg.Beta1), float64(a.step))
 	c2 := 1 - math.Pow(float64(a.cfg.Beta2), float64(a.step))
-	stepSize := float32(float64(a.cfg.LR) / c1)
-	sqrtC2 := float32(math.Sqrt(c2))
-	b1, b2, eps := a.cfg.Beta1, a.cfg.Beta2, a.cfg.Eps
+	step := tensor.Adam{Beta1: a.cfg.Beta1, Beta2: a.cfg.Beta2, Eps: a.cfg.Eps,
+		Step: float32(float64(a.cfg.LR) / c1), SqrtC2: float32(math.Sqrt(c2))}
 	for l, w := range weights {
-		g, m, v := grads[l], a.m[l], a.v[l]
-		if len(g.Data) != len(w.Data) || len(m.Data) != len(w.Data) {
-			return fmt.Errorf("adam: layer %d gradient has %d elements, weight %d: %w", l, len(g.Data), len(w.Data), ErrShape)
+		if err := tensor.CheckSameShape("adam", w, grads[l]); err != nil {
+			return fmt.Errorf("adam: layer %d gradient: %v: %w", l, err, ErrShape)
 		}
-		wd := a.cfg.WeightDecay[l]
-		for i, wi := range w.Data {
-			gi := g.Data[i] + wd*wi
-			mi := b1*m.Data[i] + (1-b1)*gi
-			vi := b2*v.Data[i] + (1-b2)*gi*gi
-			m.Data[i], v.Data[i] = mi, vi
-			w.Data[i] = wi - stepSize*mi/(float32(math.Sqrt(float64(vi)))/sqrtC2+eps)
+		if err := tensor.CheckSameShape("adam", w, a.m[l]); err != nil {
+			return fmt.Errorf("adam: layer %d weight: %v: %w", l, err, ErrShape)
 		}
+		step.Decay = a.cfg.WeightDecay[l]
+		tensor.AdamStep(w, grads[l], a.m[l], a.v[l], step)
 	}
 	return nil
 }

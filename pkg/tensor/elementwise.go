@@ -90,6 +90,37 @@ func scaleGo(d []float32, a float32) {
 	}
 }
 
+// Adam holds the coefficients of one Adam step (model.Adam): Step is the learning rate over
+// 1−β1ᵗ and SqrtC2 is √(1−β2ᵗ).
+type Adam struct {
+	Decay, Beta1, Beta2, Step, SqrtC2, Eps float32
+}
+
+// AdamStep applies one Adam step to the weights w from the gradient g and the moments m and v,
+// which it updates, element-wise: with gi = g + Decay·w, m = β1·m + (1−β1)·gi,
+// v = β2·v + (1−β2)·gi·gi and w −= Step·m / (√v/SqrtC2 + Eps), each operation rounded to
+// float32 in that order. All four must have the same shape.
+func AdamStep(w, g, m, v *Dense, a Adam) {
+	for _, x := range []*Dense{g, m, v} {
+		must(CheckSameShape("AdamStep", w, x))
+	}
+	c := [8]float32{a.Decay, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, a.Step, a.SqrtC2, a.Eps}
+	ParallelFor(w.Rows*w.Cols, elemGrain, func(lo, hi int) {
+		adamSlice(w.Data[lo:hi], g.Data[lo:hi], m.Data[lo:hi], v.Data[lo:hi], &c)
+	})
+}
+
+func adamGo(w, g, m, v []float32, c *[8]float32) {
+	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
+	for i, wi := range w {
+		gi := g[i] + c[0]*wi
+		mi := c[1]*m[i] + c[2]*gi
+		vi := c[3]*v[i] + c[4]*gi*gi
+		m[i], v[i] = mi, vi
+		w[i] = wi - c[5]*mi/(float32(math.Sqrt(float64(vi)))/c[6]+c[7])
+	}
+}
+
 // Copy copies src into dst, which must have the same shape.
 func Copy(dst, src *Dense) {
 	must(CheckSameShape("Copy", dst, src))

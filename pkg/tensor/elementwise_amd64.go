@@ -20,6 +20,9 @@ func axpyAVX512(dst, src *float32, n int, alpha float32)
 //go:noescape
 func scaleAVX512(dst *float32, n int, alpha float32)
 
+//go:noescape
+func adamAVX512(w, grad, m, v *float32, n int, c *[8]float32)
+
 func vec512(n int) bool { return n > 0 && kernelISA == isaAVX512 }
 
 func reluSlice(d, s []float32) {
@@ -64,4 +67,13 @@ func scaleSlice(d []float32, a float32) {
 		return
 	}
 	scaleGo(d, a)
+}
+
+func adamSlice(w, g, m, v []float32, c *[8]float32) {
+	if vec512(len(w)) {
+		_, _, _ = g[len(w)-1], m[len(w)-1], v[len(w)-1]
+		adamAVX512(&w[0], &g[0], &m[0], &v[0], len(w), c)
+		return
+	}
+	adamGo(w, g, m, v, c)
 }

@@ -676,7 +676,7 @@ func (s *Shard) step(grads []*tensor.Dense) error {
 
 func finite(v []float32) bool {
 	for _, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 { // exponent all ones: ±Inf or NaN
 			return false
 		}
 	}

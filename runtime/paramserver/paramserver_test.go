@@ -165,10 +165,12 @@ func TestAsyncVersionsAndCollection(t *testing.T) {
 	if r, err := push(t, s, 1, 0, 1, 6, map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}); err != nil || r.Version != 7 {
 		t.Fatalf("push after collection: %v, %v", r, err)
 	}
-	nan := gradient(rng, 0)
-	nan.Data[3] = float32(math.NaN())
-	if _, err := push(t, s, 0, 0, 1, 6, map[int]*tensor.Dense{0: nan, 1: gradient(rng, 1)}); err == nil || !strings.Contains(err.Error(), "not finite") {
-		t.Errorf("NaN gradient: %v", err)
+	for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		bad := gradient(rng, 0)
+		bad.Data[3] = float32(x)
+		if _, err := push(t, s, 0, 0, 1, 6, map[int]*tensor.Dense{0: bad, 1: gradient(rng, 1)}); err == nil || !strings.Contains(err.Error(), "not finite") {
+			t.Errorf("gradient with %v: %v", x, err)
+		}
 	}
 	bad := initReq(1, false)
 	bad.Seed = 8

@@ -4,7 +4,7 @@
 //
 // It writes spmm_amd64.s (the SpMM row-gather kernels) and gemm_amd64.s (the GEMM micro-kernels),
 // each in an AVX-512 and an AVX2 flavour, dropout_amd64.s (the AVX-512 dropout row kernel) and
-// elementwise_amd64.s (AVX-512 ReLU, its gradient, add, axpy, scale).
+// elementwise_amd64.s (AVX-512 ReLU, its gradient, add, axpy, scale, the Adam step).
 package main
 
 import (
@@ -612,6 +612,79 @@ func elem512(g *gen, k elemKernel) {
 	g.i("RET")
 }
 
+// adam512 writes adamAVX512(w, grad, m, v *float32, n int, c *[8]float32), one Adam step on n
+// elements with c = {decay, β1, 1−β1, β2, 1−β2, step, √c2, ε}: each operation of adamGo in
+// its order, rounded alike (no fused multiply-add), so that both give the same bits.
+func adam512(g *gen) {
+	g.raw("\n// func adamAVX512(w, grad, m, v *float32, n int, c *[8]float32)\n")
+	g.raw("TEXT ·adamAVX512(SB), NOSPLIT, $0-48\n")
+	g.i("MOVQ w+0(FP), DI")
+	g.i("MOVQ grad+8(FP), SI")
+	g.i("MOVQ m+16(FP), R8")
+	g.i("MOVQ v+24(FP), R9")
+	g.i("MOVQ n+32(FP), CX")
+	g.i("MOVQ c+40(FP), AX")
+	for k := 0; k < 8; k++ {
+		g.i("VBROADCASTSS %d(AX), Z%d", 4*k, 20+k)
+	}
+	// Z20 decay, Z21 β1, Z22 1−β1, Z23 β2, Z24 1−β2, Z25 step, Z26 √c2, Z27 ε
+	body := func(u int, off, mask string) {
+		w, gr, m, v, t, s := 6*u, 6*u+1, 6*u+2, 6*u+3, 6*u+4, 6*u+5
+		g.i(load(off+"(DI)", w, mask))
+		g.i(load(off+"(SI)", gr, mask))
+		g.i(load(off+"(R8)", m, mask))
+		g.i(load(off+"(R9)", v, mask))
+		g.i("VMULPS Z20, Z%d, Z%d", w, t)      // decay·w
+		g.i("VADDPS Z%d, Z%d, Z%d", t, gr, gr) // gi = g + decay·w
+		g.i("VMULPS Z21, Z%d, Z%d", m, m)      // β1·m
+		g.i("VMULPS Z22, Z%d, Z%d", gr, t)     // (1−β1)·gi
+		g.i("VADDPS Z%d, Z%d, Z%d", t, m, m)
+		g.i("VMULPS Z23, Z%d, Z%d", v, v)  // β2·v
+		g.i("VMULPS Z24, Z%d, Z%d", gr, t) // (1−β2)·gi·gi
+		g.i("VMULPS Z%d, Z%d, Z%d", gr, t, t)
+		g.i("VADDPS Z%d, Z%d, Z%d", t, v, v)
+		g.i(store(m, off+"(R8)", mask))
+		g.i(store(v, off+"(R9)", mask))
+		g.i("VSQRTPS Z%d, Z%d", v, s)        // √v
+		g.i("VDIVPS Z26, Z%d, Z%d", s, s)    // √v / √c2
+		g.i("VADDPS Z27, Z%d, Z%d", s, s)    // + ε
+		g.i("VMULPS Z25, Z%d, Z%d", m, t)    // step·m
+		g.i("VDIVPS Z%d, Z%d, Z%d", s, t, t) // step·m / (√v/√c2 + ε)
+		g.i("VSUBPS Z%d, Z%d, Z%d", t, w, w) // w − that
+		g.i(store(w, off+"(DI)", mask))
+	}
+	g.l("loop2")
+	g.i("CMPQ CX, $32")
+	g.i("JLT loop1")
+	body(0, "0", "")
+	body(1, "64", "")
+	for _, r := range []string{"DI", "SI", "R8", "R9"} {
+		g.i("ADDQ $128, %s", r)
+	}
+	g.i("SUBQ $32, CX")
+	g.i("JMP loop2")
+	g.l("loop1")
+	g.i("CMPQ CX, $16")
+	g.i("JLT tail")
+	body(0, "0", "")
+	for _, r := range []string{"DI", "SI", "R8", "R9"} {
+		g.i("ADDQ $64, %s", r)
+	}
+	g.i("SUBQ $16, CX")
+	g.i("JMP loop1")
+	g.l("tail")
+	g.i("TESTQ CX, CX")
+	g.i("JEQ done")
+	g.i("MOVL $1, AX")
+	g.i("SHLL CX, AX")
+	g.i("DECL AX")
+	g.i("KMOVW AX, K1")
+	body(0, "0", "K1")
+	g.l("done")
+	g.i("VZEROUPPER")
+	g.i("RET")
+}
+
 func write(path string, g *gen) {
 	if err := os.WriteFile(path, []byte(g.b.String()), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -649,6 +722,7 @@ func main() {
 	for _, k := range elemKernels {
 		elem512(&el, k)
 	}
+	adam512(&el)
 	write("elementwise_amd64.s", &el)
 
 }
