@@ -1,7 +1,9 @@
 package graphserver
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -252,18 +254,39 @@ func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipel
 }
 
 // shiftedBlock is a mixed-epoch Gather's rows of the adjacency, their column indices moved to
-// the slots of their sources' epochs, and the shift of every column.
+// the slots of their sources' epochs, and the column spans of those sources.
 type shiftedBlock struct {
-	shift  []int32
+	spans  []span
 	rowPtr []int64
 	colIdx []int32
+}
+
+// span is a source's columns [lo, hi) and the shift that moves them into its epoch's slot.
+type span struct{ lo, hi, shift int32 }
+
+// find returns the span of spans (ascending, disjoint) holding column c, or the gap between
+// two of them that does, with shift 0.
+func find(spans []span, c int32) span {
+	k, _ := slices.BinarySearchFunc(spans, c, func(s span, c int32) int { return cmp.Compare(s.hi, c+1) })
+	gap := span{lo: 0, hi: math.MaxInt32}
+	if k > 0 {
+		gap.lo = spans[k-1].hi
+	}
+	if k < len(spans) {
+		if spans[k].lo <= c {
+			return spans[k]
+		}
+		gap.hi = spans[k].lo
+	}
+	return gap
 }
 
 // gather computes dst = adj[iv.Lo:iv.Hi] · src, reading each source's rows (those of a read
 // that readRows accepts) in the slot of its epoch; all holds the slots, slot r in its rows
 // r·n … (r+1)·n with n = adj.Cols. When every read is of one epoch that is an SpMM on its
 // slot; otherwise the interval's column indices are shifted into their sources' slots of all,
-// which copies 4 bytes per nonzero instead of every row of the sources.
+// which copies 4 bytes per nonzero instead of every row of the sources. A row's columns are
+// ascending (partition.Part), so the span of one is mostly that of the one before it.
 func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, iv *interval, reads []pipeline.Read, ghosts bool) {
 	n := adj.Cols
 	rows := func(r pipeline.Read) (lo, hi int, ok bool) { return b.readRows(r, ghosts) }
@@ -275,24 +298,25 @@ func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, i
 	}
 	s := b.shifted.get()
 	defer b.shifted.put(s)
-	s.shift = slices.Grow(s.shift[:0], n)[:n]
-	clear(s.shift)
+	s.spans = s.spans[:0]
 	for _, r := range reads {
-		if lo, hi, ok := rows(r); ok {
-			shift := int32(r.Epoch % b.slots * n)
-			for i := lo; i < hi; i++ {
-				s.shift[i] = shift
-			}
+		if lo, hi, ok := rows(r); ok && lo < hi {
+			s.spans = append(s.spans, span{int32(lo), int32(hi), int32(r.Epoch % b.slots * n)})
 		}
 	}
+	slices.SortFunc(s.spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	p0, p1 := adj.RowPtr[iv.Lo], adj.RowPtr[iv.Hi]
 	s.rowPtr = slices.Grow(s.rowPtr[:0], iv.Rows()+1)[:iv.Rows()+1]
 	for i := range s.rowPtr {
 		s.rowPtr[i] = adj.RowPtr[iv.Lo+i] - p0
 	}
 	s.colIdx = slices.Grow(s.colIdx[:0], int(p1-p0))[:p1-p0]
+	var cur span // empty: the first column looks its span up
 	for k, c := range adj.ColIdx[p0:p1] {
-		s.colIdx[k] = c + s.shift[c]
+		if c < cur.lo || c >= cur.hi {
+			cur = find(s.spans, c)
+		}
+		s.colIdx[k] = c + cur.shift
 	}
 	block := tensor.CSR{Rows: iv.Rows(), Cols: all.Rows, RowPtr: s.rowPtr, ColIdx: s.colIdx}
 	if adj.Val != nil {
