@@ -577,27 +577,38 @@ func elem512(g *gen, k elemKernel) {
 	}
 	g.i("MOVL $1, AX")
 	g.i("VPBROADCASTD AX, Z31")
-	g.l("loop4")
-	g.i("CMPQ CX, $64")
-	g.i("JLT loop1")
-	for u := 0; u < 4; u++ {
-		k.body(g, u, fmt.Sprintf("%d(DI)", 64*u), fmt.Sprintf("%d(SI)", 64*u), "")
-	}
-	g.i("ADDQ $256, DI")
+	ptrs := []string{"DI"}
 	if k.hasSrc {
-		g.i("ADDQ $256, SI")
+		ptrs = append(ptrs, "SI")
 	}
-	g.i("SUBQ $64, CX")
-	g.i("JMP loop4")
+	loops(g, 4, ptrs, func(u, off int, mask string) {
+		k.body(g, u, fmt.Sprintf("%d(DI)", off), fmt.Sprintf("%d(SI)", off), mask)
+	})
+}
+
+// loops writes the loops of a kernel that streams CX float32s through the pointer registers
+// ptrs: unroll vectors of 16 at a time, then one, then the fewer than 16 left under mask K1,
+// each by body(u, off, mask) for vector u at byte offset off of every pointer.
+func loops(g *gen, unroll int, ptrs []string, body func(u, off int, mask string)) {
+	step := func(vectors int) {
+		for _, r := range ptrs {
+			g.i("ADDQ $%d, %s", 64*vectors, r)
+		}
+		g.i("SUBQ $%d, CX", 16*vectors)
+	}
+	g.l("loopN")
+	g.i("CMPQ CX, $%d", 16*unroll)
+	g.i("JLT loop1")
+	for u := range unroll {
+		body(u, 64*u, "")
+	}
+	step(unroll)
+	g.i("JMP loopN")
 	g.l("loop1")
 	g.i("CMPQ CX, $16")
 	g.i("JLT tail")
-	k.body(g, 0, "(DI)", "(SI)", "")
-	g.i("ADDQ $64, DI")
-	if k.hasSrc {
-		g.i("ADDQ $64, SI")
-	}
-	g.i("SUBQ $16, CX")
+	body(0, 0, "")
+	step(1)
 	g.i("JMP loop1")
 	g.l("tail")
 	g.i("TESTQ CX, CX")
@@ -606,7 +617,7 @@ func elem512(g *gen, k elemKernel) {
 	g.i("SHLL CX, AX")
 	g.i("DECL AX")
 	g.i("KMOVW AX, K1")
-	k.body(g, 0, "(DI)", "(SI)", "K1")
+	body(0, 0, "K1")
 	g.l("done")
 	g.i("VZEROUPPER")
 	g.i("RET")
@@ -628,12 +639,13 @@ func adam512(g *gen) {
 		g.i("VBROADCASTSS %d(AX), Z%d", 4*k, 20+k)
 	}
 	// Z20 decay, Z21 β1, Z22 1−β1, Z23 β2, Z24 1−β2, Z25 step, Z26 √c2, Z27 ε
-	body := func(u int, off, mask string) {
+	loops(g, 2, []string{"DI", "SI", "R8", "R9"}, func(u, o int, mask string) {
 		w, gr, m, v, t, s := 6*u, 6*u+1, 6*u+2, 6*u+3, 6*u+4, 6*u+5
-		g.i(load(off+"(DI)", w, mask))
-		g.i(load(off+"(SI)", gr, mask))
-		g.i(load(off+"(R8)", m, mask))
-		g.i(load(off+"(R9)", v, mask))
+		at := func(r string) string { return fmt.Sprintf("%d(%s)", o, r) }
+		g.i(load(at("DI"), w, mask))
+		g.i(load(at("SI"), gr, mask))
+		g.i(load(at("R8"), m, mask))
+		g.i(load(at("R9"), v, mask))
 		g.i("VMULPS Z20, Z%d, Z%d", w, t)      // decay·w
 		g.i("VADDPS Z%d, Z%d, Z%d", t, gr, gr) // gi = g + decay·w
 		g.i("VMULPS Z21, Z%d, Z%d", m, m)      // β1·m
@@ -643,46 +655,16 @@ func adam512(g *gen) {
 		g.i("VMULPS Z24, Z%d, Z%d", gr, t) // (1−β2)·gi·gi
 		g.i("VMULPS Z%d, Z%d, Z%d", gr, t, t)
 		g.i("VADDPS Z%d, Z%d, Z%d", t, v, v)
-		g.i(store(m, off+"(R8)", mask))
-		g.i(store(v, off+"(R9)", mask))
+		g.i(store(m, at("R8"), mask))
+		g.i(store(v, at("R9"), mask))
 		g.i("VSQRTPS Z%d, Z%d", v, s)        // √v
 		g.i("VDIVPS Z26, Z%d, Z%d", s, s)    // √v / √c2
 		g.i("VADDPS Z27, Z%d, Z%d", s, s)    // + ε
 		g.i("VMULPS Z25, Z%d, Z%d", m, t)    // step·m
 		g.i("VDIVPS Z%d, Z%d, Z%d", s, t, t) // step·m / (√v/√c2 + ε)
 		g.i("VSUBPS Z%d, Z%d, Z%d", t, w, w) // w − that
-		g.i(store(w, off+"(DI)", mask))
-	}
-	g.l("loop2")
-	g.i("CMPQ CX, $32")
-	g.i("JLT loop1")
-	body(0, "0", "")
-	body(1, "64", "")
-	for _, r := range []string{"DI", "SI", "R8", "R9"} {
-		g.i("ADDQ $128, %s", r)
-	}
-	g.i("SUBQ $32, CX")
-	g.i("JMP loop2")
-	g.l("loop1")
-	g.i("CMPQ CX, $16")
-	g.i("JLT tail")
-	body(0, "0", "")
-	for _, r := range []string{"DI", "SI", "R8", "R9"} {
-		g.i("ADDQ $64, %s", r)
-	}
-	g.i("SUBQ $16, CX")
-	g.i("JMP loop1")
-	g.l("tail")
-	g.i("TESTQ CX, CX")
-	g.i("JEQ done")
-	g.i("MOVL $1, AX")
-	g.i("SHLL CX, AX")
-	g.i("DECL AX")
-	g.i("KMOVW AX, K1")
-	body(0, "0", "K1")
-	g.l("done")
-	g.i("VZEROUPPER")
-	g.i("RET")
+		g.i(store(w, at("DI"), mask))
+	})
 }
 
 func write(path string, g *gen) {
