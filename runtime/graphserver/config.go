@@ -115,8 +115,8 @@ func (c *Config) validate() error {
 		return errors.New("no parameter server addresses")
 	case c.Weights != nil && (len(c.ParamServers) > 0 || c.Export == nil):
 		return errors.New("inference needs an output location and no parameter servers")
-	case c.Intervals < 1:
-		return fmt.Errorf("%d intervals", c.Intervals)
+	case c.Intervals < 1 || c.Partitions*c.Intervals > maxSources:
+		return fmt.Errorf("%d intervals on %d partitions: want 1 or more, at most %d in all", c.Intervals, c.Partitions, maxSources)
 	case c.Epochs < 1:
 		return fmt.Errorf("%d epochs", c.Epochs)
 	case c.Sync && c.Staleness != 0:

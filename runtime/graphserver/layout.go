@@ -1,7 +1,6 @@
 package graphserver
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -44,9 +43,13 @@ type layout struct {
 	// its partition that its Scatter fills (set by its first batch)
 	seg      [][2]int
 	segKnown []atomic.Bool
-	compP    []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
-	compDZ   []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
-	shifted  freeList[*shiftedBlock]
+	// source[row]: the global interval whose rows hold an owned or ghost row, or parts ×
+	// intervals for a ghost row before its interval's first batch: the Gather of mixed epochs
+	// reads it
+	source  []uint16
+	compP   []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
+	compDZ  []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
+	shifted freeList[*shiftedBlock]
 }
 
 // interval is one interval's rows and the buffers every model uses, reused across epochs.
@@ -115,6 +118,8 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	total := b.parts * b.intervals
 	b.seg = make([][2]int, total)
 	b.segKnown = make([]atomic.Bool, total)
+	b.source = make([]uint16, rows)
+	fillSource(b.source[n:], total)
 	b.contrib = make([][][]contribution, L)
 	for l := range L {
 		b.contrib[l] = make([][]contribution, total)
@@ -130,6 +135,7 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	}
 	for i := range cuts {
 		c := &cuts[i]
+		fillSource(b.source[c.Lo:c.Hi], b.global(b.self, i))
 		iv := interval{Interval: c, feats: partition.FeatureRows(part.Features, c.Lo, c.Hi), labels: part.Labels[c.Lo:c.Hi],
 			ids: part.OriginalIDs[c.Lo:c.Hi]}
 		for _, r := range part.Splits[0] {
@@ -253,40 +259,46 @@ func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipel
 	return comp, func() { pool.put(comp) }
 }
 
-// shiftedBlock is a mixed-epoch Gather's rows of the adjacency, their column indices moved to
-// the slots of their sources' epochs, and the column spans of those sources.
-type shiftedBlock struct {
-	spans  []span
-	rowPtr []int64
-	colIdx []int32
+// maxSources bounds the intervals of a run (partitions × intervals), whose indices, and one
+// more, layout.source holds.
+const maxSources = math.MaxUint16
+
+func fillSource(dst []uint16, g int) {
+	for i := range dst {
+		dst[i] = uint16(g)
+	}
 }
 
-// span is a source's columns [lo, hi) and the shift that moves them into its epoch's slot.
-type span struct{ lo, hi, shift int32 }
-
-// find returns the span of spans (ascending, disjoint) holding column c, or the gap between
-// two of them that does, with shift 0.
-func find(spans []span, c int32) span {
-	k, _ := slices.BinarySearchFunc(spans, c, func(s span, c int32) int { return cmp.Compare(s.hi, c+1) })
-	gap := span{lo: 0, hi: math.MaxInt32}
-	if k > 0 {
-		gap.lo = spans[k-1].hi
-	}
-	if k < len(spans) {
-		if spans[k].lo <= c {
-			return spans[k]
+// learnSegment records that remote global interval g fills ghost rows [lo, lo+n) of
+// partition q's ghost block, on its first batch; it fails when an interval sends other rows
+// than it did before.
+func (b *layout) learnSegment(g, q, lo, n int) error {
+	if b.segKnown[g].Load() {
+		if b.seg[g] != [2]int{lo, n} {
+			return fmt.Errorf("interval %d sent rows %d+%d, earlier %d+%d", g%b.intervals, lo, n, b.seg[g][0], b.seg[g][1])
 		}
-		gap.hi = spans[k].lo
+		return nil
 	}
-	return gap
+	b.seg[g] = [2]int{lo, n}
+	base := b.part.Owned + b.part.GhostStart[q] + lo
+	fillSource(b.source[base:base+n], g)
+	b.segKnown[g].Store(true)
+	return nil
+}
+
+// shiftedBlock is a mixed-epoch Gather's rows of the adjacency, their column indices moved to
+// the slots of their sources' epochs, and the shift of every source.
+type shiftedBlock struct {
+	shift  []int32 // [source]: the shift of its rows; 0 for a source not read
+	rowPtr []int64
+	colIdx []int32
 }
 
 // gather computes dst = adj[iv.Lo:iv.Hi] · src, reading each source's rows (those of a read
 // that readRows accepts) in the slot of its epoch; all holds the slots, slot r in its rows
 // r·n … (r+1)·n with n = adj.Cols. When every read is of one epoch that is an SpMM on its
 // slot; otherwise the interval's column indices are shifted into their sources' slots of all,
-// which copies 4 bytes per nonzero instead of every row of the sources. A row's columns are
-// ascending (partition.Part), so the span of one is mostly that of the one before it.
+// which copies 4 bytes per nonzero instead of every row of the sources.
 func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, iv *interval, reads []pipeline.Read, ghosts bool) {
 	n := adj.Cols
 	rows := func(r pipeline.Read) (lo, hi int, ok bool) { return b.readRows(r, ghosts) }
@@ -298,25 +310,22 @@ func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, i
 	}
 	s := b.shifted.get()
 	defer b.shifted.put(s)
-	s.spans = s.spans[:0]
+	s.shift = slices.Grow(s.shift[:0], len(b.seg)+1)[:len(b.seg)+1]
+	clear(s.shift)
 	for _, r := range reads {
-		if lo, hi, ok := rows(r); ok && lo < hi {
-			s.spans = append(s.spans, span{int32(lo), int32(hi), int32(r.Epoch % b.slots * n)})
+		if _, _, ok := rows(r); ok {
+			s.shift[b.global(r.From.Partition, r.From.Interval)] = int32(r.Epoch % b.slots * n)
 		}
 	}
-	slices.SortFunc(s.spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	p0, p1 := adj.RowPtr[iv.Lo], adj.RowPtr[iv.Hi]
 	s.rowPtr = slices.Grow(s.rowPtr[:0], iv.Rows()+1)[:iv.Rows()+1]
 	for i := range s.rowPtr {
 		s.rowPtr[i] = adj.RowPtr[iv.Lo+i] - p0
 	}
 	s.colIdx = slices.Grow(s.colIdx[:0], int(p1-p0))[:p1-p0]
-	var cur span // empty: the first column looks its span up
+	source := b.source[:n]
 	for k, c := range adj.ColIdx[p0:p1] {
-		if c < cur.lo || c >= cur.hi {
-			cur = find(s.spans, c)
-		}
-		s.colIdx[k] = c + cur.shift
+		s.colIdx[k] = c + s.shift[source[c]]
 	}
 	block := tensor.CSR{Rows: iv.Rows(), Cols: all.Rows, RowPtr: s.rowPtr, ColIdx: s.colIdx}
 	if adj.Val != nil {

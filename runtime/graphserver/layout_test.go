@@ -3,6 +3,7 @@ package graphserver
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -27,7 +28,11 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 	}
 	// Partition 0's intervals fill halves of its ghost block.
 	g := part.GhostsOf(0)
-	b.seg[b.global(0, 0)], b.seg[b.global(0, 1)] = [2]int{0, g / 2}, [2]int{g / 2, g - g/2}
+	for _, err := range []error{b.learnSegment(b.global(0, 0), 0, 0, g/2), b.learnSegment(b.global(0, 1), 0, g/2, g-g/2)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	sources := []pipeline.IntervalID{{Partition: 1, Interval: 0}, {Partition: 1, Interval: 1}, {Partition: 0, Interval: 0}, {Partition: 0, Interval: 1}}
 	for mix := range 1 << (2 * len(sources)) { // every source at every epoch of 0..3
 		var reads []pipeline.Read
@@ -54,5 +59,18 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A run's intervals, over all partitions, must fit the Gather's 16-bit source of every row.
+func TestConfigBoundsIntervals(t *testing.T) {
+	cfg := fuzzConfigs(t)[1] // 2 partitions
+	cfg.Intervals = maxSources / 2
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("%d intervals on 2 partitions: %v", cfg.Intervals, err)
+	}
+	cfg.Intervals++
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "at most 65535 in all") {
+		t.Fatalf("%d intervals on 2 partitions: %v, want the bound named", cfg.Intervals, err)
 	}
 }

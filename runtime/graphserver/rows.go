@@ -24,11 +24,8 @@ func (b *layout) store(bt *rpc.RowsBatch, epochs int) (pipeline.Task, error) {
 		if off+n > b.part.GhostsOf(q) {
 			return task, fmt.Errorf("rows %d..%d of a ghost block of %d", off, off+n, b.part.GhostsOf(q))
 		}
-		if !b.segKnown[g].Load() {
-			b.seg[g] = [2]int{off, n}
-			b.segKnown[g].Store(true)
-		} else if b.seg[g] != [2]int{off, n} {
-			return task, fmt.Errorf("interval %d sent rows %d+%d, earlier %d+%d", task.Interval, off, n, b.seg[g][0], b.seg[g][1])
+		if err := b.learnSegment(g, q, off, n); err != nil {
+			return task, err
 		}
 		base := b.part.Owned + b.part.GhostStart[q] + off
 		return task, storeGhostRows(b.p[l][slot], b.scoresOf(l, slot), base, n, bt.Data.Data)
