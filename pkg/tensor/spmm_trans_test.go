@@ -6,9 +6,17 @@ import (
 	"testing"
 )
 
+// TestSpMMTransAddMatchesNaive checks aᵀ·b added to dst against float64 sums, on 1–3 threads and
+// widths that fill, split and overrun the 16-column blocks the threads share out.
 func TestSpMMTransAddMatchesNaive(t *testing.T) {
+	for _, th := range []int{1, 2, 3} {
+		withThreads(th, func() { checkSpMMTransAdd(t, th) })
+	}
+}
+
+func checkSpMMTransAdd(t *testing.T, threads int) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, shape := range [][3]int{{0, 3, 2}, {1, 1, 1}, {7, 5, 3}, {40, 33, 16}, {25, 9, 129}} {
+	for _, shape := range [][3]int{{0, 3, 2}, {1, 1, 1}, {7, 5, 3}, {40, 33, 16}, {30, 20, 17}, {25, 9, 40}, {25, 9, 129}} {
 		rows, cols, width := shape[0], shape[1], shape[2]
 		a := &CSR{Rows: rows, Cols: cols, RowPtr: make([]int64, rows+1)}
 		for i := 0; i < rows; i++ {
@@ -42,7 +50,7 @@ func TestSpMMTransAddMatchesNaive(t *testing.T) {
 		SpMMTransAdd(dst, a, b)
 		for i, w := range want {
 			if math.Abs(float64(dst.Data[i])-w) > 1e-4*math.Max(1, math.Abs(w)) {
-				t.Fatalf("shape %v element %d: got %v want %v", shape, i, dst.Data[i], w)
+				t.Fatalf("shape %v, %d threads, element %d: got %v want %v", shape, threads, i, dst.Data[i], w)
 			}
 		}
 	}
