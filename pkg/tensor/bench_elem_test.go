@@ -152,7 +152,7 @@ func BenchmarkGraphPrep(b *testing.B) {
 func BenchmarkAdamStep(b *testing.B) {
 	w, g, m, v := denseFor(6805, 16, 1), denseFor(6805, 16, 2), denseFor(6805, 16, 3), denseFor(6805, 16, 4)
 	a := Adam{Decay: 5e-4, Beta1: 0.9, Beta2: 0.999, Step: 0.01, SqrtC2: 0.03, Eps: 1e-8}
-	c := [8]float32{a.Decay, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, a.Step, a.SqrtC2, a.Eps}
+	c := a.coeffs()
 	withThreads(1, func() {
 		b.Run("AdamStep", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

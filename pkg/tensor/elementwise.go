@@ -104,10 +104,16 @@ func AdamStep(w, g, m, v *Dense, a Adam) {
 	for _, x := range []*Dense{g, m, v} {
 		must(CheckSameShape("AdamStep", w, x))
 	}
-	c := [8]float32{a.Decay, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, a.Step, a.SqrtC2, a.Eps}
+	c := a.coeffs()
 	ParallelFor(w.Rows*w.Cols, elemGrain, func(lo, hi int) {
 		adamSlice(w.Data[lo:hi], g.Data[lo:hi], m.Data[lo:hi], v.Data[lo:hi], &c)
 	})
+}
+
+// coeffs returns the coefficients adamGo and adamAVX512 take: decay, β1, 1−β1, β2, 1−β2, step,
+// √c2, ε.
+func (a Adam) coeffs() [8]float32 {
+	return [8]float32{a.Decay, a.Beta1, 1 - a.Beta1, a.Beta2, 1 - a.Beta2, a.Step, a.SqrtC2, a.Eps}
 }
 
 func adamGo(w, g, m, v []float32, c *[8]float32) {

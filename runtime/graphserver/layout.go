@@ -212,7 +212,7 @@ func (b *layout) readRows(r pipeline.Read, ghosts bool) (lo, hi int, ok bool) {
 		return b.ivs[r.From.Interval].Lo, b.ivs[r.From.Interval].Hi, true
 	case ghosts:
 		seg := b.seg[b.global(q, r.From.Interval)]
-		lo = b.part.Owned + b.part.GhostStart[q] + seg[0]
+		lo = b.ghostRow(q, seg[0])
 		return lo, lo + seg[1], true
 	}
 	return 0, 0, false
@@ -269,6 +269,9 @@ func fillSource(dst []uint16, g int) {
 	}
 }
 
+// ghostRow returns the local row of ghost off of partition q's ghost block.
+func (b *layout) ghostRow(q, off int) int { return b.part.Owned + b.part.GhostStart[q] + off }
+
 // learnSegment records that remote global interval g fills ghost rows [lo, lo+n) of
 // partition q's ghost block, on its first batch; it fails when an interval sends other rows
 // than it did before.
@@ -280,7 +283,7 @@ func (b *layout) learnSegment(g, q, lo, n int) error {
 		return nil
 	}
 	b.seg[g] = [2]int{lo, n}
-	base := b.part.Owned + b.part.GhostStart[q] + lo
+	base := b.ghostRow(q, lo)
 	fillSource(b.source[base:base+n], g)
 	b.segKnown[g].Store(true)
 	return nil

@@ -27,8 +27,7 @@ func (b *layout) store(bt *rpc.RowsBatch, epochs int) (pipeline.Task, error) {
 		if err := b.learnSegment(g, q, off, n); err != nil {
 			return task, err
 		}
-		base := b.part.Owned + b.part.GhostStart[q] + off
-		return task, storeGhostRows(b.p[l][slot], b.scoresOf(l, slot), base, n, bt.Data.Data)
+		return task, storeGhostRows(b.p[l][slot], b.scoresOf(l, slot), b.ghostRow(q, off), n, bt.Data.Data)
 	case bt.Flow == rpc.Flow_FLOW_GRADIENT && task.Kind == pipeline.KindBackSC:
 		return task, b.storeContribution(&b.contrib[l][g][slot], bt, n, b.widths[l])
 	}
