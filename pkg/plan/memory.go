@@ -40,7 +40,7 @@ func (w Workload) GraphServerBytes(c Config) float64 {
 		pi*v*A + // activations kept for the backward pass
 		(2*v+g)*H + // an evaluation pass
 		(R+1)*exchange*H) // gradient rows pushed here, and the ghosts' gradient rows
-	b += features + 16*e // Â and its blocks: 8 to 24 bytes an entry
+	b += features + 20*e // Â and its blocks: 8 to 24 bytes an entry; the mixed-epoch Gather's source of each entry, 2 bytes in each of two
 	if w.Model.Architecture == GAT {
 		for l := 1; l < len(ws); l++ {
 			h := float64(w.headsOf(l))

@@ -65,6 +65,11 @@ type interval struct {
 	pView  [][]*tensor.Dense // [layer][slot]: rows of p
 	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
 	send   [][]float32       // [peer]: gather buffer of Scatter rows
+	// nzSource[a]: the source (layout.source of the column) of each of the interval's
+	// nonzeros of the forward adjacency (a = 0, owned and ghost columns) or of the local one
+	// (a = 1), read in order by a mixed-epoch Gather; set by the first once every column's
+	// source is known
+	nzSource [2]atomic.Pointer[[]uint16]
 }
 
 // contribution is one remote interval's pushed gradient rows of one epoch.
@@ -133,11 +138,12 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	for l := range L {
 		dmax = max(dmax, b.widths[l])
 	}
+	b.ivs = make([]interval, len(cuts))
 	for i := range cuts {
 		c := &cuts[i]
 		fillSource(b.source[c.Lo:c.Hi], b.global(b.self, i))
-		iv := interval{Interval: c, feats: partition.FeatureRows(part.Features, c.Lo, c.Hi), labels: part.Labels[c.Lo:c.Hi],
-			ids: part.OriginalIDs[c.Lo:c.Hi]}
+		iv := &b.ivs[i]
+		iv.Interval, iv.feats, iv.labels, iv.ids = c, partition.FeatureRows(part.Features, c.Lo, c.Hi), part.Labels[c.Lo:c.Hi], part.OriginalIDs[c.Lo:c.Hi]
 		for _, r := range part.Splits[0] {
 			if int(r) >= c.Lo && int(r) < c.Hi {
 				iv.train = append(iv.train, r-int32(c.Lo))
@@ -162,7 +168,6 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 		for q, rg := range c.Send {
 			iv.send[q] = make([]float32, (rg[1]-rg[0])*dmax)
 		}
-		b.ivs = append(b.ivs, iv)
 	}
 	return b
 }
@@ -325,16 +330,39 @@ func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, i
 	for i := range s.rowPtr {
 		s.rowPtr[i] = adj.RowPtr[iv.Lo+i] - p0
 	}
-	s.colIdx = slices.Grow(s.colIdx[:0], int(p1-p0))[:p1-p0]
-	source := b.source[:n]
-	for k, c := range adj.ColIdx[p0:p1] {
-		s.colIdx[k] = c + s.shift[source[c]]
+	cols := adj.ColIdx[p0:p1]
+	s.colIdx = slices.Grow(s.colIdx[:0], len(cols))[:len(cols)]
+	src, shift := b.nonzeroSources(iv, cols, ghosts)[:len(cols)], s.shift
+	for k, c := range cols {
+		s.colIdx[k] = c + shift[src[k]]
 	}
 	block := tensor.CSR{Rows: iv.Rows(), Cols: all.Rows, RowPtr: s.rowPtr, ColIdx: s.colIdx}
 	if adj.Val != nil {
 		block.Val = adj.Val[p0:p1]
 	}
 	tensor.SpMMRows(dst, &block, all, 0, block.Rows)
+}
+
+// nonzeroSources returns the source of each of cols, the interval's column indices in the
+// forward adjacency (ghosts) or the local one: iv.nzSource, built on first use. Reading it in
+// order replaces a random read of layout.source per nonzero in every mixed-epoch Gather.
+func (b *layout) nonzeroSources(iv *interval, cols []int32, ghosts bool) []uint16 {
+	cache := &iv.nzSource[1]
+	if ghosts {
+		cache = &iv.nzSource[0]
+	}
+	if src := cache.Load(); src != nil {
+		return *src
+	}
+	src, unknown, complete := make([]uint16, len(cols)), uint16(len(b.seg)), true
+	for k, c := range cols {
+		src[k] = b.source[c]
+		complete = complete && src[k] != unknown
+	}
+	if complete { // a ghost's source is known from its interval's first batch on
+		cache.Store(&src)
+	}
+	return src
 }
 
 // eachContribution calls add with every row of layer l's contributions that remote intervals

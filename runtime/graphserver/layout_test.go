@@ -62,6 +62,44 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 	}
 }
 
+// The Gather's per-nonzero sources are kept only once every ghost's interval is known: one
+// built before a batch arrives would shift that ghost's rows from the wrong slot for good.
+func TestNonzeroSourcesWaitForSegments(t *testing.T) {
+	cfg := fuzzConfigs(t)[1]
+	part, cuts, err := newPart(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+	iv := &b.ivs[0]
+	cols := part.Adj.ColIdx[part.Adj.RowPtr[iv.Lo]:part.Adj.RowPtr[iv.Hi]]
+	unknown := uint16(len(b.seg))
+	if !slices.Contains(b.nonzeroSources(iv, cols, true), unknown) {
+		t.Fatal("interval 0 reads no ghost: the test needs one")
+	}
+	if iv.nzSource[0].Load() != nil {
+		t.Fatal("sources kept before every ghost's interval was known")
+	}
+	g := part.GhostsOf(0)
+	for _, err := range []error{b.learnSegment(b.global(0, 0), 0, 0, g/2), b.learnSegment(b.global(0, 1), 0, g/2, g-g/2)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := b.nonzeroSources(iv, cols, true)
+	if iv.nzSource[0].Load() == nil {
+		t.Fatal("sources not kept once every ghost's interval was known")
+	}
+	for k, c := range cols {
+		if got[k] != b.source[c] || got[k] == unknown {
+			t.Fatalf("nonzero %d (column %d): source %d, want %d", k, c, got[k], b.source[c])
+		}
+	}
+	if local := part.AdjLocal.ColIdx[part.AdjLocal.RowPtr[iv.Lo]:part.AdjLocal.RowPtr[iv.Hi]]; len(b.nonzeroSources(iv, local, false)) != len(local) || iv.nzSource[1].Load() == nil {
+		t.Fatal("the local adjacency's sources are not kept apart")
+	}
+}
+
 // A run's intervals, over all partitions, must fit the Gather's 16-bit source of every row.
 func TestConfigBoundsIntervals(t *testing.T) {
 	cfg := fuzzConfigs(t)[1] // 2 partitions
