@@ -165,3 +165,63 @@ func BenchmarkSpMMSmall(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSpMMMixedSlots is a mixed-epoch Gather as a graph server runs it, on the R-MAT
+// benchmark graph: the rows of one of 8 intervals, 16 columns, each of 16 sources' rows read from
+// one of 4 slots of b (pkg/pipeline's epochs), by moving a copy of the interval's column indices
+// into their sources' slots and an SpMM on the copy. "sequential" looks each nonzero's source up
+// in an array of the interval's nonzeros, as runtime/graphserver does; "random" looks it up by
+// its column, at random; "one-slot" is the plain SpMM with every source in one slot, the bound.
+// One thread.
+func BenchmarkSpMMMixedSlots(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large graph")
+	}
+	const slots, sources, cols = 4, 16, 16
+	a := benchGraph(b, "none")
+	x, n := denseFor(slots*a.Cols, cols, 7), a.Cols
+	lo, hi := 3*a.Rows/8, 4*a.Rows/8
+	dst := NewDense(hi-lo, cols)
+	p0, p1 := a.RowPtr[lo], a.RowPtr[hi]
+	rowSource, nzSource, shift := make([]uint16, n), make([]uint16, p1-p0), make([]int32, sources)
+	for c := range rowSource {
+		rowSource[c] = uint16(c * sources / n) // sources are ranges of rows
+	}
+	for k := range nzSource {
+		nzSource[k] = rowSource[a.ColIdx[p0+int64(k)]]
+	}
+	for s := range shift {
+		shift[s] = int32(s % slots * n)
+	}
+	moved := &CSR{Rows: hi - lo, Cols: slots * n, RowPtr: make([]int64, hi-lo+1), ColIdx: make([]int32, p1-p0), Val: a.Val[p0:p1]}
+	rowPtr := func() { // the interval's rows of a, from 0
+		for i := range moved.RowPtr {
+			moved.RowPtr[i] = a.RowPtr[lo+i] - p0
+		}
+	}
+	withThreads(1, func() {
+		b.Run("sequential", func(b *testing.B) {
+			for b.Loop() {
+				rowPtr()
+				for k, c := range a.ColIdx[p0:p1] {
+					moved.ColIdx[k] = c + shift[nzSource[k]]
+				}
+				SpMMRows(dst, moved, x, 0, moved.Rows)
+			}
+		})
+		b.Run("random", func(b *testing.B) {
+			for b.Loop() {
+				rowPtr()
+				for k, c := range a.ColIdx[p0:p1] {
+					moved.ColIdx[k] = c + shift[rowSource[c]]
+				}
+				SpMMRows(dst, moved, x, 0, moved.Rows)
+			}
+		})
+		b.Run("one-slot", func(b *testing.B) {
+			for b.Loop() {
+				SpMMRows(dst, a, x.RowSlice(0, n), lo, hi)
+			}
+		})
+	})
+}
