@@ -194,30 +194,29 @@ func BenchmarkSpMMMixedSlots(b *testing.B) {
 		shift[s] = int32(s % slots * n)
 	}
 	moved := &CSR{Rows: hi - lo, Cols: slots * n, RowPtr: make([]int64, hi-lo+1), ColIdx: make([]int32, p1-p0), Val: a.Val[p0:p1]}
-	rowPtr := func() { // the interval's rows of a, from 0
+	move := func(byColumn bool) { // the interval's rows of a, from 0, their columns moved
 		for i := range moved.RowPtr {
 			moved.RowPtr[i] = a.RowPtr[lo+i] - p0
 		}
+		if byColumn {
+			for k, c := range a.ColIdx[p0:p1] {
+				moved.ColIdx[k] = c + shift[rowSource[c]]
+			}
+		} else {
+			for k, c := range a.ColIdx[p0:p1] {
+				moved.ColIdx[k] = c + shift[nzSource[k]]
+			}
+		}
 	}
 	withThreads(1, func() {
-		b.Run("sequential", func(b *testing.B) {
-			for b.Loop() {
-				rowPtr()
-				for k, c := range a.ColIdx[p0:p1] {
-					moved.ColIdx[k] = c + shift[nzSource[k]]
+		for _, byColumn := range []bool{false, true} {
+			b.Run(map[bool]string{false: "sequential", true: "random"}[byColumn], func(b *testing.B) {
+				for b.Loop() {
+					move(byColumn)
+					SpMMRows(dst, moved, x, 0, moved.Rows)
 				}
-				SpMMRows(dst, moved, x, 0, moved.Rows)
-			}
-		})
-		b.Run("random", func(b *testing.B) {
-			for b.Loop() {
-				rowPtr()
-				for k, c := range a.ColIdx[p0:p1] {
-					moved.ColIdx[k] = c + shift[rowSource[c]]
-				}
-				SpMMRows(dst, moved, x, 0, moved.Rows)
-			}
-		})
+			})
+		}
 		b.Run("one-slot", func(b *testing.B) {
 			for b.Loop() {
 				SpMMRows(dst, a, x.RowSlice(0, n), lo, hi)

@@ -57,7 +57,7 @@ func (e *evaluator) receive(q, id, l int, b *rpc.RowsBatch) error {
 	if b.Offset != 0 || n != part.GhostsOf(q) {
 		return fmt.Errorf("evaluation rows %d+%d of a ghost block of %d", b.Offset, n, part.GhostsOf(q))
 	}
-	if err := storeGhostRows(e.bufs[l].p, e.bufs[l].scores, part.Owned+part.GhostStart[q], n, b.Data.Data); err != nil {
+	if err := storeGhostRows(e.bufs[l].p, e.bufs[l].scores, e.lay.ghostRow(q, 0), n, b.Data.Data); err != nil {
 		return err
 	}
 	e.mu.Lock()
