@@ -209,10 +209,13 @@ func BenchmarkSpMMMixedSlots(b *testing.B) {
 		}
 	}
 	withThreads(1, func() {
-		for _, byColumn := range []bool{false, true} {
-			b.Run(map[bool]string{false: "sequential", true: "random"}[byColumn], func(b *testing.B) {
+		for _, c := range []struct {
+			name     string
+			byColumn bool
+		}{{"sequential", false}, {"random", true}} {
+			b.Run(c.name, func(b *testing.B) {
 				for b.Loop() {
-					move(byColumn)
+					move(c.byColumn)
 					SpMMRows(dst, moved, x, 0, moved.Rows)
 				}
 			})

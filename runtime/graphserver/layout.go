@@ -44,8 +44,8 @@ type layout struct {
 	seg      [][2]int
 	segKnown []atomic.Bool
 	// source[row]: the global interval whose rows hold an owned or ghost row, or parts ×
-	// intervals for a ghost row before its interval's first batch: the Gather of mixed epochs
-	// reads it
+	// intervals for a ghost row before its interval's first batch: nonzeroSources reads it to
+	// build each interval's sources of its nonzeros
 	source  []uint16
 	compP   []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
 	compDZ  []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
