@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -227,5 +228,59 @@ func TestRowIDs(t *testing.T) {
 				t.Errorf("%v with row ids %v: %v, want a bad request", req.Op, ids, err)
 			}
 		}
+	}
+}
+
+// TestCPUWorkerActivations: a task that brings no activation buffer runs in its worker's, and
+// a backward task without the forward's activation recomputes it — the same dW and dZ as with
+// the activation kept, even when the worker's buffer holds another task's activation and the
+// request claims one is kept.
+func TestCPUWorkerActivations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	reqs := requests(rng, graph.Features{Dense: dense(rng, 7, 9)})
+	fwd1, back1 := reqs[1], reqs[4]
+	act := &model.Activation{}
+	if _, err := dispatch.Execute(&fwd1, act); err != nil {
+		t.Fatal(err)
+	}
+	kept := back1
+	kept.Act, kept.ActKept = act, true
+	want, err := dispatch.Execute(&kept, act)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b, _ := cpu.New(cpu.Options{Workers: 1})
+	other := fwd1
+	other.Z, other.Key = dense(rng, 7, 5), model.DropoutKey(3, 4, 1) // leaves another activation in the worker
+	if _, err := b.Run(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	claimed := back1
+	claimed.ActKept = true
+	got, err := b.Run(t.Context(), claimed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.DW.Data, want.DW.Data) || !slices.Equal(got.Out.Data, want.Out.Data) {
+		t.Errorf("backward without the kept activation: dW %v dZ %v, want %v %v", got.DW.Data, got.Out.Data, want.DW.Data, want.Out.Data)
+	}
+
+	// Forward tasks of 4096 rows × 64 columns (1 MiB of activation each) reuse the worker's buffer.
+	big := dispatch.TaskRequest{Op: dispatch.OpForward, Model: model.GCNConfig{InDim: 8, Hidden: 64, Classes: 4, Layers: 2, Dropout: 0.5},
+		Layer: 1, Z: dense(rng, 4096, 64), W: dense(rng, 64, 4), Out: tensor.NewDense(4096, 4), Key: 1, Train: true}
+	if _, err := b.Run(t.Context(), big); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 16 {
+		if _, err := b.Run(t.Context(), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("16 forward tasks allocated %d KiB; the worker's activation buffer is 1 MiB and reused", n>>10)
 	}
 }

@@ -3,12 +3,13 @@ package plan
 // GraphServerBytes predicts the resident memory of the graph server that holds the heaviest
 // part of w in configuration c: the buffers of its rows, term by term as the README's "Memory
 // of a graph server" lists them, and the graph, times unaccounted: what the terms leave out
-// (gRPC's buffers, the garbage collector's headroom, evaluation's garbage).
+// (gRPC's buffers, the garbage collector's headroom, evaluation's garbage, the tensor workers'
+// activation buffers).
 //
 // With layer widths w_0 … w_L (a GAT's hidden width is its heads' concatenation), H their sum
 // but w_0 and A their sum but w_L; the part owns v vertices, holds g ghosts and e entries of Â;
-// R = 2S+2 epochs of P_l and dZ_l are kept and π = 2 epochs of Z_l and the activations when a
-// GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1.
+// R = 2S+2 epochs of P_l and dZ_l are kept and π = 2 epochs of Z_l and the kept activations
+// when a GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1.
 func (w Workload) GraphServerBytes(c Config) float64 {
 	p := w.Part(c.GraphServers)
 	v, g, e := float64(p.Vertices), float64(p.Ghosts), float64(p.Entries)
@@ -26,18 +27,21 @@ func (w Workload) GraphServerBytes(c Config) float64 {
 	if c.Staleness > 0 && w.Model.Architecture == GCN {
 		pi = 2
 	}
-	features := 4 * v * float64(w.Features)
+	features, nnz := 4*v*float64(w.Features), 0.0
 	if w.FeatureEntries > 0 { // sparse: a column and a value per non-zero, and its activation's values
-		nnz := float64(w.FeatureEntries) * v / float64(w.Vertices)
+		nnz = float64(w.FeatureEntries) * v / float64(w.Vertices)
 		features = 8*nnz + 8*v
-		A -= float64(w.Features)
-		A += nnz / v
+		A += nnz/v - float64(w.Features)
+	}
+	acts := pi * v * A // activations kept for the backward pass
+	if w.Model.Architecture == GCN {
+		acts = pi * nnz // only drop(X) of sparse features: ∇AV recomputes the others from Z_{l-1}
 	}
 	exchange := min(float64(c.Intervals), 2) * g // rows pushed and ghosts reached, each by one or two intervals
 	b := 4 * (R*(v+g)*H +                        // P_l, owned and ghost rows
 		R*v*H + // dZ_l
 		(pi+1)*v*H + // Z_l and dP_l
-		pi*v*A + // activations kept for the backward pass
+		acts +
 		(2*v+g)*H + // an evaluation pass
 		(R+1)*exchange*H) // gradient rows pushed here, and the ghosts' gradient rows
 	b += features + 20*e // Â and its blocks: 8 to 24 bytes an entry; the mixed-epoch Gather's source of each entry, 2 bytes in each of two
@@ -51,6 +55,6 @@ func (w Workload) GraphServerBytes(c Config) float64 {
 }
 
 // unaccounted is measured resident memory over the terms: graph server 3 of R-MAT 1M/20M
-// (32 features, hidden 32, 16 classes) on 4 parts, S = 1, 4 intervals, peaked at 3.4 GiB
-// against 2.34 GB of terms.
-const unaccounted = 1.5
+// (32 features, hidden 32, 16 classes) on 4 parts, S = 1, 4 intervals, peaked at 2.34 GiB
+// against 1.93 GiB of terms.
+const unaccounted = 1.2

@@ -199,7 +199,7 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limitHeap(cmd.ErrOrStderr())
-			collectEarly()
+			collectEarly(cmd.Context())
 			if err := o.fromConfig(o.config); err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ status.partitions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			limitHeap(cmd.ErrOrStderr())
-			collectEarly()
+			collectEarly(cmd.Context())
 			c, err := jobconfig.Load(config)
 			if err != nil {
 				return err

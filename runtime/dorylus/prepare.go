@@ -37,7 +37,7 @@ checks the manifest and the files' headers, and each graph server reads only its
 			if refine {
 				m = partition.MethodLabelPropagation
 			}
-			collectEarly()
+			collectEarly(cmd.Context())
 			if parts > 0 {
 				return preparePartitions(args[0], args[1], parts, m, cmd.OutOrStdout())
 			}

@@ -19,18 +19,21 @@ type gcn struct {
 	lay *layout
 	env taskEnv
 	ivs []gcnInterval
-	// evalActs holds the activation buffers of the evaluation's AV tasks running at once: an
-	// evaluation keeps no activation for a backward pass.
-	evalActs freeList[*model.Activation]
+	// keepSparse says that AV_0's activation, drop(X) of sparse features, is kept for ∇AV_0:
+	// recomputing it costs a random draw per non-zero, a large share of a sparse-featured
+	// epoch. Every other activation, drop(σ(Z_{l-1})), is recomputed by ∇AV_l from Z_{l-1},
+	// which the server keeps anyway: a vectorised pass over the rows against 4 bytes per row
+	// and column of every epoch in flight.
+	keepSparse bool
 }
 
 // gcnInterval is one interval's GCN state.
 type gcnInterval struct {
-	// act[parity][l] is AV_l's activation of the epochs of that parity, which ∇AV_l of the
-	// epoch reuses (with the backward pass of epoch e beside the forward pass of e+1, the two
-	// epochs have one each)
-	act [][]model.Activation
-	dw  [][]*tensor.Dense // [epoch parity][layer]: dW_l of the epoch, until WU
+	// sparse[parity] is AV_0's activation of the epochs of that parity when it is kept (with
+	// the backward pass of epoch e beside the forward pass of e+1, the two epochs have one
+	// each)
+	sparse []model.Activation
+	dw     [][]*tensor.Dense // [epoch parity][layer]: dW_l of the epoch, until WU
 }
 
 func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
@@ -50,11 +53,10 @@ func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env ta
 		return nil, nil, modelShape{}, fmt.Errorf("partition %d: %d rows in %d slots exceed the 2³¹ rows a Gather indexes; use more graph servers or a lower staleness bound", cfg.Partition, rows, cfg.slots())
 	}
 	lay := newLayout(cfg, part, cuts, sh)
-	g := &gcn{cfg: m, lay: lay, env: env, evalActs: freeList[*model.Activation]{make: func() *model.Activation { return &model.Activation{} }}}
+	g := &gcn{cfg: m, lay: lay, env: env, keepSparse: d.Features.Sparse != nil}
 	for range lay.ivs {
-		gi := gcnInterval{act: make([][]model.Activation, lay.parities), dw: make([][]*tensor.Dense, lay.parities)}
+		gi := gcnInterval{sparse: make([]model.Activation, lay.parities), dw: make([][]*tensor.Dense, lay.parities)}
 		for p := range gi.dw {
-			gi.act[p] = make([]model.Activation, m.Layers)
 			for l := range m.Layers {
 				gi.dw[p] = append(gi.dw[p], tensor.NewDense(sh.dims[l], sh.dims[l+1]))
 			}
@@ -84,7 +86,7 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], gi.actOf(t.Epoch, l)
+		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], g.kept(gi, t.Epoch, l)
 		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
 		b.gather(iv.zOf(t.Epoch)[l], b.part.Adj, b.pAll[l], iv, st.Reads, true)
@@ -98,7 +100,9 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		req.Op, req.DP, req.DW, req.Act, req.ActKept = dispatch.OpBackward, iv.dp[l], gi.dwOf(t.Epoch)[l], gi.actOf(t.Epoch, l), true
+		req.Op, req.DP, req.DW = dispatch.OpBackward, iv.dp[l], gi.dwOf(t.Epoch)[l]
+		req.Act = g.kept(gi, t.Epoch, l)
+		req.ActKept = req.Act != nil
 		if l > 0 {
 			req.Out = iv.dzView[l-1][slot]
 		}
@@ -157,8 +161,7 @@ func (g *gcn) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb p
 	b := g.lay
 	iv := &b.ivs[i]
 	req := dispatch.TaskRequest{Op: dispatch.OpForward, Model: g.cfg, Layer: l, RowOffset: b.part.Lo + iv.Lo,
-		W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi), Act: g.evalActs.get()}
-	defer g.evalActs.put(req.Act)
+		W: w[l], Out: pb.p.RowSlice(iv.Lo, iv.Hi)}
 	if l == 0 {
 		req.Features = iv.feats
 	} else {
@@ -183,8 +186,14 @@ func (g *gcn) embeddings(_ []*tensor.Dense, z *tensor.Dense) *tensor.Dense {
 
 func (g *gcn) slots(w []*tensor.Dense) []export.Slot { return export.GCNSlots(w) }
 
-// actOf returns an interval's activation buffer of AV_l in epoch e.
-func (gi *gcnInterval) actOf(e, l int) *model.Activation { return &gi.act[e%len(gi.act)][l] }
+// kept returns the buffer in which AV_l of epoch e keeps its activation for ∇AV_l, or nil when
+// ∇AV_l recomputes it.
+func (g *gcn) kept(gi *gcnInterval, e, l int) *model.Activation {
+	if l > 0 || !g.keepSparse {
+		return nil
+	}
+	return &gi.sparse[e%len(gi.sparse)]
+}
 
 // dwOf returns an interval's dW_l buffers of epoch e.
 func (gi *gcnInterval) dwOf(e int) []*tensor.Dense { return gi.dw[e%len(gi.dw)] }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/model"
 )
 
 // Options configures a Backend.
@@ -29,10 +30,13 @@ type Options struct {
 // Backend is the goroutine-pool backend; it implements dispatch.Backend and
 // dispatch.StatsReporter.
 type Backend struct {
-	opts  Options
-	slots chan struct{}
-	calls atomic.Int64
-	busy  atomic.Int64 // nanoseconds
+	opts Options
+	// workers holds the free workers, each as the activation buffer its tasks reuse when the
+	// request brings none: a graph server keeps no activation it can recompute, and the
+	// workers' buffers are all the memory activations take.
+	workers chan *model.Activation
+	calls   atomic.Int64
+	busy    atomic.Int64 // nanoseconds
 }
 
 // New returns a backend with the given options.
@@ -43,7 +47,11 @@ func New(o Options) (*Backend, error) {
 	if o.Workers == 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{opts: o, slots: make(chan struct{}, o.Workers)}, nil
+	b := &Backend{opts: o, workers: make(chan *model.Activation, o.Workers)}
+	for range o.Workers {
+		b.workers <- &model.Activation{}
+	}
+	return b, nil
 }
 
 // Concurrency returns the number of workers.
@@ -56,12 +64,13 @@ func (b *Backend) Stats() dispatch.Stats {
 
 // Run runs the task once a worker is free.
 func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.TaskResult, error) {
+	var act *model.Activation
 	select {
-	case b.slots <- struct{}{}:
+	case act = <-b.workers:
 	case <-ctx.Done():
 		return dispatch.TaskResult{}, ctx.Err()
 	}
-	defer func() { <-b.slots }()
+	defer func() { b.workers <- act }()
 	start := time.Now()
 	defer func() { b.calls.Add(1); b.busy.Add(int64(time.Since(start))) }()
 	if b.opts.Latency > 0 {
@@ -75,6 +84,9 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 			return dispatch.TaskResult{}, err
 		}
 	}
+	if req.Act == nil { // nothing kept: the task computes its activation in the worker's buffer
+		req.Act, req.ActKept = act, false
+	}
 	if !b.opts.Wire {
 		return dispatch.Execute(&req, req.Act)
 	}
@@ -85,7 +97,7 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 	if err != nil {
 		return dispatch.TaskResult{}, err
 	}
-	res, err := dispatch.Execute(&remote, nil)
+	res, err := dispatch.Execute(&remote, act)
 	if err != nil {
 		return dispatch.TaskResult{}, err
 	}
