@@ -12,6 +12,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
@@ -147,6 +148,15 @@ func (c *Config) slots() int {
 		return 1
 	}
 	return 2*c.Staleness + 2
+}
+
+// gradients returns the backward pass's cut: a GCN pulls gradients (dZ rows shipped to ghosts,
+// as P rows are), a GAT pushes contributions.
+func (c *Config) gradients() pipeline.GradientFlow {
+	if c.Heads > 0 {
+		return pipeline.PushGradients
+	}
+	return pipeline.PullGradients
 }
 
 // EpochsInFlight returns how many epochs of one interval a graph server runs at once: 2 when

@@ -91,11 +91,10 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 	case pipeline.KindGA:
 		b.gather(iv.zOf(t.Epoch)[l], b.part.Adj, b.pAll[l], iv, st.Reads, true)
 	case pipeline.KindBackGA:
-		if iv.GhostT.Rows > 0 {
-			tensor.SpMM(iv.ghostC[l], iv.GhostT, b.dz[l][slot])
-		}
+		// dP_l = Âᵀ dZ_l = Â dZ_l: the forward Gather on dZ_l, whose ghost rows the readers
+		// shipped (pulled gradients)
+		b.gather(iv.dp[l], b.part.Adj, b.dzAll[l], iv, st.Reads, true)
 	case pipeline.KindBackAV:
-		g.gatherGradients(iv, l, st.Reads)
 		req, err := g.avRequest(ctx, iv, st)
 		if err != nil {
 			return 0, err
@@ -136,21 +135,6 @@ func (g *gcn) avRequest(ctx context.Context, iv *interval, st pipeline.Started) 
 		req.WeightVersion, req.WeightSource = uint64(st.Weights), g.env.holder(t.Layer)
 	}
 	return req, nil
-}
-
-// gatherGradients computes dP_l of the interval's rows: the owned part of Âᵀ dZ_l from the
-// local intervals' dZ_l rows, plus the contributions remote intervals pushed, each of the
-// epoch the scheduler names.
-func (g *gcn) gatherGradients(iv *interval, l int, reads []pipeline.Read) {
-	b := g.lay
-	dp := iv.dp[l]
-	b.gather(dp, b.part.AdjLocal, b.dzAll[l], iv, reads, false)
-	b.eachContribution(iv, l, reads, func(i int, src []float32) {
-		row := dp.Row(i)
-		for j, v := range src {
-			row[j] += v
-		}
-	})
 }
 
 func (g *gcn) gradient(t pipeline.Task, i int) *tensor.Dense {

@@ -16,7 +16,7 @@ import (
 
 // layout is this server's partition cut into intervals, and the training buffers the intervals
 // share: P_l and dZ_l in R slots, Z_l per epoch parity, the gradient contributions remote
-// intervals push, and the pools of composite buffers of mixed-epoch reads.
+// intervals push (push cut), and the pools of composite buffers of mixed-epoch reads.
 type layout struct {
 	self, parts, intervals int // this partition, the partitions, the intervals of each
 	part                   *partition.Part
@@ -25,19 +25,23 @@ type layout struct {
 	dims                   []int // widths of the input and of P_l (a GAT's: heads·features) of every layer
 	widths                 []int // [layer]: width of the rows SC_l and ∇SC_l exchange
 	parities               int   // 2 when an interval runs two epochs at once, else 1
+	// gradients is the backward pass's cut (pipeline.Config.Gradients): a GCN pulls, shipping
+	// dZ_l rows to their ghost copies as the forward pass ships P_l, so that dZ_l has ghost
+	// rows and ∇GA_l is the forward Gather on dZ_l; a GAT pushes contributions.
+	gradients pipeline.GradientFlow
 
 	// p[l] and dz[l] are the slots of one buffer each, pAll[l] and dzAll[l]: slot r is its rows
 	// r·n … (r+1)·n, so that a Gather reads rows of several epochs without copying them.
 	p     [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
 	z     [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows
-	dz    [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows
+	dz    [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows (pulling gradients: then ghost rows)
 	pAll  []*tensor.Dense   // [layer]: the slots of P_l
 	dzAll []*tensor.Dense   // [layer]: the slots of dZ_l
 	// scores[layer][slot] is a GAT's s_src (owned then ghost rows), sent after each row of P_l;
 	// nil for a GCN.
 	scores [][]*tensor.Dense
 	// contrib[layer][remote interval][slot]: gradient contributions pushed by a remote
-	// interval to this server's rows
+	// interval to this server's rows (push cut only)
 	contrib [][][]contribution
 	// seg[global interval]: for a remote interval, the range of this server's ghost block of
 	// its partition that its Scatter fills (set by its first batch)
@@ -60,11 +64,11 @@ type interval struct {
 	ids    []int32           // the rows' original ids, which key their dropout masks
 	train  []int32           // training rows, relative to the interval
 	dp     []*tensor.Dense   // [layer]: dP_l of the rows
-	ghostC []*tensor.Dense   // [layer]: contributions to the touched ghosts
+	ghostC []*tensor.Dense   // [layer]: contributions to the touched ghosts (push cut only)
 	zView  [][]*tensor.Dense // [epoch parity][layer]: rows of z
 	pView  [][]*tensor.Dense // [layer][slot]: rows of p
 	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
-	send   [][]float32       // [peer]: gather buffer of Scatter rows
+	send   [2][][]float32    // [forward, backward][peer]: gather buffers of the rows shipped to ghosts
 	// nzSource[a]: the source (layout.source of the column) of each of the interval's
 	// nonzeros of the forward adjacency (a = 0, owned and ghost columns) or of the local one
 	// (a = 1), read in order by a mixed-epoch Gather; set by the first once every column's
@@ -102,9 +106,14 @@ func newPart(cfg *Config) (*partition.Part, []partition.Interval, error) {
 // newLayout sets up the intervals of cuts and the buffers of every layer of a model of shape sh.
 func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh modelShape) *layout {
 	b := &layout{self: cfg.Partition, parts: cfg.Partitions, intervals: cfg.Intervals, part: part,
-		slots: cfg.slots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads)}
+		slots: cfg.slots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads),
+		gradients: cfg.gradients()}
 	L, R, n := len(sh.dims)-1, b.slots, part.Owned
 	rows := n + len(part.Ghosts)
+	dzRows := n
+	if b.pulls() {
+		dzRows = rows
+	}
 	b.p, b.dz, b.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, b.parities)
 	b.shifted.make = func() *shiftedBlock { return &shiftedBlock{} }
 	for l := range L {
@@ -112,25 +121,27 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 		for p := range b.z {
 			b.z[p] = append(b.z[p], tensor.NewDense(n, d))
 		}
-		b.pAll, b.dzAll = append(b.pAll, tensor.NewDense(R*rows, d)), append(b.dzAll, tensor.NewDense(R*n, d))
+		b.pAll, b.dzAll = append(b.pAll, tensor.NewDense(R*rows, d)), append(b.dzAll, tensor.NewDense(R*dzRows, d))
 		for r := range R {
 			b.p[l] = append(b.p[l], b.pAll[l].RowSlice(r*rows, (r+1)*rows))
-			b.dz[l] = append(b.dz[l], b.dzAll[l].RowSlice(r*n, (r+1)*n))
+			b.dz[l] = append(b.dz[l], b.dzAll[l].RowSlice(r*dzRows, (r+1)*dzRows))
 		}
 		b.compP = append(b.compP, newBufPool(rows, d))
-		b.compDZ = append(b.compDZ, newBufPool(n, d))
+		b.compDZ = append(b.compDZ, newBufPool(dzRows, d))
 	}
 	total := b.parts * b.intervals
 	b.seg = make([][2]int, total)
 	b.segKnown = make([]atomic.Bool, total)
 	b.source = make([]uint16, rows)
 	fillSource(b.source[n:], total)
-	b.contrib = make([][][]contribution, L)
-	for l := range L {
-		b.contrib[l] = make([][]contribution, total)
-		for g := range total {
-			if g/b.intervals != b.self {
-				b.contrib[l][g] = make([]contribution, R)
+	if !b.pulls() {
+		b.contrib = make([][][]contribution, L)
+		for l := range L {
+			b.contrib[l] = make([][]contribution, total)
+			for g := range total {
+				if g/b.intervals != b.self {
+					b.contrib[l][g] = make([]contribution, R)
+				}
 			}
 		}
 	}
@@ -153,7 +164,9 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 		for l := range L {
 			d := b.dims[l+1]
 			iv.dp = append(iv.dp, tensor.NewDense(c.Rows(), d))
-			iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, b.widths[l]))
+			if !b.pulls() {
+				iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, b.widths[l]))
+			}
 			for p := range b.z {
 				iv.zView[p] = append(iv.zView[p], b.z[p][l].RowSlice(c.Lo, c.Hi))
 			}
@@ -164,9 +177,14 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 			}
 			iv.pView, iv.dzView = append(iv.pView, pv), append(iv.dzView, dzv)
 		}
-		iv.send = make([][]float32, b.parts)
-		for q, rg := range c.Send {
-			iv.send[q] = make([]float32, (rg[1]-rg[0])*dmax)
+		for f := range iv.send {
+			if f == 1 && !b.pulls() {
+				break
+			}
+			iv.send[f] = make([][]float32, b.parts)
+			for q, rg := range c.Send {
+				iv.send[f][q] = make([]float32, (rg[1]-rg[0])*dmax)
+			}
 		}
 	}
 	return b
@@ -194,6 +212,19 @@ func (b *layout) maxRequest() int {
 
 // layers returns the number of layers.
 func (b *layout) layers() int { return len(b.dims) - 1 }
+
+// pulls reports whether the backward pass pulls gradients (dZ_l rows shipped to ghosts).
+func (b *layout) pulls() bool { return b.gradients == pipeline.PullGradients }
+
+// shipsDZ returns the layer of the dZ rows that task t produces and ships to their ghost
+// copies when the backward pass pulls gradients — dZ_{L-1} from the loss (AV_L), dZ_{l-1}
+// from ∇AV_l above the first layer — and false for every other task.
+func (b *layout) shipsDZ(t pipeline.Task) (int, bool) {
+	if !b.pulls() || t.Layer == 0 || (t.Kind != pipeline.KindAV || t.Layer != b.layers()) && t.Kind != pipeline.KindBackAV {
+		return 0, false
+	}
+	return t.Layer - 1, true
+}
 
 // global returns the global index of interval i of partition p.
 func (b *layout) global(p, i int) int { return p*b.intervals + i }

@@ -7,54 +7,62 @@ import (
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
 // A Gather that reads its sources at several epochs, by shifting column indices into the
 // slots, computes what an SpMM on a composite of the sources' rows of their epochs computes:
-// forward (owned and ghost rows) and backward (owned rows), for every mix of epochs.
+// forward (owned and ghost rows of P), backward pulling gradients (a GCN: owned and ghost rows
+// of dZ) and pushing them (a GAT: owned rows of dZ), for every mix of epochs.
 func TestGatherShiftsIntoSlots(t *testing.T) {
-	cfg := fuzzConfigs(t)[1] // staleness 1: 4 slots
-	part, cuts, err := newPart(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, all := range slices.Concat(b.pAll, b.dzAll) {
-		for i := range all.Data {
-			all.Data[i] = rng.Float32()
-		}
-	}
-	// Partition 0's intervals fill halves of its ghost block.
-	g := part.GhostsOf(0)
-	for _, err := range []error{b.learnSegment(b.global(0, 0), 0, 0, g/2), b.learnSegment(b.global(0, 1), 0, g/2, g-g/2)} {
+	for _, heads := range []int{0, 1} {
+		cfg := fuzzConfigs(t)[1] // staleness 1: 4 slots
+		cfg.Heads, cfg.OutHeads = heads, heads
+		part, cuts, err := newPart(&cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	sources := []pipeline.IntervalID{{Partition: 1, Interval: 0}, {Partition: 1, Interval: 1}, {Partition: 0, Interval: 0}, {Partition: 0, Interval: 1}}
-	for mix := range 1 << (2 * len(sources)) { // every source at every epoch of 0..3
-		var reads []pipeline.Read
-		for k, from := range sources {
-			reads = append(reads, pipeline.Read{From: from, Epoch: mix >> (2 * k) & 3})
+		b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, all := range slices.Concat(b.pAll, b.dzAll) {
+			for i := range all.Data {
+				all.Data[i] = rng.Float32()
+			}
 		}
-		for l := range b.layers() {
-			for i := range b.ivs {
-				iv := &b.ivs[i]
-				for _, ghosts := range []bool{true, false} {
-					adj, slots, all, pool := part.Adj, b.p[l], b.pAll[l], b.compP[l]
-					if !ghosts {
-						adj, slots, all, pool = part.AdjLocal, b.dz[l], b.dzAll[l], b.compDZ[l]
-					}
-					want := tensor.NewDense(iv.Rows(), all.Cols)
-					src, done := b.compose(slots, pool, reads, ghosts)
-					tensor.SpMMRows(want, adj, src, iv.Lo, iv.Hi)
-					done()
-					got := tensor.NewDense(iv.Rows(), all.Cols)
-					b.gather(got, adj, all, iv, reads, ghosts)
-					if !slices.Equal(got.Data, want.Data) {
-						t.Fatalf("reads %v, layer %d, interval %d, ghosts %v: gather differs from the composite's SpMM", reads, l, i, ghosts)
+		// Partition 0's intervals fill halves of its ghost block.
+		g := part.GhostsOf(0)
+		for _, err := range []error{b.learnSegment(b.global(0, 0), 0, 0, g/2), b.learnSegment(b.global(0, 1), 0, g/2, g-g/2)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		sources := []pipeline.IntervalID{{Partition: 1, Interval: 0}, {Partition: 1, Interval: 1}, {Partition: 0, Interval: 0}, {Partition: 0, Interval: 1}}
+		for mix := range 1 << (2 * len(sources)) { // every source at every epoch of 0..3
+			var reads []pipeline.Read
+			for k, from := range sources {
+				reads = append(reads, pipeline.Read{From: from, Epoch: mix >> (2 * k) & 3})
+			}
+			for l := range b.layers() {
+				for i := range b.ivs {
+					iv := &b.ivs[i]
+					for _, backward := range []bool{false, true} {
+						adj, slots, all, pool, ghosts := part.Adj, b.p[l], b.pAll[l], b.compP[l], true
+						if backward {
+							slots, all, pool = b.dz[l], b.dzAll[l], b.compDZ[l]
+							if !b.pulls() {
+								adj, ghosts = part.AdjLocal, false
+							}
+						}
+						want := tensor.NewDense(iv.Rows(), all.Cols)
+						src, done := b.compose(slots, pool, reads, ghosts)
+						tensor.SpMMRows(want, adj, src, iv.Lo, iv.Hi)
+						done()
+						got := tensor.NewDense(iv.Rows(), all.Cols)
+						b.gather(got, adj, all, iv, reads, ghosts)
+						if !slices.Equal(got.Data, want.Data) {
+							t.Fatalf("heads %d, reads %v, layer %d, interval %d, backward %v: gather differs from the composite's SpMM", heads, reads, l, i, backward)
+						}
 					}
 				}
 			}
@@ -110,5 +118,56 @@ func TestConfigBoundsIntervals(t *testing.T) {
 	cfg.Intervals++
 	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "at most 65535 in all") {
 		t.Fatalf("%d intervals on 2 partitions: %v, want the bound named", cfg.Intervals, err)
+	}
+}
+
+// A GCN pulls gradients: the dZ rows a peer's loss (AV_L) and ∇AV_l ship land in dZ's ghost
+// rows of their epoch's slot, and a pushed contribution (∇SC) is refused; a GAT pushes them:
+// it takes the contribution and refuses dZ rows.
+func TestStoreGradientRowsByCut(t *testing.T) {
+	for _, heads := range []int{0, 1} {
+		cfg := fuzzConfigs(t)[1]
+		cfg.Heads, cfg.OutHeads = heads, heads
+		part, cuts, err := newPart(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+		L, g := b.layers(), part.GhostsOf(0)
+		ship := func(kind pipeline.Kind, layer, epoch, d int) (*rpc.RowsBatch, []float32) {
+			rows := make([]float32, g*d)
+			for i := range rows {
+				rows[i] = float32(1000*epoch + 100*layer + i)
+			}
+			return &rpc.RowsBatch{From: 0, Flow: rpc.Flow_FLOW_GRADIENT, Task: &rpc.TaskRef{Partition: 0, Interval: 0, Epoch: uint32(epoch), Layer: uint32(layer), Kind: uint32(kind)},
+				Data: &rpc.Tensor{Rows: uint32(g), Cols: uint32(d), Data: rpc.Float32Bytes(rows)}}, rows
+		}
+		for _, c := range []struct {
+			kind         pipeline.Kind
+			layer, epoch int
+		}{{pipeline.KindAV, L, 1}, {pipeline.KindBackAV, 1, 2}} {
+			l := c.layer - 1 // the dZ rows' layer
+			bt, want := ship(c.kind, c.layer, c.epoch, b.dims[l+1])
+			task, err := b.store(bt, cfg.Epochs)
+			if heads > 0 {
+				if err == nil {
+					t.Errorf("GAT: dZ rows of %v taken; it pushes gradients", task)
+				}
+				continue
+			}
+			if err != nil || task.Kind != c.kind || task.Epoch != c.epoch {
+				t.Fatalf("GCN: dZ rows of %v %d: task %v, %v", c.kind, c.layer, task, err)
+			}
+			slot, base := b.dz[l][c.epoch%b.slots], b.ghostRow(0, 0)
+			if got := slot.Data[base*slot.Cols : (base+g)*slot.Cols]; !slices.Equal(got, want) {
+				t.Errorf("GCN: dZ_%d's ghost rows of epoch %d hold %v, want %v", l, c.epoch, got, want)
+			}
+		}
+		owned := []int32{0, 1}
+		bt, _ := ship(pipeline.KindBackSC, 0, 1, b.widths[0])
+		bt.Rows, bt.Data.Rows, bt.Data.Data = rpc.Int32Bytes(owned), 2, bt.Data.Data[:2*4*b.widths[0]]
+		if _, err := b.store(bt, cfg.Epochs); (err == nil) != (heads > 0) {
+			t.Errorf("heads %d: a pushed contribution: %v", heads, err)
+		}
 	}
 }

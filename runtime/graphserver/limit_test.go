@@ -55,9 +55,20 @@ func TestMessageLimit(t *testing.T) {
 	for i := range ids {
 		ids[i] = int32(i)
 	}
+	// Pushing gradients a peer's largest batch is a gradient row with its id for every owned row
+	// (a GAT); pulling them (a GCN), the rows of its whole ghost block here.
 	largest := &rpc.RowsBatch{From: 0, Flow: rpc.Flow_FLOW_GRADIENT, Rows: rpc.Int32Bytes(ids),
 		Task: &rpc.TaskRef{Partition: 0, Layer: uint32(l), Kind: uint32(pipeline.KindBackSC)},
 		Data: &rpc.Tensor{Rows: uint32(n), Cols: uint32(d), Data: make([]byte, 4*n*d)}}
+	if lay.pulls() {
+		n = lay.part.GhostsOf(0)
+		largest = &rpc.RowsBatch{From: 0, Flow: rpc.Flow_FLOW_GRADIENT,
+			Task: &rpc.TaskRef{Partition: 0, Layer: uint32(l + 1), Kind: uint32(pipeline.KindBackAV)},
+			Data: &rpc.Tensor{Rows: uint32(n), Cols: uint32(d), Data: make([]byte, 4*n*d)}}
+		if l+1 >= lay.layers() {
+			largest.Task.Kind = uint32(pipeline.KindAV)
+		}
+	}
 	if size := proto.Size(largest); size > limit {
 		t.Fatalf("the largest batch has %d bytes, over the limit of %d", size, limit)
 	}

@@ -9,29 +9,48 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// store decodes a peer's SC_l or ∇SC_l rows of a training epoch below epochs into the slot of
-// their epoch, and returns the remote task that sent them.
+// store decodes a peer's rows of a training epoch below epochs into the slot of their epoch —
+// SC_l's P_l rows, and pulling gradients the dZ rows a loss or ∇AV_l ships (rowsLayer), or
+// pushing them ∇SC_l's contributions — and returns the remote task that sent them.
 func (b *layout) store(bt *rpc.RowsBatch, epochs int) (pipeline.Task, error) {
-	q, t, l, n := int(bt.From), bt.Task, int(bt.Task.Layer), int(bt.Data.Rows)
+	q, t, n := int(bt.From), bt.Task, int(bt.Data.Rows)
 	if int(t.Partition) != q || int(t.Interval) >= b.intervals || int(t.Epoch) >= epochs {
 		return pipeline.Task{}, fmt.Errorf("task %v is not one of the sender's", t)
 	}
-	task := pipeline.Task{Partition: q, Interval: int(t.Interval), Epoch: int(t.Epoch), Layer: l, Kind: pipeline.Kind(t.Kind)}
+	task := pipeline.Task{Partition: q, Interval: int(t.Interval), Epoch: int(t.Epoch), Layer: int(t.Layer), Kind: pipeline.Kind(t.Kind)}
 	g, slot := b.global(q, task.Interval), task.Epoch%b.slots
-	switch {
+	switch l, dz := b.shipsDZ(task); {
 	case bt.Flow == rpc.Flow_FLOW_FORWARD && task.Kind == pipeline.KindSC:
-		off := int(bt.Offset)
-		if off+n > b.part.GhostsOf(q) {
-			return task, fmt.Errorf("rows %d..%d of a ghost block of %d", off, off+n, b.part.GhostsOf(q))
-		}
-		if err := b.learnSegment(g, q, off, n); err != nil {
-			return task, err
-		}
-		return task, storeGhostRows(b.p[l][slot], b.scoresOf(l, slot), b.ghostRow(q, off), n, bt.Data.Data)
-	case bt.Flow == rpc.Flow_FLOW_GRADIENT && task.Kind == pipeline.KindBackSC:
-		return task, b.storeContribution(&b.contrib[l][g][slot], bt, n, b.widths[l])
+		return task, b.storeGhosts(bt, g, q, n, b.p[task.Layer][slot], b.scoresOf(task.Layer, slot))
+	case bt.Flow == rpc.Flow_FLOW_GRADIENT && dz:
+		return task, b.storeGhosts(bt, g, q, n, b.dz[l][slot], nil)
+	case bt.Flow == rpc.Flow_FLOW_GRADIENT && task.Kind == pipeline.KindBackSC && !b.pulls():
+		return task, b.storeContribution(&b.contrib[task.Layer][g][slot], bt, n, b.widths[task.Layer])
 	}
-	return task, fmt.Errorf("flow %v with task kind %v", bt.Flow, task.Kind)
+	return task, fmt.Errorf("flow %v with task %v", bt.Flow, task)
+}
+
+// rowsLayer returns the layer of the rows a training batch of task t carries: dZ_{l-1} when a
+// loss or ∇AV_l ships dZ rows, else t's layer.
+func (b *layout) rowsLayer(t pipeline.Task) int {
+	if l, ok := b.shipsDZ(t); ok {
+		return l
+	}
+	return t.Layer
+}
+
+// storeGhosts decodes n rows that remote global interval g of partition q ships to its ghost
+// copies here into dst (and for a GAT its s_src into scores), at the batch's offset in q's
+// ghost block.
+func (b *layout) storeGhosts(bt *rpc.RowsBatch, g, q, n int, dst, scores *tensor.Dense) error {
+	off := int(bt.Offset)
+	if off+n > b.part.GhostsOf(q) {
+		return fmt.Errorf("rows %d..%d of a ghost block of %d", off, off+n, b.part.GhostsOf(q))
+	}
+	if err := b.learnSegment(g, q, off, n); err != nil {
+		return err
+	}
+	return storeGhostRows(dst, scores, b.ghostRow(q, off), n, bt.Data.Data)
 }
 
 // storeContribution decodes n pushed gradient rows of width d, and their owned row ids, into c.

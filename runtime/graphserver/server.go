@@ -136,7 +136,7 @@ func (s *server) begin(first int) error {
 	s.sched, err = pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.cfg.Layers, Epochs: s.cfg.Epochs,
 		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, DrainEvery: s.cfg.DrainEvery,
-		Gradients: pipeline.PushGradients, Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
+		Gradients: s.lay.gradients, Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
 	})
 	if err != nil {
 		return err

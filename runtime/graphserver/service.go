@@ -89,8 +89,11 @@ func (v *service) storeRows(b *rpc.RowsBatch) error {
 		return errors.New("data: missing")
 	}
 	l := int(t.Layer)
-	if l >= v.lay.layers() {
-		return fmt.Errorf("task: layer %d of %d", l, v.lay.layers())
+	if b.Flow != rpc.Flow_FLOW_EVAL {
+		l = v.lay.rowsLayer(pipeline.Task{Layer: l, Kind: pipeline.Kind(t.Kind)})
+	}
+	if l < 0 || l >= v.lay.layers() {
+		return fmt.Errorf("task: rows of layer %d of %d", l, v.lay.layers())
 	}
 	if err := b.Data.Shape(int(b.Data.Rows), v.lay.widths[l]); err != nil {
 		return fmt.Errorf("data: %w", err)

@@ -29,11 +29,18 @@ func (r *runner) run(ctx context.Context, st pipeline.Started) (loss float64, se
 	case pipeline.KindSC:
 		sent, err = r.scatter(ctx, t, iv)
 	case pipeline.KindBackSC:
-		sent, err = r.scatterGradients(ctx, t, iv)
+		if !r.lay.pulls() {
+			sent, err = r.scatterGradients(ctx, t, iv)
+		}
 	case pipeline.KindWU:
 		err = r.shards.push(ctx, t, st.Weights, r.keep.load(), func(l int) *tensor.Dense { return r.model.gradient(t, l) }, r.pushed)
 	default:
-		loss, err = r.model.run(ctx, st)
+		if loss, err = r.model.run(ctx, st); err != nil {
+			break
+		}
+		if l, ok := r.lay.shipsDZ(t); ok { // before the task is done: the scheduler counts the rows shipped then
+			sent, err = r.ship(ctx, t, iv, rpc.Flow_FLOW_GRADIENT, r.lay.dz[l][t.Epoch%r.lay.slots], nil, r.lay.dims[l+1])
+		}
 	}
 	return loss, sent, err
 }
@@ -43,12 +50,21 @@ func (r *runner) run(ctx context.Context, st pipeline.Started) (loss float64, se
 func (r *runner) scatter(ctx context.Context, t pipeline.Task, iv *interval) (int64, error) {
 	b := r.lay
 	slot := t.Epoch % b.slots
-	src, scores, d := b.p[t.Layer][slot], b.scoresOf(t.Layer, slot), b.widths[t.Layer]
+	return r.ship(ctx, t, iv, rpc.Flow_FLOW_FORWARD, b.p[t.Layer][slot], b.scoresOf(t.Layer, slot), b.widths[t.Layer])
+}
+
+// ship sends each peer the interval's rows of src (and, if not nil, of scores after each) that
+// the peer holds as ghosts, d values a row, as rows of flow and task t.
+func (r *runner) ship(ctx context.Context, t pipeline.Task, iv *interval, flow rpc.Flow, src, scores *tensor.Dense, d int) (int64, error) {
+	b, send := r.lay, iv.send[0]
+	if flow == rpc.Flow_FLOW_GRADIENT { // the backward lane may ship while the forward one does
+		send = iv.send[1]
+	}
 	return r.peers.push(ctx, func(q int) *rpc.RowsBatch {
 		rg := iv.Send[q]
 		rows := b.part.SendTo[q][rg[0]:rg[1]]
-		buf := packRows(iv.send[q], rows, src, scores, d)
-		return &rpc.RowsBatch{From: uint32(b.self), Flow: rpc.Flow_FLOW_FORWARD, Task: taskRef(t), Offset: uint32(rg[0]),
+		buf := packRows(send[q], rows, src, scores, d)
+		return &rpc.RowsBatch{From: uint32(b.self), Flow: flow, Task: taskRef(t), Offset: uint32(rg[0]),
 			Data: &rpc.Tensor{Rows: uint32(len(rows)), Cols: uint32(d), Data: rpc.Float32Bytes(buf)}}
 	})
 }
