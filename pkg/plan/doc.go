@@ -9,7 +9,8 @@
 // vertices, Â entries and ghosts). For layer l of widths w[l-1] → w[l] an epoch runs, on
 // each of a server's I intervals, the tasks of DESIGN.md section 4: GA (one multiply-add
 // per Â entry and input column), AV (2·V·w[l-1]·w[l] flops), SC (the ghosts' new rows), and
-// backward ∇AV (dW, and dZ above the first layer), ∇SC and ∇GA (above the first layer).
+// backward ∇AV (dW, and dZ above the first layer), the gradient rows back to the ghosts' owners
+// (a GCN ships dZ, a GAT's ∇SC its contributions) and ∇GA (above the first layer).
 // An epoch takes the largest of four bounds, plus a fixed time per epoch:
 //
 //   - work: the core-seconds of the server's kernels (multiply-adds and flops at their
@@ -24,7 +25,7 @@
 //     keeps busy a fraction ρ of the epoch: they take 1/(1−ρᵐ) as long on m cores, the
 //     response time of an M/M/m queue (exact for m ≤ 2), at the epoch this bound sets.
 //   - chain: one interval's latencies — its round trips (weight pull, gradient push, SC and
-//     ∇SC), each a fixed latency plus one per byte carried, and its calls' latency — in
+//     the gradient rows back), each a fixed latency plus one per byte carried, and its calls' latency — in
 //     series with the server's work, for the epoch gate keeps the intervals in step (each
 //     stage of one waits for the cores to run that stage of all); with staleness S, S+1
 //     epochs of it are in flight, so an epoch waits for 1/(S+1) of it.

@@ -111,13 +111,14 @@ type Epoch struct {
 	// and backward; FeatureElements the sparse features' non-zeros they touch so.
 	Elements        float64
 	FeatureElements float64
-	GhostBytes      float64 // bytes scattered to and from ghosts (SC, ∇SC)
-	Messages        float64 // messages of SC and ∇SC: one to every other graph server
+	GhostBytes      float64 // bytes scattered to and from ghosts (SC, and the backward gradient rows: a GCN's dZ, a GAT's ∇SC)
+	Messages        float64 // messages of SC and of the backward gradient rows: one to every other graph server
 	PayloadBytes    float64 // bytes of the tensor calls' requests and replies
 	// RoundTrips are the round trips to the parameter servers at the epoch gate: each
 	// interval's gradient push (WU) and weight pull; RoundTripBytes the bytes they carry.
-	// Scatters are the round trips to the other graph servers: each interval's SC and ∇SC
-	// of every layer (to every peer at once), carrying GhostBytes.
+	// Scatters are the round trips to the other graph servers: each interval's SC and its
+	// gradient rows back (a GCN's dZ, a GAT's ∇SC) of every layer (to every peer at once),
+	// carrying GhostBytes.
 	RoundTrips     float64
 	RoundTripBytes float64
 	Scatters       float64
@@ -158,7 +159,7 @@ func (w Workload) Count(parts, intervals int) Epoch {
 			n.GraphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
 		n.ParamUpdates += float64(intervals) * in * out
-		n.GhostBytes += 2 * 4 * g * out // SC and ∇SC
+		n.GhostBytes += 2 * 4 * g * out // SC, and the gradient rows back
 		// AV: H and W in, P out; ∇AV: H, dP and W in, dW and, above the first layer, dH out
 		inBytes := 4 * input
 		if l == 1 && w.FeatureEntries > 0 {
