@@ -25,10 +25,10 @@
 //     keeps busy a fraction ρ of the epoch: they take 1/(1−ρᵐ) as long on m cores, the
 //     response time of an M/M/m queue (exact for m ≤ 2), at the epoch this bound sets.
 //   - chain: one interval's latencies — its round trips (weight pull, gradient push, SC and
-//     the gradient rows back), each a fixed latency plus one per byte carried, and its calls' latency — in
-//     series with the server's work, for the epoch gate keeps the intervals in step (each
-//     stage of one waits for the cores to run that stage of all); with staleness S, S+1
-//     epochs of it are in flight, so an epoch waits for 1/(S+1) of it.
+//     the gradient rows back), each a fixed latency plus one per byte carried, and its calls'
+//     latency — in series with the server's work, for the epoch gate keeps the intervals in
+//     step (each stage of one waits for the cores to run that stage of all); with staleness S,
+//     S+1 epochs of it are in flight, so an epoch waits for 1/(S+1) of it.
 //
 // Latency is not core-seconds: the intervals wait out their round trips and calls at the
 // same time, so it does not grow with the intervals, and it is hidden once the work

@@ -177,10 +177,11 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 			}
 			iv.pView, iv.dzView = append(iv.pView, pv), append(iv.dzView, dzv)
 		}
-		for f := range iv.send {
-			if f == 1 && !b.pulls() {
-				break
-			}
+		lanes := 1 // the backward lane ships rows only when pulling gradients
+		if b.pulls() {
+			lanes = 2
+		}
+		for f := range lanes {
 			iv.send[f] = make([][]float32, b.parts)
 			for q, rg := range c.Send {
 				iv.send[f][q] = make([]float32, (rg[1]-rg[0])*dmax)
@@ -220,10 +221,13 @@ func (b *layout) pulls() bool { return b.gradients == pipeline.PullGradients }
 // copies when the backward pass pulls gradients — dZ_{L-1} from the loss (AV_L), dZ_{l-1}
 // from ∇AV_l above the first layer — and false for every other task.
 func (b *layout) shipsDZ(t pipeline.Task) (int, bool) {
-	if !b.pulls() || t.Layer == 0 || (t.Kind != pipeline.KindAV || t.Layer != b.layers()) && t.Kind != pipeline.KindBackAV {
+	switch {
+	case !b.pulls():
 		return 0, false
+	case t.Kind == pipeline.KindAV && t.Layer == b.layers(), t.Kind == pipeline.KindBackAV && t.Layer > 0:
+		return t.Layer - 1, true
 	}
-	return t.Layer - 1, true
+	return 0, false
 }
 
 // global returns the global index of interval i of partition p.
