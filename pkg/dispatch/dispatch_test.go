@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
@@ -282,5 +284,27 @@ func TestCPUWorkerActivations(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Errorf("16 forward tasks allocated %d KiB; the worker's activation buffer is 1 MiB and reused", n>>10)
+	}
+
+	// 16 workers waiting out a latency together compute in one buffer per core: 16 tasks at once
+	// on 2 cores allocate 2 buffers, not 16.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	many, _ := cpu.New(cpu.Options{Workers: 16, Latency: 5 * time.Millisecond})
+	tasks := make([]dispatch.TaskRequest, 16)
+	for i := range tasks {
+		tasks[i] = big
+		tasks[i].Out = tensor.NewDense(4096, 4)
+	}
+	runtime.ReadMemStats(&before)
+	var g errgroup.Group
+	for _, task := range tasks {
+		g.Go(func() error { _, err := many.Run(t.Context(), task); return err })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 3<<20 {
+		t.Errorf("16 concurrent forward tasks on 2 cores allocated %d KiB; want 2 activation buffers of 1 MiB", n>>10)
 	}
 }

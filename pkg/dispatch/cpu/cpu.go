@@ -30,13 +30,14 @@ type Options struct {
 // Backend is the goroutine-pool backend; it implements dispatch.Backend and
 // dispatch.StatsReporter.
 type Backend struct {
-	opts Options
-	// workers holds the free workers, each as the activation buffer its tasks reuse when the
-	// request brings none: a graph server keeps no activation it can recompute, and the
-	// workers' buffers are all the memory activations take.
-	workers chan *model.Activation
-	calls   atomic.Int64
-	busy    atomic.Int64 // nanoseconds
+	opts    Options
+	workers chan struct{} // a token per running task: at most Workers, waits included
+	// acts holds the free activation buffers, one per core (or per worker, if fewer): a task
+	// that brings none takes one only while it computes, not while it waits. A graph server
+	// keeps no activation it can recompute, so these are all the memory activations take.
+	acts  chan *model.Activation
+	calls atomic.Int64
+	busy  atomic.Int64 // nanoseconds
 }
 
 // New returns a backend with the given options.
@@ -47,9 +48,10 @@ func New(o Options) (*Backend, error) {
 	if o.Workers == 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
-	b := &Backend{opts: o, workers: make(chan *model.Activation, o.Workers)}
-	for range o.Workers {
-		b.workers <- &model.Activation{}
+	n := min(o.Workers, runtime.GOMAXPROCS(0))
+	b := &Backend{opts: o, workers: make(chan struct{}, o.Workers), acts: make(chan *model.Activation, n)}
+	for range n {
+		b.acts <- &model.Activation{}
 	}
 	return b, nil
 }
@@ -64,13 +66,12 @@ func (b *Backend) Stats() dispatch.Stats {
 
 // Run runs the task once a worker is free.
 func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.TaskResult, error) {
-	var act *model.Activation
 	select {
-	case act = <-b.workers:
+	case b.workers <- struct{}{}:
 	case <-ctx.Done():
 		return dispatch.TaskResult{}, ctx.Err()
 	}
-	defer func() { b.workers <- act }()
+	defer func() { <-b.workers }()
 	start := time.Now()
 	defer func() { b.calls.Add(1); b.busy.Add(int64(time.Since(start))) }()
 	if b.opts.Latency > 0 {
@@ -84,7 +85,14 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 			return dispatch.TaskResult{}, err
 		}
 	}
-	if req.Act == nil { // nothing kept: the task computes its activation in the worker's buffer
+	var act *model.Activation
+	select {
+	case act = <-b.acts:
+	case <-ctx.Done():
+		return dispatch.TaskResult{}, ctx.Err()
+	}
+	defer func() { b.acts <- act }()
+	if req.Act == nil { // nothing kept: the task computes its activation in a free buffer
 		req.Act, req.ActKept = act, false
 	}
 	if !b.opts.Wire {
