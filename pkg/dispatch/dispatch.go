@@ -272,18 +272,15 @@ func (r *TaskRequest) Validate() error {
 	return nil
 }
 
-// Execute runs a task in the calling goroutine with pkg/model's task functions. act is an
-// activation buffer to reuse (nil: a fresh one).
-func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
+// Execute runs a task in the calling goroutine with pkg/model's task functions. A GCN task that
+// keeps no activation (req.Act nil, or a backward task's not ActKept) computes a dense one a
+// block of rows at a time, and a sparse one in scratch, a buffer to reuse (nil: a fresh one).
+func Execute(req *TaskRequest, scratch *model.Activation) (TaskResult, error) {
 	if err := req.Validate(); err != nil {
 		return TaskResult{}, err
 	}
 	if req.Op.IsGAT() {
 		return executeGAT(req)
-	}
-	kept := req.ActKept && act != nil && (act.Sparse != nil || act.Dense != nil)
-	if act == nil {
-		act = &model.Activation{}
 	}
 	n := req.NumRows()
 	out := req.Out
@@ -295,11 +292,15 @@ func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
 		return TaskResult{Out: out, Loss: loss}, err
 	}
 	in := &model.AVInput{Layer: req.Layer, Features: req.Features, Z: req.Z, RowOffset: req.RowOffset, RowIDs: req.RowIDs, Key: req.Key, Train: req.Train}
+	act, err := activation(req, in, scratch)
+	if err != nil {
+		return TaskResult{}, err
+	}
 	if req.Op == OpForward {
 		if out == nil {
 			out = tensor.NewDense(n, req.W.Cols)
 		}
-		err := req.Model.AVForward(in, req.W, act, out)
+		err = req.Model.AVForward(in, req.W, act, out)
 		return TaskResult{Out: out}, err
 	}
 	dw := req.DW
@@ -313,13 +314,29 @@ func Execute(req *TaskRequest, act *model.Activation) (TaskResult, error) {
 	} else if out == nil {
 		out = tensor.NewDense(n, req.W.Rows)
 	}
-	if !kept {
-		if err := req.Model.Activate(in, act); err != nil {
-			return TaskResult{}, err
-		}
-	}
-	err := req.Model.AVBackward(in, req.W, act, req.DP, dw, out)
+	err = req.Model.AVBackward(in, req.W, act, req.DP, dw, out)
 	return TaskResult{Out: out, DW: dw}, err
+}
+
+// activation returns the activation a GCN task computes into (forward) or reads (backward): the
+// request's own (the forward pass keeps it there, a backward task reads it when ActKept); nil
+// for a dense input, which the model then computes a block of rows at a time; for sparse
+// features scratch (nil: a fresh one), where a backward task recomputes it.
+func activation(req *TaskRequest, in *model.AVInput, scratch *model.Activation) (*model.Activation, error) {
+	act := req.Act
+	if req.Op == OpBackward && !(req.ActKept && act != nil && (act.Sparse != nil || act.Dense != nil)) {
+		act = nil
+	}
+	if act != nil || req.Layer != 0 || req.Features.Sparse == nil {
+		return act, nil
+	}
+	if scratch == nil {
+		scratch = &model.Activation{}
+	}
+	if req.Op == OpBackward {
+		return scratch, req.Model.Activate(in, scratch)
+	}
+	return scratch, nil
 }
 
 // csrShape checks a CSR's sizes, not its entries: those are checked where a CSR comes in,

@@ -233,10 +233,10 @@ func TestRowIDs(t *testing.T) {
 	}
 }
 
-// TestCPUWorkerActivations: a task that brings no activation buffer runs in its worker's, and
-// a backward task without the forward's activation recomputes it — the same dW and dZ as with
-// the activation kept, even when the worker's buffer holds another task's activation and the
-// request claims one is kept.
+// TestCPUWorkerActivations: a backward task without the forward's activation recomputes it —
+// the same dW and dZ as with the activation kept, even when the request claims one is kept
+// and brings none; dense activations are computed a block of rows at a time, and the backend
+// holds one scratch activation per core for sparse features, however many workers wait.
 func TestCPUWorkerActivations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	reqs := requests(rng, graph.Features{Dense: dense(rng, 7, 9)})
@@ -247,17 +247,11 @@ func TestCPUWorkerActivations(t *testing.T) {
 	}
 	kept := back1
 	kept.Act, kept.ActKept = act, true
-	want, err := dispatch.Execute(&kept, act)
+	want, err := dispatch.Execute(&kept, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	b, _ := cpu.New(cpu.Options{Workers: 1})
-	other := fwd1
-	other.Z, other.Key = dense(rng, 7, 5), model.DropoutKey(3, 4, 1) // leaves another activation in the worker
-	if _, err := b.Run(t.Context(), other); err != nil {
-		t.Fatal(err)
-	}
 	claimed := back1
 	claimed.ActKept = true
 	got, err := b.Run(t.Context(), claimed)
@@ -268,7 +262,7 @@ func TestCPUWorkerActivations(t *testing.T) {
 		t.Errorf("backward without the kept activation: dW %v dZ %v, want %v %v", got.DW.Data, got.Out.Data, want.DW.Data, want.Out.Data)
 	}
 
-	// Forward tasks of 4096 rows × 64 columns (1 MiB of activation each) reuse the worker's buffer.
+	// Forward tasks of 4096 rows × 64 columns (1 MiB of activation each) allocate none of it.
 	big := dispatch.TaskRequest{Op: dispatch.OpForward, Model: model.GCNConfig{InDim: 8, Hidden: 64, Classes: 4, Layers: 2, Dropout: 0.5},
 		Layer: 1, Z: dense(rng, 4096, 64), W: dense(rng, 64, 4), Out: tensor.NewDense(4096, 4), Key: 1, Train: true}
 	if _, err := b.Run(t.Context(), big); err != nil {
@@ -283,16 +277,25 @@ func TestCPUWorkerActivations(t *testing.T) {
 	}
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
-		t.Errorf("16 forward tasks allocated %d KiB; the worker's activation buffer is 1 MiB and reused", n>>10)
+		t.Errorf("16 forward tasks allocated %d KiB; their 1 MiB activations are computed a block at a time", n>>10)
 	}
 
-	// 16 workers waiting out a latency together compute in one buffer per core: 16 tasks at once
-	// on 2 cores allocate 2 buffers, not 16.
+	// 16 workers waiting out a latency together compute sparse features' activations in one
+	// scratch per core: 16 tasks of 1 MiB of non-zeros at once on 2 cores allocate 2, not 16.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	many, _ := cpu.New(cpu.Options{Workers: 16, Latency: 5 * time.Millisecond})
+	x := &tensor.CSR{Rows: 4096, Cols: 64, RowPtr: make([]int64, 4097), ColIdx: make([]int32, 4096*64), Val: make([]float32, 4096*64)}
+	for i := range x.ColIdx {
+		x.ColIdx[i], x.Val[i] = int32(i%64), rng.Float32()
+	}
+	for r := range x.Rows {
+		x.RowPtr[r+1] = int64(64 * (r + 1))
+	}
+	sparseFwd := dispatch.TaskRequest{Op: dispatch.OpForward, Model: model.GCNConfig{InDim: 64, Hidden: 4, Classes: 4, Layers: 2, Dropout: 0.5},
+		Features: graph.Features{Sparse: x}, W: dense(rng, 64, 4), Key: 1, Train: true}
 	tasks := make([]dispatch.TaskRequest, 16)
 	for i := range tasks {
-		tasks[i] = big
+		tasks[i] = sparseFwd
 		tasks[i].Out = tensor.NewDense(4096, 4)
 	}
 	runtime.ReadMemStats(&before)
@@ -305,6 +308,6 @@ func TestCPUWorkerActivations(t *testing.T) {
 	}
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 3<<20 {
-		t.Errorf("16 concurrent forward tasks on 2 cores allocated %d KiB; want 2 activation buffers of 1 MiB", n>>10)
+		t.Errorf("16 concurrent sparse forward tasks on 2 cores allocated %d KiB; want 2 scratch activations of 1 MiB", n>>10)
 	}
 }

@@ -19,5 +19,7 @@
 //
 // Tensor tasks are stateless: a backward task recomputes its activation from the same inputs and
 // regenerates its dropout mask from a key derived from (seed, epoch, layer) and the global row id,
-// so a worker holding any interval of rows reproduces the forward pass exactly.
+// so a worker holding any interval of rows reproduces the forward pass exactly. A task that keeps
+// no activation (AVForward and AVBackward with act nil) computes a dense one a block of rows at a
+// time, never writing it out whole.
 package model

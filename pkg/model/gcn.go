@@ -124,21 +124,14 @@ var ErrShape = errors.New("shape mismatch")
 // Activate computes H = drop(σ(input)) into act, allocating act's buffers on first use and reusing
 // them afterwards. σ is the identity in layer 0 and ReLU above it.
 func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
-	dims := c.Dims()
-	if in.Layer < 0 || in.Layer >= c.Layers {
-		return fmt.Errorf("gcn AV: layer %d of %d: %w", in.Layer, c.Layers, ErrShape)
-	}
-	if err := in.checkRowIDs("gcn AV"); err != nil {
+	p, err := c.dropout(in)
+	if err != nil {
 		return err
-	}
-	p := float32(0)
-	if in.Train {
-		p = c.Dropout
 	}
 	if in.Layer == 0 && in.Features.Sparse != nil {
 		x := in.Features.Sparse
-		if x.Cols != dims[0] {
-			return fmt.Errorf("gcn AV 0: %d feature columns, model takes %d: %w", x.Cols, dims[0], ErrShape)
+		if x.Cols != c.InDim {
+			return fmt.Errorf("gcn AV 0: %d feature columns, model takes %d: %w", x.Cols, c.InDim, ErrShape)
 		}
 		if act.Sparse == nil || cap(act.Sparse.Val) < len(x.ColIdx) {
 			act.Sparse = &tensor.CSR{Val: make([]float32, len(x.ColIdx))}
@@ -148,47 +141,134 @@ func (c GCNConfig) Activate(in *AVInput, act *Activation) error {
 		tensor.DropoutCSR(act.Sparse, x, p, in.Key, in.RowOffset, in.RowIDs)
 		return nil
 	}
+	src, err := c.denseInput(in)
+	if err != nil {
+		return err
+	}
+	act.Dense = reshape(act.Dense, src.Rows, src.Cols)
+	activateRows(in, src, p, 0, src.Rows, act.Dense)
+	return nil
+}
+
+// dropout checks an AV task's layer and row ids and returns the dropout rate it applies.
+func (c GCNConfig) dropout(in *AVInput) (float32, error) {
+	if in.Layer < 0 || in.Layer >= c.Layers {
+		return 0, fmt.Errorf("gcn AV: layer %d of %d: %w", in.Layer, c.Layers, ErrShape)
+	}
+	if err := in.checkRowIDs("gcn AV"); err != nil {
+		return 0, err
+	}
+	if !in.Train {
+		return 0, nil
+	}
+	return c.Dropout, nil
+}
+
+// denseInput returns the dense block an AV task activates: Z_{l-1}, or layer 0's features.
+func (c GCNConfig) denseInput(in *AVInput) (*tensor.Dense, error) {
 	src := in.Z
 	if in.Layer == 0 {
 		src = in.Features.Dense
 	}
-	if src == nil || src.Cols != dims[in.Layer] {
-		return fmt.Errorf("gcn AV %d: input is not a %d-column block: %w", in.Layer, dims[in.Layer], ErrShape)
+	if src == nil || src.Cols != c.Dims()[in.Layer] {
+		return nil, fmt.Errorf("gcn AV %d: input is not a %d-column block: %w", in.Layer, c.Dims()[in.Layer], ErrShape)
 	}
-	act.Dense = reshape(act.Dense, src.Rows, src.Cols)
-	if in.Layer == 0 {
-		tensor.Dropout(act.Dense, src, p, in.Key, in.RowOffset, in.RowIDs)
-		return nil
+	return src, nil
+}
+
+// activateRows computes rows [lo, hi) of H = drop(σ(src)) into h, which has hi−lo rows.
+func activateRows(in *AVInput, src *tensor.Dense, p float32, lo, hi int, h *tensor.Dense) {
+	s := src.RowSlice(lo, hi)
+	var ids []int32
+	if in.RowIDs != nil {
+		ids = in.RowIDs[lo:hi]
 	}
-	tensor.ReLU(act.Dense, src)
-	tensor.Dropout(act.Dense, act.Dense, p, in.Key, in.RowOffset, in.RowIDs)
-	return nil
+	if in.Layer > 0 {
+		tensor.ReLU(h, s)
+		s = h
+	}
+	tensor.Dropout(h, s, p, in.Key, in.RowOffset+lo, ids)
+}
+
+// streamRows is how many rows an AV task that keeps no activation activates at a time: a block
+// that stays in a core's cache until the product reads it, where a whole interval's H (tens of
+// MB at 128 columns) would be written out and read back.
+const streamRows = 512
+
+// blocks holds free buffers that streamed tasks activate blocks of rows into: as many as the
+// kernel threads of a few tasks use at once (a sync.Pool would drop them at every collection).
+var blocks = make(chan []float32, 64)
+
+// stream activates rows [lo, hi) of drop(σ(src)) block by block into a free buffer and calls fn
+// with each block's rows and values.
+func stream(in *AVInput, src *tensor.Dense, p float32, lo, hi int, fn func(lo, hi int, h *tensor.Dense)) {
+	var buf []float32
+	select {
+	case buf = <-blocks:
+	default:
+	}
+	if n := streamRows * src.Cols; cap(buf) < n {
+		buf = make([]float32, n)
+	}
+	defer func() {
+		select {
+		case blocks <- buf:
+		default:
+		}
+	}()
+	for b := lo; b < hi; b += streamRows {
+		e := min(b+streamRows, hi)
+		h := &tensor.Dense{Rows: e - b, Cols: src.Cols, Data: buf[:(e-b)*src.Cols]}
+		activateRows(in, src, p, b, e, h)
+		fn(b, e, h)
+	}
 }
 
 // AVForward is the ApplyVertex task of layer l: P = H W with H = drop(σ(input)) computed into act.
-// out must be rows×dims[l+1].
+// out must be rows×dims[l+1]. With act nil (a task that keeps no activation: its ∇AV recomputes
+// it) a dense H is computed a block of rows at a time and never written out whole.
 func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out *tensor.Dense) error {
-	if err := c.Activate(in, act); err != nil {
-		return err
-	}
 	if err := c.checkWeight(in.Layer, w); err != nil {
 		return err
 	}
 	if out.Rows != in.Rows() || out.Cols != w.Cols {
 		return fmt.Errorf("gcn AV %d: output %dx%d, want %dx%d: %w", in.Layer, out.Rows, out.Cols, in.Rows(), w.Cols, ErrShape)
 	}
-	if act.Sparse != nil && in.Layer == 0 {
-		tensor.SpMM(out, act.Sparse, w)
-	} else {
-		tensor.MatMul(out, act.Dense, false, w, false, 1, 0)
+	if act == nil && in.Layer == 0 && in.Features.Sparse != nil {
+		act = &Activation{}
 	}
+	if act != nil {
+		if err := c.Activate(in, act); err != nil {
+			return err
+		}
+		if act.Sparse != nil && in.Layer == 0 {
+			tensor.SpMM(out, act.Sparse, w)
+		} else {
+			tensor.MatMul(out, act.Dense, false, w, false, 1, 0)
+		}
+		return nil
+	}
+	p, err := c.dropout(in)
+	if err != nil {
+		return err
+	}
+	src, err := c.denseInput(in)
+	if err != nil {
+		return err
+	}
+	tensor.ParallelFor(src.Rows, streamRows, func(lo, hi int) {
+		stream(in, src, p, lo, hi, func(b, e int, h *tensor.Dense) {
+			tensor.MatMul(out.RowSlice(b, e), h, false, w, false, 1, 0)
+		})
+	})
 	return nil
 }
 
-// AVBackward is the ∇AV task of layer l. Given the activation H of the forward pass (recomputed
-// by Activate when the worker kept none) and dP = dLoss/dP, it adds Hᵀ dP to dW and, for l ≥ 1,
-// writes dZ_{l-1} = dLoss/dZ_{l-1} into dZ (rows×dims[l]). dP is not modified. In layer 0 dZ may
-// be nil: the features need no gradient.
+// AVBackward is the ∇AV task of layer l. Given the activation H of the forward pass (computed by
+// Activate), or with act nil recomputing a dense H a block of rows at a time, and dP =
+// dLoss/dP, it adds Hᵀ dP to dW and, for l ≥ 1, writes dZ_{l-1} = dLoss/dZ_{l-1} into dZ
+// (rows×dims[l]). dP is not modified. In layer 0 dZ may be nil: the features need no gradient.
+// A sparse H must be given.
 func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP, dW, dZ *tensor.Dense) error {
 	if err := c.checkWeight(in.Layer, w); err != nil {
 		return err
@@ -197,25 +277,58 @@ func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP,
 		return fmt.Errorf("gcn ∇AV %d: dW %dx%d and dP %dx%d for a %dx%d weight and %d rows: %w",
 			in.Layer, dW.Rows, dW.Cols, dP.Rows, dP.Cols, w.Rows, w.Cols, in.Rows(), ErrShape)
 	}
-	if in.Layer == 0 && act.Sparse != nil {
+	p, err := c.dropout(in)
+	if err != nil {
+		return err
+	}
+	switch {
+	case act != nil && in.Layer == 0 && act.Sparse != nil:
 		tensor.SpMMTransAdd(dW, act.Sparse, dP)
 		return nil
+	case act != nil:
+		tensor.MatMul(dW, act.Dense, true, dP, false, 1, 1)
+	case in.Layer == 0 && in.Features.Sparse != nil:
+		return fmt.Errorf("gcn ∇AV 0: sparse features need their activation: %w", ErrShape)
+	default:
+		src, err := c.denseInput(in)
+		if err != nil {
+			return err
+		}
+		streamWeightGradient(in, src, p, dP, dW)
 	}
-	tensor.MatMul(dW, act.Dense, true, dP, false, 1, 1)
 	if in.Layer == 0 {
 		return nil
 	}
 	if dZ == nil || dZ.Rows != dP.Rows || dZ.Cols != w.Rows {
 		return fmt.Errorf("gcn ∇AV %d: dZ must be %dx%d: %w", in.Layer, dP.Rows, w.Rows, ErrShape)
 	}
-	p := float32(0)
-	if in.Train {
-		p = c.Dropout
-	}
 	tensor.MatMul(dZ, dP, false, w, true, 1, 0)
 	tensor.DropoutBackward(dZ, p, in.Key, in.RowOffset, in.RowIDs)
 	tensor.ReLUBackward(dZ, in.Z)
 	return nil
+}
+
+// streamWeightGradient adds Hᵀ dP to dW, recomputing H = drop(σ(src)) a block of rows at a time:
+// the rows are cut in one part per kernel thread, each summing into its own partial gradient.
+func streamWeightGradient(in *AVInput, src *tensor.Dense, p float32, dP, dW *tensor.Dense) {
+	rows := src.Rows
+	parts := max(1, min(tensor.Threads(), (rows+streamRows-1)/streamRows))
+	partial := make([]*tensor.Dense, parts) // part 0 sums into dW itself
+	tensor.ParallelFor(parts, 1, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			acc := dW
+			if k > 0 {
+				acc = tensor.NewDense(dW.Rows, dW.Cols)
+				partial[k] = acc
+			}
+			stream(in, src, p, k*rows/parts, (k+1)*rows/parts, func(b, e int, h *tensor.Dense) {
+				tensor.MatMul(acc, h, true, dP.RowSlice(b, e), false, 1, 1)
+			})
+		}
+	})
+	for _, d := range partial[1:] {
+		tensor.AddInPlace(dW, d)
+	}
 }
 
 func (c GCNConfig) checkWeight(l int, w *tensor.Dense) error {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -163,6 +164,63 @@ func TestActivateReusesBuffers(t *testing.T) {
 	in2 := &AVInput{Layer: 0, Features: graph.Features{Sparse: randSparse(rng, 2, 9, 0.4)}, Train: true}
 	if n := testing.AllocsPerRun(10, func() { _, _ = cfg.Activate(in, &reused), cfg.Activate(in2, &reused) }); n != 0 {
 		t.Errorf("%v allocations per Activate into a buffer large enough", n)
+	}
+}
+
+// A task that keeps no activation (act nil) computes a dense one a block of rows at a time: P
+// equal bit for bit to the kept activation's, dW within rounding (the blocks sum in another
+// order), dZ equal; over several blocks, a partial last block, row ids and a row offset.
+func TestStreamedActivation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	cfg := GCNConfig{InDim: 20, Hidden: 12, Classes: 5, Layers: 2, Dropout: 0.5}
+	rows := 3*streamRows + 77
+	ids := make([]int32, rows)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(1 << 20))
+	}
+	for _, in := range []*AVInput{
+		{Layer: 0, Features: graph.Features{Dense: randDense(rng, rows, 20, 0)}, RowOffset: 5},
+		{Layer: 1, Z: randDense(rng, rows, 12, 0), RowIDs: ids},
+	} {
+		in.Key, in.Train = DropoutKey(3, 4, in.Layer), true
+		dims := cfg.Dims()
+		w := randDense(rng, dims[in.Layer], dims[in.Layer+1], 0)
+		var act Activation
+		kept, streamed := tensor.NewDense(rows, w.Cols), tensor.NewDense(rows, w.Cols)
+		if err := cfg.AVForward(in, w, &act, kept); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.AVForward(in, w, nil, streamed); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(kept.Data, streamed.Data) {
+			t.Errorf("layer %d: streamed P differs from the kept activation's", in.Layer)
+		}
+		dP := randDense(rng, rows, w.Cols, 0)
+		dWk, dWs := tensor.NewDense(w.Rows, w.Cols), tensor.NewDense(w.Rows, w.Cols)
+		var dZk, dZs *tensor.Dense
+		if in.Layer > 0 {
+			dZk, dZs = tensor.NewDense(rows, w.Rows), tensor.NewDense(rows, w.Rows)
+		}
+		if err := cfg.AVBackward(in, w, &act, dP, dWk, dZk); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.AVBackward(in, w, nil, dP, dWs, dZs); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range dWk.Data {
+			if d := math.Abs(float64(dWs.Data[i] - want)); d > 1e-4*(1+math.Abs(float64(want))) {
+				t.Fatalf("layer %d: streamed dW[%d] = %v, kept %v", in.Layer, i, dWs.Data[i], want)
+			}
+		}
+		if in.Layer > 0 && !slices.Equal(dZk.Data, dZs.Data) {
+			t.Errorf("layer %d: streamed dZ differs", in.Layer)
+		}
+	}
+	sparse := &AVInput{Layer: 0, Features: graph.Features{Sparse: randSparse(rng, 4, 20, 0.3)}, Train: true}
+	w := randDense(rng, 20, 12, 0)
+	if err := cfg.AVBackward(sparse, w, nil, randDense(rng, 4, 12, 0), tensor.NewDense(20, 12), nil); !errors.Is(err, ErrShape) {
+		t.Errorf("∇AV of sparse features without their activation: %v, want ErrShape", err)
 	}
 }
 

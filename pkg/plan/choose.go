@@ -139,7 +139,7 @@ func Choose(w Workload, s Space, m Machine, cal Calibration, pr Pricing, g Goal)
 			return nil, false, err
 		}
 		o.EpochsPerUSD = float64(g.Epochs) / o.CostUSD
-		o.GraphServerBytes = w.GraphServerBytes(c, m.processCores())
+		o.GraphServerBytes = w.GraphServerBytes(c)
 		o.Fits = m.fits(c.GraphServers, o.GraphServerBytes)
 		o.Meets = o.Fits && (g.Deadline == 0 || o.TotalSeconds <= g.Deadline.Seconds()) && (g.BudgetUSD == 0 || o.CostUSD <= g.BudgetUSD)
 		opts = append(opts, o)

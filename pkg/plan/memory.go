@@ -1,19 +1,15 @@
 package plan
 
-import "math"
-
 // GraphServerBytes predicts the resident memory of the graph server that holds the heaviest
 // part of w in configuration c: the buffers of its rows, term by term as the README's "Memory
 // of a graph server" lists them, and the graph, times unaccounted: what the terms leave out
-// (gRPC's buffers, the garbage collector's headroom, evaluation's garbage, the tensor workers'
-// activation buffers).
+// (gRPC's buffers, the garbage collector's headroom, evaluation's garbage).
 //
 // With layer widths w_0 … w_L (a GAT's hidden width is its heads' concatenation), H their sum
 // but w_0 and A their sum but w_L; the part owns v vertices, holds g ghosts and e entries of Â;
 // R = 2S+2 epochs of P_l and dZ_l are kept and π = 2 epochs of Z_l and the kept activations
-// when a GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1. cores is the
-// graph server's: the CPU backend computes activations in a buffer per core.
-func (w Workload) GraphServerBytes(c Config, cores int) float64 {
+// when a GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1.
+func (w Workload) GraphServerBytes(c Config) float64 {
 	p := w.Part(c.GraphServers)
 	v, g, e := float64(p.Vertices), float64(p.Ghosts), float64(p.Entries)
 	ws := w.widths()
@@ -38,20 +34,9 @@ func (w Workload) GraphServerBytes(c Config, cores int) float64 {
 	}
 	acts := pi * v * A // activations kept for the backward pass
 	if w.Model.Architecture == GCN {
-		// Only drop(X) of sparse features is kept: ∇AV recomputes the others from Z_{l-1}, on
-		// the CPU backend in its activation buffers (one per core, at most one per worker:
-		// intervals × π by default), each an interval's rows of the widest dense input.
+		// Only drop(X) of sparse features is kept: ∇AV recomputes the others from Z_{l-1}, a
+		// block of rows at a time (pkg/model), as AV computed them.
 		acts = pi * nnz
-		if c.Backend == CPU {
-			widest := 0
-			for l, x := range ws[:len(ws)-1] {
-				if l > 0 || w.FeatureEntries == 0 {
-					widest = max(widest, x)
-				}
-			}
-			buffers := min(pi*float64(c.Intervals), float64(max(cores, 1)))
-			acts += buffers * math.Ceil(v/float64(c.Intervals)) * float64(widest)
-		}
 	}
 	// The backward exchange: a GCN pulls gradients (dZ_l's ghost rows, R epochs); a GAT pushes
 	// them (the rows pushed here, each by one or two intervals, in R epochs, and its ghosts'
@@ -77,6 +62,6 @@ func (w Workload) GraphServerBytes(c Config, cores int) float64 {
 }
 
 // unaccounted is measured resident memory over the terms: graph server 3 of R-MAT 1M/20M
-// (32 features, hidden 32, 16 classes) on 4 parts, S = 1, 4 intervals, 12 epochs, 2 cores,
-// peaked at 2.27 GiB against 1.78 GiB of terms.
-const unaccounted = 1.28
+// (32 features, hidden 32, 16 classes) on 4 parts, S = 1, 4 intervals, 12 epochs, peaked at
+// 2.20 GiB against 1.74 GiB of terms.
+const unaccounted = 1.26

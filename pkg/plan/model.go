@@ -198,15 +198,6 @@ func (m Machine) coresPerServer(servers int) float64 {
 	return float64(m.ServerCores)
 }
 
-// processCores returns the cores a graph server's process runs on (its GOMAXPROCS): the whole
-// shared machine's, else its instance's.
-func (m Machine) processCores() int {
-	if m.SharedCores > 0 {
-		return m.SharedCores
-	}
-	return m.ServerCores
-}
-
 // headsOf returns the attention heads of layer l (1-based): the output layer has one.
 func (w Workload) headsOf(l int) int {
 	if l == w.Model.Layers {

@@ -21,9 +21,9 @@ type gcn struct {
 	ivs []gcnInterval
 	// keepSparse says that AV_0's activation, drop(X) of sparse features, is kept for ∇AV_0:
 	// recomputing it costs a random draw per non-zero, a large share of a sparse-featured
-	// epoch. Every other activation, drop(σ(Z_{l-1})), is recomputed by ∇AV_l from Z_{l-1},
-	// which the server keeps anyway: a vectorised pass over the rows against 4 bytes per row
-	// and column of every epoch in flight.
+	// epoch. Every other activation, drop(σ(Z_{l-1})), AV_l computes a block of rows at a time
+	// and ∇AV_l recomputes so from Z_{l-1}, which the server keeps anyway: a vectorised pass
+	// over the rows against 4 bytes per row and column of every epoch in flight.
 	keepSparse bool
 }
 

@@ -32,9 +32,10 @@ type Options struct {
 type Backend struct {
 	opts    Options
 	workers chan struct{} // a token per running task: at most Workers, waits included
-	// acts holds the free activation buffers, one per core (or per worker, if fewer): a task
-	// that brings none takes one only while it computes, not while it waits. A graph server
-	// keeps no activation it can recompute, so these are all the memory activations take.
+	// acts holds the free scratch activations (dispatch.Execute: where a task that brings none
+	// computes sparse features' activation; a dense one is computed a block of rows at a time),
+	// one per core, or per worker if fewer: a task holds one while it computes, not while it
+	// waits, so computing tasks are as many as cores.
 	acts  chan *model.Activation
 	calls atomic.Int64
 	busy  atomic.Int64 // nanoseconds
@@ -92,11 +93,8 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 		return dispatch.TaskResult{}, ctx.Err()
 	}
 	defer func() { b.acts <- act }()
-	if req.Act == nil { // nothing kept: the task computes its activation in a free buffer
-		req.Act, req.ActKept = act, false
-	}
 	if !b.opts.Wire {
-		return dispatch.Execute(&req, req.Act)
+		return dispatch.Execute(&req, act)
 	}
 	if err := req.Validate(); err != nil {
 		return dispatch.TaskResult{}, err
