@@ -228,39 +228,40 @@ func stream(in *AVInput, src *tensor.Dense, p float32, lo, hi int, fn func(lo, h
 // out must be rows×dims[l+1]. With act nil (a task that keeps no activation: its ∇AV recomputes
 // it) a dense H is computed a block of rows at a time and never written out whole.
 func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out *tensor.Dense) error {
+	p, err := c.dropout(in)
+	if err != nil {
+		return err
+	}
+	if act == nil && in.Layer == 0 && in.Features.Sparse != nil {
+		act = &Activation{}
+	}
+	var src *tensor.Dense
+	if act == nil {
+		src, err = c.denseInput(in)
+	} else {
+		err = c.Activate(in, act)
+	}
+	if err != nil {
+		return err
+	}
 	if err := c.checkWeight(in.Layer, w); err != nil {
 		return err
 	}
 	if out.Rows != in.Rows() || out.Cols != w.Cols {
 		return fmt.Errorf("gcn AV %d: output %dx%d, want %dx%d: %w", in.Layer, out.Rows, out.Cols, in.Rows(), w.Cols, ErrShape)
 	}
-	if act == nil && in.Layer == 0 && in.Features.Sparse != nil {
-		act = &Activation{}
-	}
-	if act != nil {
-		if err := c.Activate(in, act); err != nil {
-			return err
-		}
-		if act.Sparse != nil && in.Layer == 0 {
-			tensor.SpMM(out, act.Sparse, w)
-		} else {
-			tensor.MatMul(out, act.Dense, false, w, false, 1, 0)
-		}
-		return nil
-	}
-	p, err := c.dropout(in)
-	if err != nil {
-		return err
-	}
-	src, err := c.denseInput(in)
-	if err != nil {
-		return err
-	}
-	tensor.ParallelFor(src.Rows, streamRows, func(lo, hi int) {
-		stream(in, src, p, lo, hi, func(b, e int, h *tensor.Dense) {
-			tensor.MatMul(out.RowSlice(b, e), h, false, w, false, 1, 0)
+	switch {
+	case act == nil:
+		tensor.ParallelFor(src.Rows, streamRows, func(lo, hi int) {
+			stream(in, src, p, lo, hi, func(b, e int, h *tensor.Dense) {
+				tensor.MatMul(out.RowSlice(b, e), h, false, w, false, 1, 0)
+			})
 		})
-	})
+	case act.Sparse != nil && in.Layer == 0:
+		tensor.SpMM(out, act.Sparse, w)
+	default:
+		tensor.MatMul(out, act.Dense, false, w, false, 1, 0)
+	}
 	return nil
 }
 
@@ -270,6 +271,20 @@ func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out 
 // (rows×dims[l]). dP is not modified. In layer 0 dZ may be nil: the features need no gradient.
 // A sparse H must be given.
 func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP, dW, dZ *tensor.Dense) error {
+	p, err := c.dropout(in)
+	if err != nil {
+		return err
+	}
+	var src *tensor.Dense
+	switch {
+	case act != nil:
+	case in.Layer == 0 && in.Features.Sparse != nil:
+		return fmt.Errorf("gcn ∇AV 0: sparse features need their activation: %w", ErrShape)
+	default:
+		if src, err = c.denseInput(in); err != nil {
+			return err
+		}
+	}
 	if err := c.checkWeight(in.Layer, w); err != nil {
 		return err
 	}
@@ -277,24 +292,14 @@ func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP,
 		return fmt.Errorf("gcn ∇AV %d: dW %dx%d and dP %dx%d for a %dx%d weight and %d rows: %w",
 			in.Layer, dW.Rows, dW.Cols, dP.Rows, dP.Cols, w.Rows, w.Cols, in.Rows(), ErrShape)
 	}
-	p, err := c.dropout(in)
-	if err != nil {
-		return err
-	}
 	switch {
-	case act != nil && in.Layer == 0 && act.Sparse != nil:
+	case src != nil:
+		streamWeightGradient(in, src, p, dP, dW)
+	case in.Layer == 0 && act.Sparse != nil:
 		tensor.SpMMTransAdd(dW, act.Sparse, dP)
 		return nil
-	case act != nil:
-		tensor.MatMul(dW, act.Dense, true, dP, false, 1, 1)
-	case in.Layer == 0 && in.Features.Sparse != nil:
-		return fmt.Errorf("gcn ∇AV 0: sparse features need their activation: %w", ErrShape)
 	default:
-		src, err := c.denseInput(in)
-		if err != nil {
-			return err
-		}
-		streamWeightGradient(in, src, p, dP, dW)
+		tensor.MatMul(dW, act.Dense, true, dP, false, 1, 1)
 	}
 	if in.Layer == 0 {
 		return nil

@@ -222,6 +222,17 @@ func TestStreamedActivation(t *testing.T) {
 	if err := cfg.AVBackward(sparse, w, nil, randDense(rng, 4, 12, 0), tensor.NewDense(20, 12), nil); !errors.Is(err, ErrShape) {
 		t.Errorf("∇AV of sparse features without their activation: %v, want ErrShape", err)
 	}
+	// Bad inputs are refused, not a panic, whether an activation is given or not.
+	for _, act := range []*Activation{nil, {}} {
+		for _, in := range []*AVInput{{Layer: 2, Z: randDense(rng, 4, 12, 0)}, {Layer: 1}, {Layer: 1, Z: randDense(rng, 4, 7, 0)}} {
+			if err := cfg.AVForward(in, w, act, tensor.NewDense(4, 12)); !errors.Is(err, ErrShape) {
+				t.Errorf("AV of layer %d (activation %v): %v, want ErrShape", in.Layer, act != nil, err)
+			}
+			if err := cfg.AVBackward(in, w, act, tensor.NewDense(4, 12), tensor.NewDense(20, 12), nil); !errors.Is(err, ErrShape) {
+				t.Errorf("∇AV of layer %d (activation %v): %v, want ErrShape", in.Layer, act != nil, err)
+			}
+		}
+	}
 }
 
 func TestLossGradient(t *testing.T) {
