@@ -321,22 +321,22 @@ func Execute(req *TaskRequest, scratch *model.Activation) (TaskResult, error) {
 // activation returns the activation a GCN task computes into (forward) or reads (backward): the
 // request's own (the forward pass keeps it there, a backward task reads it when ActKept); nil
 // for a dense input, which the model then computes a block of rows at a time; for sparse
-// features scratch (nil: a fresh one), where a backward task recomputes it.
+// features scratch, where a backward task recomputes it (in a fresh one when scratch is nil, as
+// AVForward makes one itself).
 func activation(req *TaskRequest, in *model.AVInput, scratch *model.Activation) (*model.Activation, error) {
 	act := req.Act
 	if req.Op == OpBackward && !(req.ActKept && act != nil && (act.Sparse != nil || act.Dense != nil)) {
 		act = nil
 	}
-	if act != nil || req.Layer != 0 || req.Features.Sparse == nil {
+	switch {
+	case act != nil || req.Layer != 0 || req.Features.Sparse == nil:
 		return act, nil
-	}
-	if scratch == nil {
+	case req.Op == OpForward:
+		return scratch, nil
+	case scratch == nil:
 		scratch = &model.Activation{}
 	}
-	if req.Op == OpBackward {
-		return scratch, req.Model.Activate(in, scratch)
-	}
-	return scratch, nil
+	return scratch, req.Model.Activate(in, scratch)
 }
 
 // csrShape checks a CSR's sizes, not its entries: those are checked where a CSR comes in,

@@ -170,8 +170,8 @@ func (c GCNConfig) denseInput(in *AVInput) (*tensor.Dense, error) {
 	if in.Layer == 0 {
 		src = in.Features.Dense
 	}
-	if src == nil || src.Cols != c.Dims()[in.Layer] {
-		return nil, fmt.Errorf("gcn AV %d: input is not a %d-column block: %w", in.Layer, c.Dims()[in.Layer], ErrShape)
+	if want := c.Dims()[in.Layer]; src == nil || src.Cols != want {
+		return nil, fmt.Errorf("gcn AV %d: input is not a %d-column block: %w", in.Layer, want, ErrShape)
 	}
 	return src, nil
 }
