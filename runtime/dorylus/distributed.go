@@ -312,6 +312,11 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 			case "epoch":
 				if len(res.Curve) == 0 {
 					res.ResumedFrom = ev.Epoch - 1 // resumed from a checkpoint when > 0
+					// The servers hold their buffers now: a first read, so that one killed
+					// before the first tick (a short run) is reported with its memory too.
+					for _, c := range children {
+						c.sample()
+					}
 				}
 				val := math.NaN()
 				if ev.ValAcc != nil {

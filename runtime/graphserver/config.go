@@ -141,14 +141,24 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// slots returns R, the number of epochs of P_l and dZ_l kept: 1 in synchronous mode, 2S+2
-// with staleness S.
+// slots returns R, the number of epochs of P_l and dZ_l kept: 1 in synchronous mode; 2 for an
+// asynchronous GCN, whose writers wait for the Gathers that read the epoch they overwrite
+// (guard.go); 2S+2 for an asynchronous GAT with staleness S, whose backward pass reads the rows
+// its forward pass read (a reader at epoch e reads no older than e-S-1, and no interval runs
+// past e+S meanwhile).
 func (c *Config) slots() int {
-	if c.Sync {
+	switch {
+	case c.Sync:
 		return 1
+	case c.guardsSlots():
+		return 2
 	}
 	return 2*c.Staleness + 2
 }
+
+// guardsSlots reports whether the run keeps its rows in two slots under a slotGuard: an
+// asynchronous GCN.
+func (c *Config) guardsSlots() bool { return !c.Sync && c.Heads == 0 }
 
 // gradients returns the backward pass's cut: a GCN pulls gradients (dZ rows shipped to ghosts,
 // as P rows are), a GAT pushes contributions.

@@ -76,6 +76,9 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 			// The loss is a cheap per-row operation on logits that the Gather has just left in
 			// this server's memory: it runs here, which saves every interval one tensor-task
 			// round trip per epoch.
+			if err := b.claim(rowsDZ, L-1, t); err != nil {
+				return 0, err
+			}
 			res, err := dispatch.Execute(&dispatch.TaskRequest{
 				Op: dispatch.OpLoss, Model: g.cfg, Z: iv.zOf(t.Epoch)[L-1], Labels: iv.labels, Rows: iv.train,
 				Total: b.part.Totals[0], Out: iv.dzView[L-1][slot],
@@ -86,13 +89,18 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
+		if err := b.claim(rowsP, l, t); err != nil {
+			return 0, err
+		}
 		req.Op, req.Out, req.Act = dispatch.OpForward, iv.pView[l][slot], g.kept(gi, t.Epoch, l)
 		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
+		defer b.guard.read(rowsP, l, st.Reads)()
 		b.gather(iv.zOf(t.Epoch)[l], b.part.Adj, b.pAll[l], iv, st.Reads, true)
 	case pipeline.KindBackGA:
 		// dP_l = Âᵀ dZ_l = Â dZ_l: the forward Gather on dZ_l, whose ghost rows the readers
 		// shipped (pulled gradients)
+		defer b.guard.read(rowsDZ, l, st.Reads)()
 		b.gather(iv.dp[l], b.part.Adj, b.dzAll[l], iv, st.Reads, true)
 	case pipeline.KindBackAV:
 		req, err := g.avRequest(ctx, iv, st)
@@ -103,6 +111,9 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		req.Act = g.kept(gi, t.Epoch, l)
 		req.ActKept = req.Act != nil
 		if l > 0 {
+			if err := b.claim(rowsDZ, l-1, t); err != nil {
+				return 0, err
+			}
 			req.Out = iv.dzView[l-1][slot]
 		}
 		return 0, g.env.call(ctx, st, req)

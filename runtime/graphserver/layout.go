@@ -15,8 +15,9 @@ import (
 )
 
 // layout is this server's partition cut into intervals, and the training buffers the intervals
-// share: P_l and dZ_l in R slots, Z_l per epoch parity, the gradient contributions remote
-// intervals push (push cut), and the pools of composite buffers of mixed-epoch reads.
+// share: P_l and dZ_l in R slots (Config.slots; a GCN's guarded), Z_l per epoch parity, the
+// gradient contributions remote intervals push (push cut), and the pools of composite buffers
+// of mixed-epoch reads.
 type layout struct {
 	self, parts, intervals int // this partition, the partitions, the intervals of each
 	part                   *partition.Part
@@ -53,6 +54,7 @@ type layout struct {
 	source  []uint16
 	compP   []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
 	compDZ  []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
+	guard   *slotGuard // an asynchronous GCN's writers and Gathers of its two slots; nil: R is enough
 	shifted freeList[*shiftedBlock]
 }
 
@@ -116,6 +118,9 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	}
 	b.p, b.dz, b.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, b.parities)
 	b.shifted.make = func() *shiftedBlock { return &shiftedBlock{} }
+	if cfg.guardsSlots() {
+		b.guard = newSlotGuard(b.parts, b.intervals, L)
+	}
 	for l := range L {
 		d := b.dims[l+1]
 		for p := range b.z {
@@ -216,6 +221,12 @@ func (b *layout) layers() int { return len(b.dims) - 1 }
 
 // pulls reports whether the backward pass pulls gradients (dZ_l rows shipped to ghosts).
 func (b *layout) pulls() bool { return b.gradients == pipeline.PullGradients }
+
+// claim returns once task t, local or a peer's, may write its interval's rows of kind and
+// layer l into the slot of its epoch (guard.go).
+func (b *layout) claim(kind, l int, t pipeline.Task) error {
+	return b.guard.write(kind, l, b.global(t.Partition, t.Interval), t.Epoch)
+}
 
 // shipsDZ returns the layer of the dZ rows that task t produces and ships to their ghost
 // copies when the backward pass pulls gradients — dZ_{L-1} from the loss (AV_L), dZ_{l-1}

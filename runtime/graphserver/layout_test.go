@@ -17,7 +17,7 @@ import (
 // of dZ) and pushing them (a GAT: owned rows of dZ), for every mix of epochs.
 func TestGatherShiftsIntoSlots(t *testing.T) {
 	for _, heads := range []int{0, 1} {
-		cfg := fuzzConfigs(t)[1] // staleness 1: 4 slots
+		cfg := fuzzConfigs(t)[1] // staleness 1: a GCN's 2 slots, a GAT's 4
 		cfg.Heads, cfg.OutHeads = heads, heads
 		part, cuts, err := newPart(&cfg)
 		if err != nil {

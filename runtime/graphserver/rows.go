@@ -21,9 +21,9 @@ func (b *layout) store(bt *rpc.RowsBatch, epochs int) (pipeline.Task, error) {
 	g, slot := b.global(q, task.Interval), task.Epoch%b.slots
 	switch l, dz := b.shipsDZ(task); {
 	case bt.Flow == rpc.Flow_FLOW_FORWARD && task.Kind == pipeline.KindSC:
-		return task, b.storeGhosts(bt, g, q, n, b.p[task.Layer][slot], b.scoresOf(task.Layer, slot))
+		return task, b.storeGhosts(bt, task, rowsP, task.Layer, b.p[task.Layer][slot], b.scoresOf(task.Layer, slot))
 	case bt.Flow == rpc.Flow_FLOW_GRADIENT && dz:
-		return task, b.storeGhosts(bt, g, q, n, b.dz[l][slot], nil)
+		return task, b.storeGhosts(bt, task, rowsDZ, l, b.dz[l][slot], nil)
 	case bt.Flow == rpc.Flow_FLOW_GRADIENT && task.Kind == pipeline.KindBackSC && !b.pulls():
 		return task, b.storeContribution(&b.contrib[task.Layer][g][slot], bt, n, b.widths[task.Layer])
 	}
@@ -39,15 +39,18 @@ func (b *layout) rowsLayer(t pipeline.Task) int {
 	return t.Layer
 }
 
-// storeGhosts decodes n rows that remote global interval g of partition q ships to its ghost
-// copies here into dst (and for a GAT its s_src into scores), at the batch's offset in q's
-// ghost block.
-func (b *layout) storeGhosts(bt *rpc.RowsBatch, g, q, n int, dst, scores *tensor.Dense) error {
-	off := int(bt.Offset)
+// storeGhosts decodes the rows of kind and layer l that remote task t ships to their ghost
+// copies here into dst (and for a GAT their s_src into scores), at the batch's offset in the
+// ghost block of t's partition, once it may write them (claim).
+func (b *layout) storeGhosts(bt *rpc.RowsBatch, t pipeline.Task, kind, l int, dst, scores *tensor.Dense) error {
+	q, off, n := t.Partition, int(bt.Offset), int(bt.Data.Rows)
 	if off+n > b.part.GhostsOf(q) {
 		return fmt.Errorf("rows %d..%d of a ghost block of %d", off, off+n, b.part.GhostsOf(q))
 	}
-	if err := b.learnSegment(g, q, off, n); err != nil {
+	if err := b.learnSegment(b.global(q, t.Interval), q, off, n); err != nil {
+		return err
+	}
+	if err := b.claim(kind, l, t); err != nil {
 		return err
 	}
 	return storeGhostRows(dst, scores, b.ghostRow(q, off), n, bt.Data.Data)
