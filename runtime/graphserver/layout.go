@@ -33,8 +33,10 @@ type layout struct {
 
 	// p[l] and dz[l] are the slots of one buffer each, pAll[l] and dzAll[l]: slot r is its rows
 	// r·n … (r+1)·n, so that a Gather reads rows of several epochs without copying them.
+	// z[p][L-1], the logits, is z[0][L-1] for every parity p: only the loss reads them, in the
+	// lane of the Gather that writes them, before that lane's next Gather.
 	p     [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
-	z     [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows
+	z     [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows; the logits' once (below)
 	dz    [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows (pulling gradients: then ghost rows)
 	pAll  []*tensor.Dense   // [layer]: the slots of P_l
 	dzAll []*tensor.Dense   // [layer]: the slots of dZ_l
@@ -59,6 +61,8 @@ type layout struct {
 }
 
 // interval is one interval's rows and the buffers every model uses, reused across epochs.
+// dp's layers share a buffer as wide as the widest: the backward lane writes and reads dP_l
+// of one layer at a time.
 type interval struct {
 	*partition.Interval
 	feats  graph.Features
@@ -124,6 +128,10 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	for l := range L {
 		d := b.dims[l+1]
 		for p := range b.z {
+			if p > 0 && l == L-1 { // the logits: one epoch of them (layout.z)
+				b.z[p] = append(b.z[p], b.z[0][l])
+				continue
+			}
 			b.z[p] = append(b.z[p], tensor.NewDense(n, d))
 		}
 		b.pAll, b.dzAll = append(b.pAll, tensor.NewDense(R*rows, d)), append(b.dzAll, tensor.NewDense(R*dzRows, d))
@@ -166,9 +174,10 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 			}
 		}
 		iv.zView = make([][]*tensor.Dense, b.parities)
+		dp := tensor.NewDense(c.Rows(), slices.Max(b.dims[1:]))
 		for l := range L {
 			d := b.dims[l+1]
-			iv.dp = append(iv.dp, tensor.NewDense(c.Rows(), d))
+			iv.dp = append(iv.dp, &tensor.Dense{Rows: c.Rows(), Cols: d, Data: dp.Data[:c.Rows()*d]})
 			if !b.pulls() {
 				iv.ghostC = append(iv.ghostC, tensor.NewDense(c.GhostT.Rows, b.widths[l]))
 			}
