@@ -227,3 +227,25 @@ func BenchmarkSpMMMixedSlots(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkSpMMTransAdd is the weight gradient of a sparse-feature layer, Xᵀ dP, for one
+// interval of Coauthor CS's shape (2292 rows of 6805 bag-of-words features, 60 entries a row
+// at random columns, 16 hidden columns), per kernel set, on one thread.
+func BenchmarkSpMMTransAdd(b *testing.B) {
+	defer func() { kernelISA = bestISA }()
+	rng := rand.New(rand.NewPCG(1, 2))
+	a := randCSR(rng, 2292, 6805, 60.0/6805, false)
+	dp := randDense(rng, 2292, 16)
+	dst := NewDense(6805, 16)
+	for _, isa := range isas() {
+		b.Run(isaName(isa), func(b *testing.B) {
+			kernelISA = isa
+			withThreads(1, func() {
+				for b.Loop() {
+					SpMMTransAdd(dst, a, dp)
+				}
+			})
+			b.ReportMetric(float64(a.NNZ())/(b.Elapsed().Seconds()/float64(b.N))/1e6, "Mentries/s")
+		})
+	}
+}

@@ -53,6 +53,9 @@ func spmmAVX2x7(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int6
 //go:noescape
 func spmmAVX2x8(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, maskp *int32, pfLast int64)
 
+//go:noescape
+func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64)
+
 type spmm512Func = func(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64, pfLast int64)
 
 type spmm256Func = func(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, maskp *int32, pfLast int64)
@@ -105,4 +108,21 @@ func spmmRange(dst []float32, ldd int, a *CSR, b *Dense, lo, hi int) {
 		m := w - 8*(nv-1)
 		spmm256Kernels[nv-1](&dst[c0], uintptr(ldd)*4, &b.Data[c0], uintptr(n)*4, rp, hi-lo, ci, val, step, &laneMasks[8-m], nnz-1)
 	}
+}
+
+// spmmTransBlock adds columns [lo, hi) of aᵀ·b to dst, at most 16 of them (SpMMTransAdd).
+func spmmTransBlock(dst *Dense, a *CSR, b *Dense, lo, hi int) {
+	if kernelISA != isaAVX512 {
+		spmmTransBlockGo(dst, a, b, lo, hi)
+		return
+	}
+	if a.RowPtr[a.Rows] == a.RowPtr[0] {
+		return
+	}
+	val, step := &one, uintptr(0)
+	if a.Val != nil {
+		val, step = &a.Val[0], 4
+	}
+	ld := uintptr(b.Cols) * 4
+	spmmTransAVX512(&dst.Data[lo], ld, &b.Data[lo], ld, &a.RowPtr[0], a.Rows, &a.ColIdx[0], val, step, uint64(1)<<(hi-lo)-1)
 }

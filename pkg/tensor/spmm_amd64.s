@@ -944,3 +944,45 @@ store:
 done:
 	VZEROUPPER
 	RET
+
+// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64)
+TEXT ·spmmTransAVX512(SB), NOSPLIT, $0-80
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R11
+	MOVQ b+16(FP), BX
+	MOVQ rowptr+32(FP), R12
+	MOVQ nrows+40(FP), R13
+	MOVQ colidx+48(FP), CX
+	MOVQ valStep+64(FP), DX
+	MOVQ mask+72(FP), AX
+	KMOVW AX, K1
+	MOVQ (R12), R8
+	MOVQ R8, SI
+	IMULQ DX, SI
+	ADDQ val+56(FP), SI
+	TESTQ R13, R13
+	JLE done
+row:
+	MOVQ 8(R12), R9
+	ADDQ $8, R12
+	CMPQ R8, R9
+	JGE next
+	VMOVUPS.Z 0(BX), K1, Z0
+nz:
+	MOVLQSX (CX)(R8*4), AX
+	IMULQ R11, AX
+	VBROADCASTSS (SI), Z31
+	VMOVUPS.Z 0(DI)(AX*1), K1, Z1
+	VFMADD231PS Z0, Z31, Z1
+	VMOVUPS Z1, K1, 0(DI)(AX*1)
+	ADDQ DX, SI
+	INCQ R8
+	CMPQ R8, R9
+	JLT nz
+next:
+	ADDQ ldb+24(FP), BX
+	DECQ R13
+	JNZ row
+done:
+	VZEROUPPER
+	RET

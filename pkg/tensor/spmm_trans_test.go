@@ -6,17 +6,21 @@ import (
 	"testing"
 )
 
-// TestSpMMTransAddMatchesNaive checks aᵀ·b added to dst against float64 sums, on 1–3 threads and
-// widths that fill, split and overrun the 16-column blocks the threads share out.
+// TestSpMMTransAddMatchesNaive checks aᵀ·b added to dst against float64 sums, with every kernel
+// set, on 1–3 threads and widths that fill, split and overrun the 16-column blocks the threads
+// share out.
 func TestSpMMTransAddMatchesNaive(t *testing.T) {
-	for _, th := range []int{1, 2, 3} {
-		withThreads(th, func() { checkSpMMTransAdd(t, th) })
-	}
+	eachISA(t, func(t testing.TB, isa string) {
+		for _, th := range []int{1, 2, 3} {
+			withThreads(th, func() { checkSpMMTransAdd(t, isa, th) })
+		}
+	})
 }
 
-func checkSpMMTransAdd(t *testing.T, threads int) {
+func checkSpMMTransAdd(t testing.TB, isa string, threads int) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, shape := range [][3]int{{0, 3, 2}, {1, 1, 1}, {7, 5, 3}, {40, 33, 16}, {30, 20, 17}, {25, 9, 40}, {25, 9, 129}} {
+	// The last shape is a pattern matrix (no values: each counts 1).
+	for s, shape := range [][3]int{{0, 3, 2}, {1, 1, 1}, {7, 5, 3}, {40, 33, 16}, {30, 20, 17}, {25, 9, 40}, {25, 9, 129}, {30, 20, 19}} {
 		rows, cols, width := shape[0], shape[1], shape[2]
 		a := &CSR{Rows: rows, Cols: cols, RowPtr: make([]int64, rows+1)}
 		for i := 0; i < rows; i++ {
@@ -27,6 +31,11 @@ func checkSpMMTransAdd(t *testing.T, threads int) {
 				}
 			}
 			a.RowPtr[i+1] = int64(len(a.ColIdx))
+		}
+		if s == 7 {
+			for k := range a.Val {
+				a.Val[k] = 1
+			}
 		}
 		b := NewDense(rows, width)
 		for i := range b.Data {
@@ -47,10 +56,13 @@ func checkSpMMTransAdd(t *testing.T, threads int) {
 				}
 			}
 		}
+		if s == 7 {
+			a.Val = nil
+		}
 		SpMMTransAdd(dst, a, b)
 		for i, w := range want {
 			if math.Abs(float64(dst.Data[i])-w) > 1e-4*math.Max(1, math.Abs(w)) {
-				t.Fatalf("shape %v, %d threads, element %d: got %v want %v", shape, threads, i, dst.Data[i], w)
+				t.Fatalf("%s, shape %v, %d threads, element %d: got %v want %v", isa, shape, threads, i, dst.Data[i], w)
 			}
 		}
 	}

@@ -2,9 +2,10 @@
 //
 //	go run ./internal/asmgen
 //
-// It writes spmm_amd64.s (the SpMM row-gather kernels) and gemm_amd64.s (the GEMM micro-kernels),
-// each in an AVX-512 and an AVX2 flavour, dropout_amd64.s (the AVX-512 dropout row kernel) and
-// elementwise_amd64.s (AVX-512 ReLU, its gradient, add, axpy, scale, the Adam step).
+// It writes spmm_amd64.s (the SpMM row-gather kernels, and the AVX-512 scatter of SpMMTransAdd)
+// and gemm_amd64.s (the GEMM micro-kernels), each in an AVX-512 and an AVX2 flavour,
+// dropout_amd64.s (the AVX-512 dropout row kernel) and elementwise_amd64.s (AVX-512 ReLU, its
+// gradient, add, axpy, scale, the Adam step).
 package main
 
 import (
@@ -166,6 +167,57 @@ func spmm512(g *gen, nv int, cfg spmmCfg) {
 	if cfg.nontemporal {
 		g.i("SFENCE")
 	}
+	g.i("VZEROUPPER")
+	g.i("RET")
+}
+
+// spmmTrans512 emits spmmTransAVX512, the scatter that SpMMTransAdd needs: for one block of at
+// most 16 columns (under mask K1), each row i of b is multiplied by every value of row i of a
+// and added to the row of dst that the value's column names, in place.
+//
+// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int,
+//
+//	colidx *int32, val *float32, valStep uintptr, mask uint64)
+func spmmTrans512(g *gen) {
+	g.raw("\n// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64)\n")
+	g.raw("TEXT ·spmmTransAVX512(SB), NOSPLIT, $0-80\n")
+	g.i("MOVQ dst+0(FP), DI")
+	g.i("MOVQ ldd+8(FP), R11")
+	g.i("MOVQ b+16(FP), BX")
+	g.i("MOVQ rowptr+32(FP), R12")
+	g.i("MOVQ nrows+40(FP), R13")
+	g.i("MOVQ colidx+48(FP), CX")
+	g.i("MOVQ valStep+64(FP), DX")
+	g.i("MOVQ mask+72(FP), AX")
+	g.i("KMOVW AX, K1")
+	g.i("MOVQ (R12), R8")
+	g.i("MOVQ R8, SI")
+	g.i("IMULQ DX, SI")
+	g.i("ADDQ val+56(FP), SI")
+	g.i("TESTQ R13, R13")
+	g.i("JLE done")
+	g.l("row")
+	g.i("MOVQ 8(R12), R9")
+	g.i("ADDQ $8, R12")
+	g.i("CMPQ R8, R9")
+	g.i("JGE next")
+	g.i("VMOVUPS.Z 0(BX), K1, Z0") // the row of b
+	g.l("nz")
+	g.i("MOVLQSX (CX)(R8*4), AX")
+	g.i("IMULQ R11, AX")
+	g.i("VBROADCASTSS (SI), Z31")
+	g.i("VMOVUPS.Z 0(DI)(AX*1), K1, Z1")
+	g.i("VFMADD231PS Z0, Z31, Z1")
+	g.i("VMOVUPS Z1, K1, 0(DI)(AX*1)")
+	g.i("ADDQ DX, SI")
+	g.i("INCQ R8")
+	g.i("CMPQ R8, R9")
+	g.i("JLT nz")
+	g.l("next")
+	g.i("ADDQ ldb+24(FP), BX")
+	g.i("DECQ R13")
+	g.i("JNZ row")
+	g.l("done")
 	g.i("VZEROUPPER")
 	g.i("RET")
 }
@@ -683,6 +735,7 @@ func main() {
 	for nv := 1; nv <= 8; nv++ {
 		spmm256(&sp, nv)
 	}
+	spmmTrans512(&sp)
 	write("spmm_amd64.s", &sp)
 
 	var gm gen
