@@ -174,16 +174,26 @@ func dropoutCSRChunk(t *task, _, lo, hi int) {
 	d, s := t.s0, t.s1
 	thr, scale, key := uint32(t.i1), t.f0, t.u0
 	for r := lo; r < hi; r++ {
-		seed := rowSeed(key, maskRow(t.i0, t.ix0, r))
-		for k := s.RowPtr[r]; k < s.RowPtr[r+1]; k++ {
-			c := int(s.ColIdx[k])
-			h := mix64(seed + uint64(c/4+1)*golden)
-			v := float32(1)
-			if s.Val != nil {
-				v = s.Val[k]
-			}
-			d.Val[k] = keepScaled(v, uint32(uint16(h>>(16*(c%4)))), thr, scale)
+		k0, k1 := s.RowPtr[r], s.RowPtr[r+1]
+		var src []float32
+		if s.Val != nil {
+			src = s.Val[k0:k1]
 		}
+		dropoutCSRRow(d.Val[k0:k1], src, s.ColIdx[k0:k1], rowSeed(key, maskRow(t.i0, t.ix0, r)), thr, scale)
+	}
+}
+
+// dropoutCSRRowGo applies the mask of row seed to the values src (nil: each 1) of the entries
+// in columns cols into dst: the entry in column c is the element (r, c) of a dense row.
+func dropoutCSRRowGo(dst, src []float32, cols []int32, seed uint64, thr uint32, scale float32) {
+	for k, c32 := range cols {
+		c := int(c32)
+		h := mix64(seed + uint64(c/4+1)*golden)
+		v := float32(1)
+		if src != nil {
+			v = src[k]
+		}
+		dst[k] = keepScaled(v, uint32(uint16(h>>(16*(c%4)))), thr, scale)
 	}
 }
 

@@ -111,12 +111,22 @@ func TestDropoutStatistics(t *testing.T) {
 	}
 }
 
+// TestDropoutCSRMatchesDense checks every kernel set on rows of about 10 and 40 entries (the
+// vector kernel's tails and whole steps), with values and as a pattern matrix.
 func TestDropoutCSRMatchesDense(t *testing.T) {
+	eachISA(t, func(t testing.TB, isa string) {
+		for _, cols := range []int{50, 200} {
+			checkDropoutCSR(t, isa, cols)
+		}
+	})
+}
+
+func checkDropoutCSR(t testing.TB, isa string, cols int) {
 	rng := rand.New(rand.NewPCG(43, 44))
 	for _, pattern := range []bool{false, true} {
-		a := randCSR(rng, 300, 50, 0.2, pattern)
+		a := randCSR(rng, 300, cols, 0.2, pattern)
 		dense := denseOf(a)
-		want := NewDense(300, 50)
+		want := NewDense(300, cols)
 		Dropout(want, dense, 0.3, 7, 1000, nil)
 		var d CSR
 		DropoutCSR(&d, a, 0.3, 7, 1000, nil)
@@ -127,12 +137,12 @@ func TestDropoutCSRMatchesDense(t *testing.T) {
 			t.Error("DropoutCSR does not share the structure")
 		}
 		if !equalDense(denseOf(&d), want) {
-			t.Errorf("pattern=%v: DropoutCSR differs from dense Dropout on the same entries", pattern)
+			t.Errorf("%s, %d columns, pattern=%v: DropoutCSR differs from dense Dropout on the same entries", isa, cols, pattern)
 		}
 		// intervals of rows with their offsets give the same values
 		for lo := 0; lo < 300; lo += 77 {
 			hi := min(lo+77, 300)
-			sub := &CSR{Rows: hi - lo, Cols: 50, RowPtr: make([]int64, hi-lo+1)}
+			sub := &CSR{Rows: hi - lo, Cols: cols, RowPtr: make([]int64, hi-lo+1)}
 			base := a.RowPtr[lo]
 			for i := lo; i <= hi; i++ {
 				sub.RowPtr[i-lo] = a.RowPtr[i] - base

@@ -4,7 +4,7 @@
 //
 // It writes spmm_amd64.s (the SpMM row-gather kernels, and the AVX-512 scatter of SpMMTransAdd)
 // and gemm_amd64.s (the GEMM micro-kernels), each in an AVX-512 and an AVX2 flavour,
-// dropout_amd64.s (the AVX-512 dropout row kernel) and elementwise_amd64.s (AVX-512 ReLU, its
+// dropout_amd64.s (the AVX-512 dropout kernels of a dense row and a sparse one) and elementwise_amd64.s (AVX-512 ReLU, its
 // gradient, add, axpy, scale, the Adam step).
 package main
 
@@ -544,6 +544,97 @@ done:
 	RET
 `
 
+// dropoutCSR512 emits dropoutCSRRowAVX512 (pattern false) and dropoutPatternRowAVX512 (pattern
+// true, no values: each counts 1), the dropout of one row of a sparse matrix's n entries, eight
+// at a time: entry k of column c is kept, times scale, when the 16-bit word c mod 4 of
+// mix64(seed + (c/4+1)·γ) is at least thr, as dropoutCSRChunk draws it.
+//
+// func dropoutCSRRowAVX512(dst, src *float32, cols *int32, n int, seed uint64, thr uint64, scale float32, consts *uint64)
+// func dropoutPatternRowAVX512(dst *float32, cols *int32, n int, seed uint64, thr uint64, scale float32, consts *uint64)
+//
+// consts holds γ and the finalizer's two multipliers.
+func dropoutCSR512(g *gen, pattern bool) {
+	name, sig, size, at := "dropoutCSRRowAVX512", "dst, src *float32, cols *int32, n int, seed uint64, thr uint64, scale float32, consts *uint64", 64, 8
+	if pattern {
+		name, sig, size, at = "dropoutPatternRowAVX512", "dst *float32, cols *int32, n int, seed uint64, thr uint64, scale float32, consts *uint64", 56, 0
+	}
+	g.raw(fmt.Sprintf("\n// func %s(%s)\n", name, sig))
+	g.raw(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-%d\n", name, size))
+	g.i("MOVQ dst+0(FP), DI")
+	if !pattern {
+		g.i("MOVQ src+8(FP), SI")
+	}
+	g.i("MOVQ cols+%d(FP), BX", at+8)
+	g.i("MOVQ n+%d(FP), CX", at+16)
+	g.i("MOVQ consts+%d(FP), AX", at+48)
+	g.i("VPBROADCASTQ seed+%d(FP), Z0", at+24)
+	g.i("VPBROADCASTQ (AX), Z1")  // γ
+	g.i("VPBROADCASTQ 8(AX), Z4") // the finalizer's multipliers
+	g.i("VPBROADCASTQ 16(AX), Z5")
+	g.i("VPBROADCASTQ thr+%d(FP), Z2", at+32)
+	g.i("VBROADCASTSS scale+%d(FP), Z3", at+40)
+	g.i("MOVQ $0xFFFF, DX")
+	g.i("VPBROADCASTQ DX, Z10")
+	g.i("MOVQ $3, DX")
+	g.i("VPBROADCASTQ DX, Z11")
+	g.i("MOVQ $1, DX")
+	g.i("VPBROADCASTQ DX, Z12")
+	g.i("MOVQ $0xFF, DX")
+	g.i("KMOVW DX, K5") // the eight lanes of a step
+	step := func(load, store string) {
+		if load == "" {
+			g.i("VPMOVZXDQ (BX), Z6") // the columns
+		} else {
+			g.i("VPMOVZXDQ.Z (BX), %sZ6", load)
+		}
+		g.i("VPSRLQ $2, Z6, Z7") // z = seed + (c/4+1)·γ
+		g.i("VPADDQ Z12, Z7, Z7")
+		g.i("VPMULLQ Z1, Z7, Z7")
+		g.i("VPADDQ Z0, Z7, Z7")
+		g.i("VPSRLQ $30, Z7, Z8") // mix64
+		g.i("VPXORQ Z8, Z7, Z7")
+		g.i("VPMULLQ Z4, Z7, Z7")
+		g.i("VPSRLQ $27, Z7, Z8")
+		g.i("VPXORQ Z8, Z7, Z7")
+		g.i("VPMULLQ Z5, Z7, Z7")
+		g.i("VPSRLQ $31, Z7, Z8")
+		g.i("VPXORQ Z8, Z7, Z7")
+		g.i("VPANDQ Z11, Z6, Z8") // word c mod 4
+		g.i("VPSLLQ $4, Z8, Z8")
+		g.i("VPSRLVQ Z8, Z7, Z7")
+		g.i("VPANDQ Z10, Z7, Z7")
+		g.i("VPCMPUQ $5, Z2, Z7, %sK1", load) // kept: word ≥ thr
+		if pattern {
+			g.i("VMOVAPS.Z Z3, K1, Z9")
+		} else {
+			g.i("VMULPS.Z (SI), Z3, K1, Z9")
+		}
+		g.i("VMOVUPS Z9, %s, (DI)", store)
+	}
+	g.l("loop")
+	g.i("CMPQ CX, $8")
+	g.i("JLT tail")
+	step("", "K5")
+	if !pattern {
+		g.i("ADDQ $32, SI")
+	}
+	g.i("ADDQ $32, DI")
+	g.i("ADDQ $32, BX")
+	g.i("SUBQ $8, CX")
+	g.i("JMP loop")
+	g.l("tail")
+	g.i("TESTQ CX, CX")
+	g.i("JEQ done")
+	g.i("MOVL $1, DX")
+	g.i("SHLL CX, DX")
+	g.i("DECL DX")
+	g.i("KMOVW DX, K5")
+	step("K5, ", "K5")
+	g.l("done")
+	g.i("VZEROUPPER")
+	g.i("RET")
+}
+
 // elemKernel is an AVX-512 element-wise kernel over n floats: dst (DI), an optional second operand
 // (SI), a broadcast scalar in Z30 and the constant 1 (int32) in Z31. body emits the operation of
 // one vector: it loads from the given operands into Z<r> (masked under mask when it is not "")
@@ -750,6 +841,8 @@ func main() {
 	var dr gen
 	dr.raw(header)
 	dr.raw(dropoutAVX512)
+	dropoutCSR512(&dr, false)
+	dropoutCSR512(&dr, true)
 	write("dropout_amd64.s", &dr)
 
 	var el gen
