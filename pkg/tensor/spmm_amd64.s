@@ -948,8 +948,8 @@ done:
 // func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64)
 TEXT ·spmmTransAVX512(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
-	MOVQ ldd+8(FP), R11
 	MOVQ b+16(FP), BX
+	MOVQ ldd+8(FP), R11
 	MOVQ rowptr+32(FP), R12
 	MOVQ nrows+40(FP), R13
 	MOVQ colidx+48(FP), CX

@@ -62,21 +62,7 @@ func spmm512(g *gen, nv int, cfg spmmCfg) {
 	name := fmt.Sprintf("%sx%d", cfg.name, nv)
 	g.raw(fmt.Sprintf("\n// func %s(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64, pfLast int64)\n", name))
 	g.raw(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-88\n", name))
-	g.i("MOVQ dst+0(FP), DI")
-	g.i("MOVQ b+16(FP), BX")
-	g.i("MOVQ ldb+24(FP), R11")
-	g.i("MOVQ rowptr+32(FP), R12")
-	g.i("MOVQ nrows+40(FP), R13")
-	g.i("MOVQ colidx+48(FP), CX")
-	g.i("MOVQ valStep+64(FP), DX")
-	g.i("MOVQ mask+72(FP), AX")
-	g.i("KMOVW AX, K1")
-	g.i("MOVQ (R12), R8")
-	g.i("MOVQ R8, SI")
-	g.i("IMULQ DX, SI")
-	g.i("ADDQ val+56(FP), SI")
-	g.i("TESTQ R13, R13")
-	g.i("JLE done")
+	csrPrologue(g, "ldb+24")
 	g.l("row")
 	g.i("MOVQ 8(R12), R9")
 	g.i("ADDQ $8, R12")
@@ -171,19 +157,14 @@ func spmm512(g *gen, nv int, cfg spmmCfg) {
 	g.i("RET")
 }
 
-// spmmTrans512 emits spmmTransAVX512, the scatter that SpMMTransAdd needs: for one block of at
-// most 16 columns (under mask K1), each row i of b is multiplied by every value of row i of a
-// and added to the row of dst that the value's column names, in place.
-//
-// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int,
-//
-//	colidx *int32, val *float32, valStep uintptr, mask uint64)
-func spmmTrans512(g *gen) {
-	g.raw("\n// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64)\n")
-	g.raw("TEXT ·spmmTransAVX512(SB), NOSPLIT, $0-80\n")
+// csrPrologue emits the argument loads the AVX-512 CSR kernels share: dst in DI, b in BX, the
+// row stride ld (an argument's name and offset) in R11, rowptr in R12, nrows in R13, colidx in
+// CX, valStep in DX, mask in K1, the first entry's index in R8 and its value's address in SI;
+// with no rows it jumps to done.
+func csrPrologue(g *gen, ld string) {
 	g.i("MOVQ dst+0(FP), DI")
-	g.i("MOVQ ldd+8(FP), R11")
 	g.i("MOVQ b+16(FP), BX")
+	g.i("MOVQ %s(FP), R11", ld)
 	g.i("MOVQ rowptr+32(FP), R12")
 	g.i("MOVQ nrows+40(FP), R13")
 	g.i("MOVQ colidx+48(FP), CX")
@@ -196,6 +177,19 @@ func spmmTrans512(g *gen) {
 	g.i("ADDQ val+56(FP), SI")
 	g.i("TESTQ R13, R13")
 	g.i("JLE done")
+}
+
+// spmmTrans512 emits spmmTransAVX512, the scatter that SpMMTransAdd needs: for one block of at
+// most 16 columns (under mask K1), each row i of b is multiplied by every value of row i of a
+// and added to the row of dst that the value's column names, in place.
+//
+// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int,
+//
+//	colidx *int32, val *float32, valStep uintptr, mask uint64)
+func spmmTrans512(g *gen) {
+	g.raw("\n// func spmmTransAVX512(dst *float32, ldd uintptr, b *float32, ldb uintptr, rowptr *int64, nrows int, colidx *int32, val *float32, valStep uintptr, mask uint64)\n")
+	g.raw("TEXT ·spmmTransAVX512(SB), NOSPLIT, $0-80\n")
+	csrPrologue(g, "ldd+8")
 	g.l("row")
 	g.i("MOVQ 8(R12), R9")
 	g.i("ADDQ $8, R12")
