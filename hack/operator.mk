@@ -11,12 +11,12 @@ CONTROLLER_GEN ?= $(TOOLS_BIN)/controller-gen
 HELM ?= $(TOOLS_BIN)/helm
 GOLANGCI_LINT ?= $(TOOLS_BIN)/golangci-lint
 OPERATOR_PKGS ?= . ./api/... ./controllers/... ./pkg/jobconfig/... ./pkg/jobstatus/...
-GENERATED_PATHS ?= api config charts pkg/rpc
+GENERATED_PATHS ?= api config charts pkg/rpc pkg/tensor/*_amd64.s
 
 export DORYLUS_TOOLS_BIN := $(TOOLS_BIN)
 export DORYLUS_ENVTEST_DIR := $(ENVTEST_ASSETS)
 
-.PHONY: tools controller-gen helm golangci-lint proto generate manifests check-generated envtest test-operator \
+.PHONY: tools controller-gen helm golangci-lint proto asm generate manifests check-generated envtest test-operator \
 	vet-operator helm-lint build-operator scale-test
 
 tools: ## Install the pinned controller-gen, helm, golangci-lint and protoc plugins into $(TOOLS_BIN)
@@ -35,6 +35,9 @@ proto: ## Regenerate pkg/rpc's Go code from dorylus.proto (protoc 3.21.12, Debia
 	@hack/tools.sh protoc-gen-go protoc-gen-go-grpc >/dev/null
 	hack/gen-proto.sh
 
+asm: ## Regenerate pkg/tensor's amd64 assembly kernels (pkg/tensor/internal/asmgen)
+	cd pkg/tensor && go run ./internal/asmgen
+
 generate: controller-gen ## Generate the API's deepcopy code with controller-gen
 	$(CONTROLLER_GEN) object paths=./api/...
 
@@ -43,8 +46,8 @@ manifests: controller-gen ## Generate the CRD and RBAC manifests (config/) and s
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 
-check-generated: generate manifests proto ## Fail if the generated code, manifests, chart CRDs or gRPC code are stale
-	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated files are stale: run make generate manifests proto" >&2; exit 1; }
+check-generated: generate manifests proto asm ## Fail if the generated code, manifests, chart CRDs, gRPC code or assembly are stale
+	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated files are stale: run make generate manifests proto asm" >&2; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED_PATHS)); \
 		if [ -n "$$untracked" ]; then echo "untracked generated files: $$untracked" >&2; exit 1; fi
 
