@@ -115,7 +115,6 @@ func (s *server) drive(ctx context.Context) error {
 			if t.Kind == pipeline.KindAV && t.Layer == 0 {
 				s.publishKeep() // the epoch pinned a version
 			}
-			s.metrics.started(st)
 			s.idle.started(st)
 			s.spawn(func(ctx context.Context) error { return s.exec(ctx, st) })
 		}
@@ -350,7 +349,7 @@ func (s *server) post(ev event) {
 func (s *server) exec(ctx context.Context, st pipeline.Started) error {
 	start, begin := time.Now(), s.cfg.Trace.Now()
 	loss, bytes, err := s.tasks.run(ctx, st)
-	s.metrics.finished(st.Task.Kind, time.Since(start))
+	s.metrics.finished(st, time.Since(start))
 	if err != nil {
 		return fmt.Errorf("%v: %w", st.Task, err)
 	}

@@ -62,9 +62,14 @@ func newMetrics(reg prometheus.Registerer, partition int, coordinator bool, back
 	return m, nil
 }
 
-// started records what a task read: the staleness of a Gather's rows.
-func (m *metrics) started(st pipeline.Started) {
-	if m == nil || st.Task.Kind != pipeline.KindGA || len(st.Reads) == 0 {
+// finished records a task's time and, for a Gather, the staleness of the rows it read: the
+// epochs it read them at, which the slot guard may have made fresher than Start handed out.
+func (m *metrics) finished(st pipeline.Started, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.task.WithLabelValues(st.Task.Kind.String()).Observe(d.Seconds())
+	if st.Task.Kind != pipeline.KindGA || len(st.Reads) == 0 {
 		return
 	}
 	oldest := st.Task.Epoch
@@ -72,13 +77,6 @@ func (m *metrics) started(st pipeline.Started) {
 		oldest = min(oldest, r.Epoch)
 	}
 	m.staleness.Observe(float64(st.Task.Epoch - oldest))
-}
-
-// finished records a task's time.
-func (m *metrics) finished(k pipeline.Kind, d time.Duration) {
-	if m != nil {
-		m.task.WithLabelValues(k.String()).Observe(d.Seconds())
-	}
 }
 
 // sentTo counts bytes sent to peer q.
