@@ -74,7 +74,7 @@ type interval struct {
 	zView  [][]*tensor.Dense // [epoch parity][layer]: rows of z
 	pView  [][]*tensor.Dense // [layer][slot]: rows of p
 	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
-	send   [2][][]float32    // [forward, backward][peer]: gather buffers of the rows shipped to ghosts
+	send   [2][][]float32    // [head lane, tail lane][peer]: gather buffers of the rows shipped to ghosts
 	// nzSource[a]: the source (layout.source of the column) of each of the interval's
 	// nonzeros of the forward adjacency (a = 0, owned and ghost columns) or of the local one
 	// (a = 1), read in order by a mixed-epoch Gather; set by the first once every column's
@@ -191,7 +191,7 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 			}
 			iv.pView, iv.dzView = append(iv.pView, pv), append(iv.dzView, dzv)
 		}
-		lanes := 1 // the backward lane ships rows only when pulling gradients
+		lanes := 1 // the tail lane ships rows only when pulling gradients
 		if b.pulls() {
 			lanes = 2
 		}
@@ -259,6 +259,16 @@ func (b *layout) scoresOf(l, slot int) *tensor.Dense {
 		return nil
 	}
 	return b.scores[l][slot]
+}
+
+// sendBuffers returns the buffers, one per peer, in which task t gathers the rows it ships: the
+// head lane's (SC_l, and the loss shipping dZ_{L-1}) or the tail lane's (∇AV_l shipping
+// dZ_{l-1}), as the two lanes may ship at once.
+func (iv *interval) sendBuffers(t pipeline.Task) [][]float32 {
+	if t.Kind == pipeline.KindBackAV {
+		return iv.send[1]
+	}
+	return iv.send[0]
 }
 
 // zOf returns the views of an interval's Z_l rows of epoch e.

@@ -171,3 +171,35 @@ func TestStoreGradientRowsByCut(t *testing.T) {
 		}
 	}
 }
+
+// A GCN's head lane (SC, and the loss shipping dZ_{L-1}) and tail lane (∇AV shipping dZ_{l-1})
+// ship at once when an interval's backward pass overlaps its next forward pass: they must not
+// gather their rows into the same buffers (the race detector once caught the loss and ∇AV_1
+// sharing them).
+func TestLanesShipFromOwnBuffers(t *testing.T) {
+	cfg := fuzzConfigs(t)[1]
+	part, cuts, err := newPart(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+	iv := &b.ivs[0]
+	task := func(k pipeline.Kind, l int) pipeline.Task {
+		return pipeline.Task{Partition: b.self, Interval: 0, Epoch: 1, Layer: l, Kind: k}
+	}
+	head := [][][]float32{iv.sendBuffers(task(pipeline.KindSC, 0)), iv.sendBuffers(task(pipeline.KindSC, 1)), iv.sendBuffers(task(pipeline.KindAV, 2))}
+	tail := iv.sendBuffers(task(pipeline.KindBackAV, 1))
+	for q := range b.parts {
+		if len(tail[q]) == 0 {
+			continue
+		}
+		for _, h := range head {
+			if len(h[q]) > 0 && &h[q][0] == &tail[q][0] {
+				t.Fatalf("peer %d: the head and tail lanes gather into one buffer", q)
+			}
+		}
+	}
+	if q := 1 - b.self; len(tail[q]) == 0 {
+		t.Fatalf("no rows shipped to peer %d: the test checks nothing", q)
+	}
+}

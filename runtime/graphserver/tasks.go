@@ -56,10 +56,7 @@ func (r *runner) scatter(ctx context.Context, t pipeline.Task, iv *interval) (in
 // ship sends each peer the interval's rows of src (and, if not nil, of scores after each) that
 // the peer holds as ghosts, d values a row, as rows of flow and task t.
 func (r *runner) ship(ctx context.Context, t pipeline.Task, iv *interval, flow rpc.Flow, src, scores *tensor.Dense, d int) (int64, error) {
-	b, send := r.lay, iv.send[0]
-	if flow == rpc.Flow_FLOW_GRADIENT { // the backward lane may ship while the forward one does
-		send = iv.send[1]
-	}
+	b, send := r.lay, iv.sendBuffers(t)
 	return r.peers.push(ctx, func(q int) *rpc.RowsBatch {
 		rg := iv.Send[q]
 		rows := b.part.SendTo[q][rg[0]:rg[1]]
