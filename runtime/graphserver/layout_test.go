@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -19,11 +20,7 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 	for _, heads := range []int{0, 1} {
 		cfg := fuzzConfigs(t)[1] // staleness 1: a GCN's 2 slots, a GAT's 4
 		cfg.Heads, cfg.OutHeads = heads, heads
-		part, cuts, err := newPart(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+		b, part := testLayout(t, cfg)
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, all := range slices.Concat(b.pAll, b.dzAll) {
 			for i := range all.Data {
@@ -74,11 +71,7 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 // built before a batch arrives would shift that ghost's rows from the wrong slot for good.
 func TestNonzeroSourcesWaitForSegments(t *testing.T) {
 	cfg := fuzzConfigs(t)[1]
-	part, cuts, err := newPart(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+	b, part := testLayout(t, cfg)
 	iv := &b.ivs[0]
 	cols := part.Adj.ColIdx[part.Adj.RowPtr[iv.Lo]:part.Adj.RowPtr[iv.Hi]]
 	unknown := uint16(len(b.seg))
@@ -128,11 +121,7 @@ func TestStoreGradientRowsByCut(t *testing.T) {
 	for _, heads := range []int{0, 1} {
 		cfg := fuzzConfigs(t)[1]
 		cfg.Heads, cfg.OutHeads = heads, heads
-		part, cuts, err := newPart(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+		b, part := testLayout(t, cfg)
 		L, g := b.layers(), part.GhostsOf(0)
 		ship := func(kind pipeline.Kind, layer, epoch, d int) (*rpc.RowsBatch, []float32) {
 			rows := make([]float32, g*d)
@@ -177,12 +166,7 @@ func TestStoreGradientRowsByCut(t *testing.T) {
 // gather their rows into the same buffers (the race detector once caught the loss and ∇AV_1
 // sharing them).
 func TestLanesShipFromOwnBuffers(t *testing.T) {
-	cfg := fuzzConfigs(t)[1]
-	part, cuts, err := newPart(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}})
+	b, _ := testLayout(t, fuzzConfigs(t)[1])
 	iv := &b.ivs[0]
 	task := func(k pipeline.Kind, l int) pipeline.Task {
 		return pipeline.Task{Partition: b.self, Interval: 0, Epoch: 1, Layer: l, Kind: k}
@@ -202,4 +186,15 @@ func TestLanesShipFromOwnBuffers(t *testing.T) {
 	if q := 1 - b.self; len(tail[q]) == 0 {
 		t.Fatalf("no rows shipped to peer %d: the test checks nothing", q)
 	}
+}
+
+// testLayout is the layout of cfg's partition for a 2-layer model (6 features, 4 hidden, 3
+// classes), and the partition.
+func testLayout(t *testing.T, cfg Config) (*layout, *partition.Part) {
+	t.Helper()
+	part, cuts, err := newPart(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}}), part
 }
