@@ -25,18 +25,18 @@ const (
 // wait for long. A GAT needs all 2S+2: its backward pass reads the P_l rows its forward pass
 // read, an epoch later.
 type slotGuard struct {
-	mu        sync.Mutex
-	drained   *sync.Cond
-	intervals int      // intervals per partition
-	sources   int      // intervals of all partitions
-	layers    int      // L
-	writing   []int    // [key]: the newest epoch claimed, -1 before the first
-	readers   [][2]int // [key][slot]: Gathers reading it
+	mu      sync.Mutex
+	drained *sync.Cond
+	global  func(p, i int) int // the global index of interval i of partition p (layout.global)
+	sources int                // intervals of all partitions
+	layers  int                // L
+	writing []int              // [key]: the newest epoch claimed, -1 before the first
+	readers [][2]int           // [key][slot]: Gathers reading it
 }
 
-func newSlotGuard(parts, intervals, layers int) *slotGuard {
-	n := rowKinds * layers * parts * intervals
-	g := &slotGuard{intervals: intervals, sources: parts * intervals, layers: layers, writing: make([]int, n), readers: make([][2]int, n)}
+func newSlotGuard(sources, layers int, global func(p, i int) int) *slotGuard {
+	n := rowKinds * layers * sources
+	g := &slotGuard{global: global, sources: sources, layers: layers, writing: make([]int, n), readers: make([][2]int, n)}
 	for k := range g.writing {
 		g.writing[k] = -1
 	}
@@ -78,7 +78,7 @@ func (g *slotGuard) read(kind, l int, reads []pipeline.Read) (done func()) {
 	g.mu.Lock()
 	for i := range reads {
 		r := &reads[i]
-		k := g.key(kind, l, g.source(*r))
+		k := g.key(kind, l, g.global(r.From.Partition, r.From.Interval))
 		r.Epoch = max(r.Epoch, g.writing[k]-1)
 		g.readers[k][r.Epoch%2]++
 	}
@@ -87,15 +87,10 @@ func (g *slotGuard) read(kind, l int, reads []pipeline.Read) (done func()) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		for _, r := range reads {
-			k := g.key(kind, l, g.source(r))
+			k := g.key(kind, l, g.global(r.From.Partition, r.From.Interval))
 			if g.readers[k][r.Epoch%2]--; g.readers[k][r.Epoch%2] == 0 {
 				g.drained.Broadcast()
 			}
 		}
 	}
-}
-
-// source returns the global interval r reads.
-func (g *slotGuard) source(r pipeline.Read) int {
-	return r.From.Partition*g.intervals + r.From.Interval
 }

@@ -18,7 +18,7 @@ import (
 // write and a read of the same slot at once is also a data race.
 func TestSlotGuardReadsWholeEpochs(t *testing.T) {
 	const parts, intervals, epochs, rows = 2, 2, 300, 64
-	g := newSlotGuard(parts, intervals, 2)
+	g := newSlotGuard(parts*intervals, 2, func(p, i int) int { return p*intervals + i })
 	n := parts * intervals
 	slots := make([][2][]float32, n)
 	for s := range slots {

@@ -123,7 +123,7 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	b.p, b.dz, b.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, b.parities)
 	b.shifted.make = func() *shiftedBlock { return &shiftedBlock{} }
 	if cfg.guardsSlots() {
-		b.guard = newSlotGuard(b.parts, b.intervals, L)
+		b.guard = newSlotGuard(b.parts*b.intervals, L, b.global)
 	}
 	for l := range L {
 		d := b.dims[l+1]
