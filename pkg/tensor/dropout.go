@@ -9,16 +9,17 @@ import "math"
 // are scaled by 65536/(65536-round(p·65536)) so the expectation is preserved exactly.
 
 const (
-	golden = 0x9E3779B97F4A7C15
-	rowMul = 0xD1B54A32D192ED03
+	golden           = 0x9E3779B97F4A7C15
+	rowMul           = 0xD1B54A32D192ED03
+	mixMul1, mixMul2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB // the finalizer's multipliers
 )
 
 // mix64 is the splitmix64 finalizer.
 func mix64(z uint64) uint64 {
 	z ^= z >> 30
-	z *= 0xBF58476D1CE4E5B9
+	z *= mixMul1
 	z ^= z >> 27
-	z *= 0x94D049BB133111EB
+	z *= mixMul2
 	z ^= z >> 31
 	return z
 }

@@ -19,12 +19,12 @@ var dropoutConsts = func() (c [11]uint64) {
 	for i := range 8 {
 		c[i] = uint64(i+1) * g
 	}
-	c[8], c[9], c[10] = 8*g, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+	c[8], c[9], c[10] = 8*g, mixMul1, mixMul2
 	return c
 }()
 
 // csrDropoutConsts are the constants of the sparse-row kernels: γ, the finalizer's multipliers.
-var csrDropoutConsts = [3]uint64{golden, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB}
+var csrDropoutConsts = [3]uint64{golden, mixMul1, mixMul2}
 
 // hasDropoutAVX512 reports whether the CPU has the 64-bit multiplies (DQ) and word compares (BW)
 // of the vector dropout kernel.
