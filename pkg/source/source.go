@@ -90,7 +90,13 @@ func Spec(d jobconfig.Dataset) string {
 // graph.Load), a pvc source's path, or the folder or file a remote dataset was downloaded to
 // under opts.Dir (see the package documentation). An s3 source's region, endpoint and
 // credentials override opts.S3's; an http source's SHA256 is checked.
+// No error of Fetch prints a URL's password or query (see Redact).
 func Fetch(ctx context.Context, d jobconfig.Dataset, opts Options) (string, error) {
+	local, err := fetch(ctx, d, opts)
+	return local, redactErr(err, Spec(d))
+}
+
+func fetch(ctx context.Context, d jobconfig.Dataset, opts Options) (string, error) {
 	switch d.Source {
 	case jobconfig.SourceBuiltin:
 		return d.Name, nil

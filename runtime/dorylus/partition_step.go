@@ -77,7 +77,7 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 		return jobstatus.Partitions{}, err
 	}
 	if partition.HasManifest(spec) || hasPartitionFiles(spec) {
-		return jobstatus.Partitions{}, fmt.Errorf("dataset %s is already cut into partition files: leave spec.dataset.partitionTo unset", source.Spec(c.Dataset))
+		return jobstatus.Partitions{}, fmt.Errorf("dataset %s is already cut into partition files: leave spec.dataset.partitionTo unset", source.Redact(source.Spec(c.Dataset)))
 	}
 	if m, err := existingPartitions(ctx, st, work, parts); err != nil || m != nil {
 		if err == nil {
