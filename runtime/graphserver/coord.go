@@ -17,9 +17,20 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
+// EventKind names what an Event reports; the launcher (runtime/launcher) and the harness
+// decode the lines by it.
+type EventKind string
+
+// The kinds of Event graph server 0 writes.
+const (
+	EventEpoch    EventKind = "epoch"    // an epoch completed on every graph server
+	EventResult   EventKind = "result"   // the final evaluation
+	EventExported EventKind = "exported" // the export pass wrote its files (Config.Export)
+)
+
 // Event is one JSON line the coordinator writes to Config.Events.
 type Event struct {
-	Event string `json:"event"` // "epoch", "result", or "exported" (Config.Export)
+	Event EventKind `json:"event"`
 	// epoch: the epoch (1-based), its training loss, the validation accuracy if evaluated
 	// after it, its duration (between the completions of consecutive epochs across all
 	// servers), and the tensor payload bytes the graph servers sent each other during it.
@@ -206,7 +217,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			}
 			return cmds, err
 		}
-		row := epochRow{ev: Event{Event: "epoch", Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes,
+		row := epochRow{ev: Event{Event: EventEpoch, Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes,
 			PeakRSSBytes: c.progress.GraphServerPeakMemoryBytes}}
 		c.start = now
 		if err := c.price(now); err != nil {
@@ -338,7 +349,7 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 				return cmds, err
 			}
 		}
-		res := Event{Event: "result", Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
+		res := Event{Event: EventResult, Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
 		if c.sel != nil {
 			res.Selected, m = c.sel.Best()
 		}
@@ -412,7 +423,7 @@ func (c *coordinator) flush() error {
 }
 
 func (c *coordinator) emit(ev Event) error {
-	if ev.Event == "epoch" && c.cfg.Export != nil {
+	if ev.Event == EventEpoch && c.cfg.Export != nil {
 		c.curve = append(c.curve, export.Point{Epoch: ev.Epoch, Loss: ev.Loss, ValAcc: ev.ValAcc, Seconds: ev.Seconds})
 	}
 	c.report(ev)
@@ -428,7 +439,7 @@ func (c *coordinator) emit(ev Event) error {
 
 // report hands the progress after ev to the status reporter; the result is the final report.
 func (c *coordinator) report(ev Event) {
-	if c.status == nil || ev.Event == "exported" {
+	if c.status == nil || ev.Event == EventExported {
 		return
 	}
 	p := &c.progress
@@ -436,7 +447,7 @@ func (c *coordinator) report(ev Event) {
 	if ev.ValAcc != nil {
 		p.ValAccuracy = *ev.ValAcc
 	}
-	final := ev.Event == "result"
+	final := ev.Event == EventResult
 	if final {
 		p.TrainAccuracy, p.TestAccuracy = ev.TrainAcc, ev.TestAcc
 	} else {

@@ -18,7 +18,7 @@ import (
 // reported (with Config.Patience, those of the kept epoch) and writes its own vertices'
 // predictions, probabilities and embeddings with their dataset ids; graph server 0 then
 // writes the weights, the index of the partitions' files, the history, the curves and, last,
-// the card, and reports an "exported" event.
+// the card, and reports an EventExported.
 //
 // With Config.Weights (an inference), graph server 0 writes the index and a manifest
 // (predict.json) instead of the model.
@@ -151,7 +151,7 @@ func (s *server) putIndex(ctx context.Context, w *export.Writer, x *pendingExpor
 // status at once.
 func (c *coordinator) exported(x *pendingExport, files []string) error {
 	acc := x.accuracy()
-	ev := Event{Event: "exported", Files: len(files), TrainAcc: acc.Train, ValAcc: &acc.Val, TestAcc: acc.Test}
+	ev := Event{Event: EventExported, Files: len(files), TrainAcc: acc.Train, ValAcc: &acc.Val, TestAcc: acc.Test}
 	if c.status != nil {
 		p := c.progress
 		p.Outputs = files

@@ -98,7 +98,7 @@ func (m *metrics) progress(ev Event) {
 	if ev.CostUSD > 0 {
 		m.costUSD.Set(ev.CostUSD)
 	}
-	if ev.Event == "result" {
+	if ev.Event == EventResult {
 		m.trainAcc.Set(ev.TrainAcc)
 		m.testAcc.Set(ev.TestAcc)
 		return

@@ -151,9 +151,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	switch {
 	case events.bad != nil:
 		return res, events.bad
-	case res.Final.Event != "result" && runErr == nil:
+	case res.Final.Event != graphserver.EventResult && runErr == nil:
 		return res, fmt.Errorf("harness: the graph servers stopped before the result: %w", context.Cause(ctx))
-	case res.Final.Event != "result":
+	case res.Final.Event != graphserver.EventResult:
 		return res, fmt.Errorf("harness: %w", runErr)
 	}
 	return res, nil
@@ -208,9 +208,9 @@ func (l *lines) read(r *io.PipeReader) {
 			l.bad = fmt.Errorf("harness: progress line %q: %w", sc.Text(), err)
 		}
 		switch ev.Event {
-		case "epoch":
+		case graphserver.EventEpoch:
 			l.epochs = append(l.epochs, ev)
-		case "result":
+		case graphserver.EventResult:
 			if l.final.Event == "" {
 				close(l.result)
 			}
