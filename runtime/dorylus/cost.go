@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
@@ -87,12 +88,12 @@ func (c *costOptions) single(wall time.Duration) (cost.Breakdown, error) {
 
 // distributed estimates runs of wall time in all on d's servers, whose tensor backends did
 // what usage says, as graph server 0 prices them (jobconfig.RunConfig.CostRun).
-func (c *costOptions) distributed(wall time.Duration, d distOptions, usage []backendUsage) (cost.Breakdown, error) {
+func (c *costOptions) distributed(wall time.Duration, d distOptions, usage []backends.Usage) (cost.Breakdown, error) {
 	section, err := c.config()
 	if err != nil {
 		return cost.Breakdown{}, err
 	}
-	cfg := jobconfig.RunConfig{Cost: section, Backend: d.backend.toConfig(d.intervals, c.lambdaMemoryMB),
+	cfg := jobconfig.RunConfig{Cost: section, Backend: d.backend.ToConfig(d.intervals, c.lambdaMemoryMB),
 		GraphServers: jobconfig.GraphServers{Replicas: d.graphServers}, ParameterServers: jobconfig.ParameterServers{Replicas: d.paramServers}}
 	var calls cost.Calls
 	for _, b := range usage {

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/internal/procmem"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -38,7 +39,7 @@ type distOptions struct {
 	intervals                  int
 	deadAfter                  time.Duration
 	target                     float64
-	backend                    backendOptions
+	backend                    backends.Options
 	insecure                   bool   // plaintext gRPC, no function token (debugging)
 	tlsDir                     string // the run's credentials (pkg/pki), unless insecure
 }
@@ -50,12 +51,12 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.IntVar(&d.paramServers, "param-servers", 1, "with --graph-servers: parameter-server processes (weights sharded by layer)")
 	f.Var(&d.staleness, "staleness", "with --graph-servers: sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
 	f.IntVar(&d.intervals, "intervals", 4, "with --graph-servers: intervals per graph server")
-	f.IntVar(&d.backend.workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
-	f.DurationVar(&d.backend.latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
+	f.IntVar(&d.backend.Workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
+	f.DurationVar(&d.backend.Latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
 	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, "with --graph-servers: how long a server may fail its health checks before the run fails naming it")
 	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
 	f.BoolVar(&d.insecure, "insecure", false, "with --graph-servers, debugging only: plaintext gRPC between the servers instead of mutual TLS with a CA made for the run")
-	d.backend.addFlags(f)
+	d.backend.AddFlags(f)
 	return d
 }
 
@@ -126,13 +127,13 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	case d.intervals < 1:
 		return fmt.Errorf("--intervals %d: want at least 1", d.intervals)
 	}
-	if err := d.backend.validate(); err != nil {
+	if err := d.backend.Validate(); err != nil {
 		return err
 	}
-	if _, err := d.backend.forGraphServer(0, d.graphServers); err != nil {
+	if _, err := d.backend.ForGraphServer(0, d.graphServers); err != nil {
 		return err
 	}
-	if d.backend.kind == jobconfig.BackendKnative && d.backend.knativeTokenFile == "" && !d.insecure {
+	if d.backend.Kind == jobconfig.BackendKnative && d.backend.KnativeTokenFile == "" && !d.insecure {
 		return fmt.Errorf("--backend knative: --knative-token-file is required (the token the function's --token-file holds), or --insecure for a function serving without one")
 	}
 	exe, err := os.Executable()
@@ -170,7 +171,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	var times []float64
 	stats := serverStats{rss: map[string]int64{}}
 	var wall time.Duration
-	var usage []backendUsage
+	var usage []backends.Usage
 	var usageErr error // a graph server's usage file is missing: no cost estimate
 	for r := range o.runs {
 		seed := o.seed + uint64(r)
@@ -309,7 +310,7 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 			}
 		case ev := <-lines:
 			switch ev.Event {
-			case "epoch":
+			case graphserver.EventEpoch:
 				if len(res.Curve) == 0 {
 					res.ResumedFrom = ev.Epoch - 1 // resumed from a checkpoint when > 0
 					// The servers hold their buffers now: a first read, so that one killed
@@ -326,13 +327,13 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 				res.FinalLoss = ev.Loss
 				stats.bytes = append(stats.bytes, float64(ev.Bytes))
 				p.epoch(seed, ev.Epoch, o.epochs, ev.Loss, val, ev.Seconds)
-			case "result":
+			case graphserver.EventResult:
 				res.BestEpoch, res.EpochsRun = ev.Selected, ev.Epoch
 				res.accuracies(ev)
 				if o.outputs.location == "" || seed != o.seed {
 					return res, nil
 				}
-			case "exported":
+			case graphserver.EventExported:
 				res.accuracies(ev) // of the weights exported: the result's, or an inference's
 				fmt.Fprintf(stderr, "wrote %d files to %s\n", ev.Files, o.outputs.location)
 				return res, nil
@@ -494,4 +495,24 @@ func (w *tailWriter) tail() string {
 		return ""
 	}
 	return ": " + strings.Join(w.last, "; ")
+}
+
+// usagePath is the --usage-file of graph server q in a run of dorylus train.
+func usagePath(dir string, seed uint64, q int) string {
+	return filepath.Join(dir, fmt.Sprintf("usage-%d-%d.json", seed, q))
+}
+
+// readUsage reads the usage files of the n graph servers of a run of dorylus train.
+func readUsage(dir string, seed uint64, n int) ([]backends.Usage, error) {
+	out := make([]backends.Usage, n)
+	for q := range out {
+		data, err := os.ReadFile(usagePath(dir, seed, q))
+		if err != nil {
+			return nil, fmt.Errorf("usage of graph server %d: %w", q, err)
+		}
+		if err := json.Unmarshal(data, &out[q]); err != nil {
+			return nil, fmt.Errorf("usage of graph server %d: %s: %w", q, usagePath(dir, seed, q), err)
+		}
+	}
+	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
@@ -66,7 +67,7 @@ func jobCredentials(t *testing.T) string {
 // mutate, and returns its path: what the servers read, as in a pod.
 func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func(*jobconfig.RunConfig)) string {
 	t.Helper()
-	d := distOptions{staleness: jobconfig.Sync, intervals: 2, deadAfter: rpc.DefaultDeadAfter, backend: backendOptions{kind: jobconfig.BackendCPU},
+	d := distOptions{staleness: jobconfig.Sync, intervals: 2, deadAfter: rpc.DefaultDeadAfter, backend: backends.Options{Kind: jobconfig.BackendCPU},
 		tlsDir: jobCredentials(t)}
 	o := coraOptions(1)
 	c, err := o.runConfig(&d, data, 1, addrs[:gs], addrs[gs:])

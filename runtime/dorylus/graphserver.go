@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
@@ -175,7 +174,7 @@ type graphServerOptions struct {
 	traceFile string
 
 	run     *jobconfig.RunConfig
-	backend backendOptions
+	backend backends.Options
 	// the GNNTrainingJob of the run config, if it names one (a run of dorylus train does not)
 	jobNamespace, jobName string
 }
@@ -230,16 +229,10 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	if c.Job.UID != "" { // a GNNTrainingJob's, not dorylus train's
 		o.jobNamespace, o.jobName = c.Job.Namespace, c.Job.Name
 	}
-	o.backend.fromConfig(c.Backend)
+	o.backend = backends.FromConfig(c.Backend)
 	return nil
 }
 
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
 
 // loadPartition reads partition p of parts of dataset d: its own file from a partitioned
 // directory, checked against the directory's manifest when it has one (of a remote dataset,
@@ -319,48 +312,32 @@ func costBefore(ctx context.Context, r *jobstatus.Reporter) (float64, error) {
 func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io.Writer) error {
 	started := time.Now()
 	c := o.run
-	peers := c.GraphServers.Peers
-	if o.partition < 0 || o.partition >= len(peers) {
-		return fmt.Errorf("--partition %d: the run config has partitions 0..%d", o.partition, len(peers)-1)
+	cfg, err := graphserver.FromRunConfig(c, o.partition)
+	if err != nil {
+		return fmt.Errorf("--%w", err)
 	}
 	var model *export.Model // an inference's
 	if c.Inference != nil {
-		var err error
 		if model, err = readInferenceModel(ctx, c); err != nil {
 			return err
 		}
 	}
-	st := c.Training.Staleness
-	heads, outHeads := 0, 0
-	if c.Model.Architecture == jobconfig.ArchitectureGAT {
-		heads, outHeads = c.Model.Heads, 1
-	}
-	b, err := o.backend.forGraphServer(o.partition, len(peers))
+	b, err := o.backend.ForGraphServer(o.partition, cfg.Partitions)
 	if err != nil {
 		return err
 	}
-	intervals := c.Training.Intervals
-	if intervals == 0 {
-		intervals = b.workers
-		if b.remote() {
-			intervals = b.maxConcurrency
-		}
-		if intervals == 0 {
-			intervals = runtime.GOMAXPROCS(0)
-		}
-	}
-	workers := b.workers
+	workers := b.Workers
 	if workers == 0 {
-		workers = intervals * graphserver.EpochsInFlight(st.Sync, st.Bound, heads)
+		workers = cfg.Intervals * graphserver.EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads)
 	}
 	var pull *remote.Store
-	if b.pull() {
+	if b.Pull() {
 		addr, err := o.advertised(c.GraphServers.Port)
 		if err != nil {
 			return err
 		}
 		if addr == "" {
-			addr = peers[o.partition]
+			addr = cfg.Peers[o.partition]
 		}
 		id, err := functionIdentity(c.Security)
 		if err != nil {
@@ -369,26 +346,23 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		if pull, err = remote.NewStore(addr, id); err != nil {
 			return err
 		}
+		cfg.Pull = pull
 	}
-	backend, err := b.build(ctx, intervals, cpu.Options{Workers: workers, Latency: b.latency, Wire: b.wire}, pull)
-	if err != nil {
+	if cfg.Backend, err = b.Build(ctx, cfg.Intervals, cpu.Options{Workers: workers, Latency: b.Latency, Wire: b.Wire}, pull); err != nil {
 		return err
 	}
-	defer closeBackend(backend, b.kind, o.usageFile, stderr)
-	data, err := loadPartition(ctx, c.ServerDataset(), source.Options{}, o.partition, len(peers))
-	if err != nil {
+	defer backends.Close(cfg.Backend, b.Kind, o.usageFile, stderr)
+	if cfg.Data, err = loadPartition(ctx, c.ServerDataset(), source.Options{}, o.partition, cfg.Partitions); err != nil {
 		return err
 	}
-	creds, err := tlsCredentials(c.Security)
-	if err != nil {
+	if cfg.TLS, err = tlsCredentials(c.Security); err != nil {
 		return err
 	}
 	lis, err := o.listener(c.GraphServers.Port)
 	if err != nil {
 		return err
 	}
-	healthLis, err := o.healthListener()
-	if err != nil {
+	if cfg.Health, err = o.healthListener(); err != nil {
 		lis.Close()
 		return err
 	}
@@ -398,22 +372,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	cfg := graphserver.Config{
-		Partition: o.partition, Partitions: len(peers), Intervals: intervals, Data: data,
-		Peers: peers, ParamServers: c.ParameterServers.Shards, Run: c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID,
-		Layers: c.Model.Layers, Hidden: c.Model.Hidden, Heads: heads, OutHeads: outHeads, AttentionDropout: c.Model.Dropout,
-		Dropout: c.Model.Dropout, LearningRate: c.Training.LearningRate, WeightDecay: c.Training.WeightDecay,
-		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Sync: st.Sync, Staleness: st.Bound,
-		TargetAccuracy: c.Training.TargetAccuracy, EvalEvery: max(c.Training.EvalEvery, 1), Patience: c.Training.Patience,
-		Backend: backend, Startup: o.startup, DeadAfter: time.Duration(c.GraphServers.DeadAfter),
-		TLS: creds, Health: healthLis,
-	}
-	if pull != nil {
-		cfg.Pull = pull
-	}
-	if c.Checkpoint != nil && !st.Sync {
-		cfg.DrainEvery = c.Checkpoint.IntervalEpochs // the parameter servers checkpoint there
-	}
+	cfg.Startup = o.startup
 	if err := setExport(ctx, &cfg, c, model); err != nil {
 		return err
 	}
@@ -421,7 +380,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		cfg.Metrics = reg
 	}
 	if o.partition == 0 {
-		cfg.Events, cfg.Log, cfg.Cost, cfg.Started = stdout, stderr, c.CostRun(), started
+		cfg.Events, cfg.Log, cfg.Started = stdout, stderr, started
 		if r := o.statusReporter(stderr); r != nil {
 			cfg.Status = r
 			if cfg.CostBefore, err = costBefore(ctx, r); err != nil {
@@ -432,7 +391,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if o.traceFile == "" {
 		return graphserver.Run(ctx, cfg, lis)
 	}
-	cfg.Trace = newRecorder(o.partition, cfg.Epochs, intervals, cfg.Layers)
+	cfg.Trace = newRecorder(o.partition, cfg.Epochs, cfg.Intervals, cfg.Layers)
 	err = graphserver.Run(ctx, cfg, lis)
 	return errors.Join(err, writeTraceFile(o.traceFile, trace.FromRecorder(cfg.Trace)))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
@@ -18,14 +19,14 @@ import (
 // lambdaEmulators starts n aws-lambda-rie emulators running `dorylus function` with flags and
 // env, and returns the backend options that invoke them, one call at a time each. The graph
 // servers the test starts sign their calls with static credentials from the environment.
-func lambdaEmulators(t *testing.T, n int, env []string, flags ...string) backendOptions {
+func lambdaEmulators(t *testing.T, n int, env []string, flags ...string) backends.Options {
 	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKID")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	eps := remotetest.Emulators(t, n, remotetest.Tool(t, "aws-lambda-rie"), dorylusBin, env, flags...)
-	return backendOptions{kind: "lambda", lambdaFunction: "function", lambdaRegion: "us-east-1",
-		lambdaEndpoints: strings.Join(eps, ","), perEndpoint: 1}
+	return backends.Options{Kind: "lambda", LambdaFunction: "function", LambdaRegion: "us-east-1",
+		LambdaEndpoints: strings.Join(eps, ","), PerEndpoint: 1}
 }
 
 // TestLambdaTrainsCora trains Cora through `dorylus train --graph-servers 2 --backend lambda
@@ -40,7 +41,7 @@ func TestLambdaTrainsCora(t *testing.T) {
 	b := lambdaEmulators(t, 4, nil)
 	common := []string{"train", "--graph-servers", "2", "--intervals", "2", "--output", "json", "--eval-every", "200"}
 	base := runCLI(t, append(common, "--staleness", "sync")...)
-	lam := runCLI(t, append(append(common, "--staleness", "1"), b.args()...)...)
+	lam := runCLI(t, append(append(common, "--staleness", "1"), b.Args()...)...)
 	t.Logf("sync cpu: test accuracy %.4f, median epoch %.1f ms; lambda S=1: %.4f, median epoch %.1f ms",
 		base.TestAccuracy, 1e3*base.EpochSecondsMedian, lam.TestAccuracy, 1e3*lam.EpochSecondsMedian)
 	if lam.TestAccuracy < base.TestAccuracy-0.01 {
@@ -74,7 +75,7 @@ func TestLambdaTrainsGAT(t *testing.T) {
 	common := []string{"train", "--model", "gat", "--patience", "0", "--epochs", "15", "--graph-servers", "2", "--intervals", "2",
 		"--output", "json", "--eval-every", "15"}
 	base := runCLI(t, common...)
-	lam := runCLI(t, append(common, b.args()...)...)
+	lam := runCLI(t, append(common, b.Args()...)...)
 	t.Logf("cpu: loss %.6f, test accuracy %.4f; lambda: loss %.6f, test accuracy %.4f",
 		base.PerRun[0].FinalLoss, base.TestAccuracy, lam.PerRun[0].FinalLoss, lam.TestAccuracy)
 	if math.Abs(lam.PerRun[0].FinalLoss-base.PerRun[0].FinalLoss) > 1e-5 || lam.TestAccuracy != base.TestAccuracy {
@@ -86,10 +87,10 @@ func TestLambdaTrainsGAT(t *testing.T) {
 }
 
 // pullMode returns the options of backend with the pull data path.
-func pullMode(backend func(*testing.T) backendOptions) func(*testing.T) backendOptions {
-	return func(t *testing.T) backendOptions {
+func pullMode(backend func(*testing.T) backends.Options) func(*testing.T) backends.Options {
+	return func(t *testing.T) backends.Options {
 		b := backend(t)
-		b.dataPath = jobconfig.DataPathPull
+		b.DataPath = jobconfig.DataPathPull
 		return b
 	}
 }
@@ -104,7 +105,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	dir := coraPartitions(t)
 	creds := jobCredentials(t) // the servers' and the knative functions' token
 	token := filepath.Join(creds, pki.TokenFile)
-	train := func(t *testing.T, b backendOptions) (runResult, backendUsage) {
+	train := func(t *testing.T, b backends.Options) (runResult, backends.Usage) {
 		t.Helper()
 		stats := serverStats{rss: map[string]int64{}}
 		res, err := launchOnce(context.Background(), dorylusBin, dir, dir, o, distOptions{graphServers: 2, paramServers: 1, staleness: jobconfig.Sync, intervals: 2, backend: b, tlsDir: creds},
@@ -119,31 +120,31 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var sum backendUsage
+		var sum backends.Usage
 		for _, u := range us {
 			sum.Tasks, sum.Tries, sum.Retries, sum.Failures = sum.Tasks+u.Tasks, sum.Tries+u.Tries, sum.Retries+u.Retries, sum.Failures+u.Failures
 		}
 		return res, sum
 	}
-	want, _ := train(t, backendOptions{kind: "cpu"})
-	lambdaFaults := func(env []string, flags ...string) func(*testing.T) backendOptions {
-		return func(t *testing.T) backendOptions {
+	want, _ := train(t, backends.Options{Kind: "cpu"})
+	lambdaFaults := func(env []string, flags ...string) func(*testing.T) backends.Options {
+		return func(t *testing.T) backends.Options {
 			return lambdaEmulators(t, 4, env, flags...)
 		}
 	}
 	for _, c := range []struct {
 		name    string
-		backend func(*testing.T) backendOptions
+		backend func(*testing.T) backends.Options
 		faulty  bool
 	}{
-		{"knative", func(t *testing.T) backendOptions {
+		{"knative", func(t *testing.T) backends.Options {
 			url, _ := remotetest.HTTPFunction(t, dorylusBin)
-			return backendOptions{kind: "knative", knativeURLs: url, knativeTokenFile: remotetest.TokenFile(t)}
+			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: remotetest.TokenFile(t)}
 		}, false},
 		{"lambda-error", lambdaFaults(nil, "--fault-every", "5", "--fault", "error"), true},
-		{"lambda-hang", func(t *testing.T) backendOptions {
+		{"lambda-hang", func(t *testing.T) backends.Options {
 			b := lambdaFaults([]string{"AWS_LAMBDA_FUNCTION_TIMEOUT=1"}, "--fault-every", "7", "--fault", "hang")(t)
-			b.callTimeout, b.stragglerFactor = 5*time.Second, -1
+			b.CallTimeout, b.StragglerFactor = 5*time.Second, -1
 			return b
 		}, true},
 		{"lambda-exit", lambdaFaults(nil, "--fault-every", "5", "--fault", "exit"), true},
@@ -153,9 +154,9 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		// the descriptors carry
 		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048")), false},
 		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit")), true},
-		{"knative-pull", pullMode(func(t *testing.T) backendOptions {
+		{"knative-pull", pullMode(func(t *testing.T) backends.Options {
 			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "2048", "--token-file", token)
-			return backendOptions{kind: "knative", knativeURLs: url, knativeTokenFile: token}
+			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: token}
 		}), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

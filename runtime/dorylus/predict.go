@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -153,7 +154,7 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 	to := cardOptions(c)
 	to.epochs, to.evalEvery, to.seed, to.inference, to.outputs.location = 1, 1, c.Seed, o.model, o.output
 	dist := distOptions{graphServers: o.graphServers, staleness: jobconfig.Sync, intervals: 4, deadAfter: rpc.DefaultDeadAfter,
-		backend: backendOptions{kind: jobconfig.BackendCPU}}
+		backend: backends.Options{Kind: jobconfig.BackendCPU}}
 	if err := dist.issueCredentials(work); err != nil {
 		return err
 	}

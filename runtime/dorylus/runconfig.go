@@ -30,7 +30,7 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 			EvalEvery: o.evalEvery, Patience: o.patience},
 		GraphServers: jobconfig.GraphServers{Replicas: len(peers), Port: gsPort, Peers: peers,
 			DeadAfter: jobconfig.Duration(d.deadAfter)},
-		Backend:  d.backend.toConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
+		Backend:  d.backend.ToConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
 		Security: jobconfig.Security{TLSDir: d.tlsDir, Insecure: d.insecure},
 	}
 	if c.Cost, err = o.cost.config(); err != nil {

@@ -79,8 +79,8 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 				}
 				return runDistributed(cmd.Context(), o, *dist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
-			if dist.backend.remote() {
-				return fmt.Errorf("--backend %s needs --graph-servers: the single-process trainer runs its tensor tasks in process", dist.backend.kind)
+			if dist.backend.Remote() {
+				return fmt.Errorf("--backend %s needs --graph-servers: the single-process trainer runs its tensor tasks in process", dist.backend.Kind)
 			}
 			return runTrain(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
