@@ -107,12 +107,16 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*j
 	cfg.Backend = resolveBackend(job)
 	cfg.Security = jobconfig.Security{TLSDir: jobconfig.CredentialsDir}
 	if c := s.Checkpoint; c != nil {
-		cfg.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: int(c.IntervalEpochs)}
+		// The job's own folder under the destination, named by its UID: a job recreated with
+		// the same name, or another job on the same prefix, never reads or prunes these.
+		run := string(job.UID)
+		cfg.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: int(c.IntervalEpochs), RunID: run}
 		if c.PVC != nil {
-			cfg.Checkpoint.Path = path.Join(jobconfig.CheckpointMountPath, c.PVC.Path)
+			cfg.Checkpoint.Path = path.Join(jobconfig.CheckpointMountPath, c.PVC.Path, jobconfig.RunFolder(run))
 		}
 		if c.S3 != nil {
 			cfg.Checkpoint.S3 = resolveS3(c.S3, secretCheckpoint)
+			cfg.Checkpoint.S3.Prefix = path.Join(c.S3.Prefix, jobconfig.RunFolder(run))
 		}
 	}
 	budget := 0.0

@@ -124,12 +124,12 @@ func TestResolveRunConfig(t *testing.T) {
 		{"pvc checkpoints", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 5, PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "ckpt", Path: "cora"}}
 		}, func(c *jobconfig.RunConfig) {
-			c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 5, Path: "/data/checkpoint/cora"}
+			c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 5, RunID: "uid-1", Path: "/data/checkpoint/cora/run-uid-1"}
 		}},
 		{"s3 checkpoints with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{Bucket: "ckpt", SecretRef: secret}}
 		}, func(c *jobconfig.RunConfig) {
-			c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, S3: &jobconfig.S3{Bucket: "ckpt", CredentialsDir: "/var/run/secrets/dorylus/checkpoint"}}
+			c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, RunID: "uid-1", S3: &jobconfig.S3{Bucket: "ckpt", Prefix: "run-uid-1", CredentialsDir: "/var/run/secrets/dorylus/checkpoint"}}
 		}},
 		{"s3 output with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", Prefix: "cora/gcn", SecretRef: secret}}

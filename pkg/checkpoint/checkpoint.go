@@ -45,6 +45,10 @@ type Store interface {
 	// List returns the names of the published objects.
 	List(ctx context.Context) ([]string, error)
 	Delete(ctx context.Context, name string) error
+	// Sub returns the store of the folder name inside this one (a longer S3 prefix).
+	Sub(name string) Store
+	// Folders returns the names of the folders directly inside this one that hold objects.
+	Folders(ctx context.Context) ([]string, error)
 	// String says where the store is, for messages.
 	String() string
 }
@@ -53,10 +57,15 @@ type Store interface {
 type Checkpoints struct {
 	Store Store
 	Keep  int // checkpoints kept by Save; ≤ 0 keeps all
+	// RunID is the run the checkpoints belong to (a job's UID, or the id a CLI run drew), and
+	// Store that run's own folder: Save records it in every manifest, and Load refuses a
+	// checkpoint another run wrote. Empty: no check (checkpoints written before runs had ids).
+	RunID string
 }
 
 // manifest is the published record of one complete data object.
 type manifest struct {
+	RunID  string `json:"run_id,omitempty"`
 	Epoch  int    `json:"epoch"`
 	File   string `json:"file"`
 	Size   int64  `json:"size"`
@@ -91,7 +100,7 @@ func (c Checkpoints) Save(ctx context.Context, s State) error {
 	if err := c.Store.Put(ctx, file, data); err != nil {
 		return err
 	}
-	m, err := json.Marshal(manifest{Epoch: s.Epoch, File: file, Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)})
+	m, err := json.Marshal(manifest{RunID: c.RunID, Epoch: s.Epoch, File: file, Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)})
 	if err != nil {
 		return err
 	}
@@ -149,7 +158,7 @@ func (c Checkpoints) Epochs(ctx context.Context) ([]int, error) {
 	return epochs, nil
 }
 
-// prune deletes all but the newest Keep checkpoints, manifest first.
+// prune deletes all but the newest Keep checkpoints in the run's own folder, manifest first.
 func (c Checkpoints) prune(ctx context.Context) error {
 	if c.Keep <= 0 {
 		return nil
@@ -201,6 +210,9 @@ func (c Checkpoints) Load(ctx context.Context, epoch int) (State, error) {
 	var m manifest
 	if err := json.Unmarshal(mb, &m); err != nil {
 		return State{}, fmt.Errorf("checkpoint: %s %s: %w: %w", c.Store, mname, errCorrupt, err)
+	}
+	if c.RunID != "" && m.RunID != c.RunID {
+		return State{}, fmt.Errorf("checkpoint: %s %s is of run %q, not of this run (%q)", c.Store, mname, m.RunID, c.RunID)
 	}
 	file := m.File
 	if strings.ContainsAny(file, `/\`) || !strings.HasPrefix(file, "ckpt-") {

@@ -61,15 +61,26 @@ func (d Dir) Get(_ context.Context, name string) ([]byte, error) {
 	return b, nil
 }
 
-// List returns the names in the folder; a missing folder holds nothing.
-func (d Dir) List(context.Context) ([]string, error) {
+// List returns the names of the files in the folder; a missing folder holds nothing.
+func (d Dir) List(context.Context) ([]string, error) { return d.entries(false) }
+
+// Sub returns the subfolder name.
+func (d Dir) Sub(name string) Store { return Dir(filepath.Join(string(d), name)) }
+
+// Folders returns the names of the subfolders; a missing folder holds none.
+func (d Dir) Folders(context.Context) ([]string, error) { return d.entries(true) }
+
+// entries returns the names of the subfolders (folders) or of the other entries.
+func (d Dir) entries(folders bool) ([]string, error) {
 	ents, err := os.ReadDir(string(d))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	var names []string
 	for _, e := range ents {
-		names = append(names, e.Name())
+		if e.IsDir() == folders {
+			names = append(names, e.Name())
+		}
 	}
 	return names, nil
 }

@@ -9,4 +9,9 @@
 // crash mid-write) is ignored and the last good checkpoint is never replaced by an incomplete
 // one. Latest verifies the checksum and skips torn or corrupt checkpoints. Save keeps the
 // newest Keep checkpoints.
+//
+// Checkpoints belong to a run: each run keeps them in its own folder of a location (Sub; a job's
+// UID or a CLI run's id names it), its RunID is in every manifest, and Load refuses a manifest
+// of another run, so a run's prune never deletes another run's checkpoints and no run resumes
+// from another's.
 package checkpoint

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -69,8 +70,25 @@ func (s S3) Get(ctx context.Context, name string) ([]byte, error) {
 
 // List returns the names of the objects directly under the prefix.
 func (s S3) List(ctx context.Context) ([]string, error) {
+	names, _, err := s.list(ctx)
+	return names, err
+}
+
+// Folders returns the names of the folders (common prefixes) directly under the prefix.
+func (s S3) Folders(ctx context.Context) ([]string, error) {
+	_, folders, err := s.list(ctx)
+	return folders, err
+}
+
+// Sub returns the prefix prefix/name.
+func (s S3) Sub(name string) Store {
+	s.Prefix = strings.Trim(s.key(name), "/")
+	return s
+}
+
+// list returns the names of the objects and of the folders directly under the prefix.
+func (s S3) list(ctx context.Context) (names, folders []string, _ error) {
 	folder := s.key("")
-	var names []string
 	p := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(folder), Delimiter: aws.String("/")})
 	for p.HasMorePages() {
 		var page *s3.ListObjectsV2Output
@@ -80,13 +98,16 @@ func (s S3) List(ctx context.Context) ([]string, error) {
 			return objstore.Classify(err)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: list s3://%s/%s: %w", s.Bucket, folder, err)
+			return nil, nil, fmt.Errorf("checkpoint: list s3://%s/%s: %w", s.Bucket, folder, err)
 		}
 		for _, o := range page.Contents {
 			names = append(names, aws.ToString(o.Key)[len(folder):])
 		}
+		for _, c := range page.CommonPrefixes {
+			folders = append(folders, strings.TrimSuffix(aws.ToString(c.Prefix)[len(folder):], "/"))
+		}
 	}
-	return names, nil
+	return names, folders, nil
 }
 
 // Delete removes an object; a missing one is not an error.

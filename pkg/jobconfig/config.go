@@ -347,12 +347,21 @@ type Calls struct {
 	StragglerFloor Duration `json:"stragglerFloor,omitempty"`
 }
 
+// RunFolder is the folder of run id's checkpoints under a checkpoint destination.
+func RunFolder(id string) string { return "run-" + id }
+
 // Checkpoint says where and how often to save weights.
 type Checkpoint struct {
 	// IntervalEpochs is the number of epochs between checkpoints; with a
 	// staleness bound, the graph servers drain the pipeline every
 	// IntervalEpochs epochs, where the parameter servers take them.
 	IntervalEpochs int `json:"intervalEpochs"`
+	// RunID is the run the checkpoints belong to: the job's UID, or the id a
+	// dorylus train run drew. Path or S3 is that run's own folder
+	// (RunFolder(RunID) under the destination), and every checkpoint's
+	// manifest names it. Empty: checkpoints written before runs had ids,
+	// flat in the destination.
+	RunID string `json:"runID,omitempty"`
 	// Path is the local folder of a pvc destination.
 	Path string `json:"path,omitempty"`
 	// S3 is the bucket location of an s3 destination.

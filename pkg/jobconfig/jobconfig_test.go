@@ -32,7 +32,7 @@ func validConfig() *RunConfig {
 
 func TestMarshalLoadRoundTrip(t *testing.T) {
 	want := validConfig()
-	want.Checkpoint = &Checkpoint{IntervalEpochs: 10, Path: "/data/checkpoint/run1"}
+	want.Checkpoint = &Checkpoint{IntervalEpochs: 10, RunID: "6d1f", Path: "/data/checkpoint/" + RunFolder("6d1f")}
 	data, err := Marshal(want)
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
@@ -24,6 +28,10 @@ type checkpointOptions struct {
 	every    int
 	keep     int
 	resume   bool
+	// Set by prepare (in a server, by the run config): the run the checkpoints belong to and
+	// its own folder of location.
+	runID string
+	run   string
 }
 
 // addFlags registers the checkpoint flags.
@@ -31,7 +39,8 @@ func (c *checkpointOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.location, "checkpoint-dir", "", "save checkpoints (weights, optimizer state, epoch, seed) to this folder or s3://bucket/prefix: every --checkpoint-every epochs, after the last epoch, and on SIGTERM or Ctrl-C (with --graph-servers: by each parameter server, in subfolder shard-N; with a --staleness bound at the epoch boundaries where the pipeline drains, every --checkpoint-every epochs, and after the last epoch)")
 	f.IntVar(&c.every, "checkpoint-every", 10, "with --checkpoint-dir: epochs between checkpoints")
 	f.IntVar(&c.keep, "keep", 3, "with --checkpoint-dir: checkpoints kept (0: all)")
-	f.BoolVar(&c.resume, "resume", false, "with --checkpoint-dir: continue from its latest complete checkpoint (a fresh start if there is none)")
+	f.BoolVar(&c.resume, "resume", false, "with --checkpoint-dir: continue the run whose checkpoints it holds from its latest complete one (a fresh start if it holds none); "+
+		"without --resume a run starts only in a --checkpoint-dir that holds no other run's checkpoints. Each run keeps its checkpoints in its own folder, run-ID")
 }
 
 func (c *checkpointOptions) validate(o trainOptions) error {
@@ -52,6 +61,104 @@ func (c *checkpointOptions) validate(o trainOptions) error {
 	return nil
 }
 
+// prepare settles the run this invocation's checkpoints belong to: a fresh run with a new id in
+// its own folder of the location, refused when the location holds another run's checkpoints;
+// with --resume the one run whose checkpoints it holds (a fresh one if it holds none).
+func (c *checkpointOptions) prepare(ctx context.Context) error {
+	if c.location == "" {
+		return nil
+	}
+	root, err := checkpoint.Open(ctx, c.location, objstore.Config{}) // S3 settings from the SDK's environment
+	if err != nil {
+		return fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	runs, err := runsIn(ctx, root)
+	if err != nil {
+		return fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	switch {
+	case len(runs) == 0:
+		id, err := newRunID()
+		if err != nil {
+			return err
+		}
+		c.runID, c.run = id, strings.TrimSuffix(c.location, "/")+"/"+jobconfig.RunFolder(id)
+	case !c.resume:
+		return fmt.Errorf("--checkpoint-dir %s holds the checkpoints of %s: pass --resume to continue it, or another --checkpoint-dir to start over", c.location, runs[0])
+	case len(runs) > 1:
+		return fmt.Errorf("--checkpoint-dir %s holds the checkpoints of %d runs (%s): --resume continues a run only in a --checkpoint-dir holding it alone (its run-ID folder)", c.location, len(runs), joinRuns(runs))
+	case runs[0].id == "":
+		c.run = c.location
+	default:
+		c.runID, c.run = runs[0].id, strings.TrimSuffix(c.location, "/")+"/"+jobconfig.RunFolder(runs[0].id)
+	}
+	return nil
+}
+
+// foundRun is a run whose checkpoints a location holds; id "" for checkpoints written flat in it,
+// before runs had ids.
+type foundRun struct {
+	id     string
+	epochs []int // of its own checkpoints, newest first; none for a run of parameter servers
+}
+
+func (r foundRun) String() string {
+	what := "run " + r.id
+	if r.id == "" {
+		what = "an earlier run"
+	}
+	if len(r.epochs) > 0 {
+		what += fmt.Sprintf(" (epochs %v)", r.epochs)
+	}
+	return what
+}
+
+func joinRuns(runs []foundRun) string {
+	s := make([]string, len(runs))
+	for i, r := range runs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// runsIn returns the runs whose checkpoints root holds: one per run-ID folder, and one without an
+// id for checkpoints (or parameter-server shard-N folders) directly in it.
+func runsIn(ctx context.Context, root checkpoint.Store) ([]foundRun, error) {
+	folders, err := root.Folders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var runs []foundRun
+	flat := false
+	for _, f := range folders {
+		if id, ok := strings.CutPrefix(f, jobconfig.RunFolder("")); ok && id != "" {
+			eps, err := checkpoint.Checkpoints{Store: root.Sub(f)}.Epochs(ctx)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, foundRun{id: id, epochs: eps})
+		}
+		flat = flat || strings.HasPrefix(f, "shard-")
+	}
+	eps, err := checkpoint.Checkpoints{Store: root}.Epochs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if flat || len(eps) > 0 {
+		runs = append(runs, foundRun{epochs: eps})
+	}
+	return runs, nil
+}
+
+// newRunID returns a fresh run id: the time, then random hex.
+func newRunID() (string, error) {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("draw a run id: %w", err)
+	}
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b), nil
+}
+
 // runCheckpoints saves and restores the checkpoints of one training run.
 type runCheckpoints struct {
 	cp      checkpoint.Checkpoints
@@ -69,13 +176,13 @@ func openCheckpoints(ctx context.Context, o trainOptions, d *graph.Dataset, seed
 	if c.location == "" {
 		return nil, nil
 	}
-	st, err := checkpoint.Open(ctx, c.location, objstore.Config{})
+	st, err := checkpoint.Open(ctx, c.run, objstore.Config{})
 	if err != nil {
 		return nil, err
 	}
 	run := fmt.Sprintf("%s layers=%d hidden=%d heads=%d dropout=%g lr=%g weight-decay=%g seed=%d dataset=%s nodes=%d edges=%d features=%d classes=%d",
 		o.model, o.layers, o.hidden, o.heads, o.dropout, o.lr, o.weightDecay, seed, d.Name, d.NumNodes(), d.Adj.NNZ(), d.NumFeatures(), d.NumClasses)
-	return &runCheckpoints{cp: checkpoint.Checkpoints{Store: st, Keep: c.keep}, run: run, every: c.every, log: log}, nil
+	return &runCheckpoints{cp: checkpoint.Checkpoints{Store: st, Keep: c.keep, RunID: c.runID}, run: run, every: c.every, log: log}, nil
 }
 
 // resume restores tr from the latest complete checkpoint and returns the epochs it had

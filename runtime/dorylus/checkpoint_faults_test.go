@@ -53,7 +53,7 @@ func newPodCluster(t *testing.T, data, ckpt string, epochs int, staleness jobcon
 	run := serverConfig(t, data, addrs, 2, func(rc *jobconfig.RunConfig) {
 		rc.Job.Name, rc.Training.Intervals, rc.Training.Epochs, rc.Training.EvalEvery = "faults", 3, epochs, epochs
 		rc.Training.Staleness = staleness
-		rc.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, Path: ckpt} // resumed from, as a pod does
+		rc.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, RunID: "faults", Path: ckpt} // resumed from, as a pod does
 	})
 	for q := range 2 {
 		c.args = append(c.args, []string{"graph-server", "--config", run, "--partition", fmt.Sprint(q)})

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,8 +19,23 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
+
+// runFolder returns the folder (or prefix) of the one run whose checkpoints location holds.
+func runFolder(t *testing.T, location string) string {
+	t.Helper()
+	st, err := checkpoint.Open(context.Background(), location, objstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders, err := st.Folders(context.Background())
+	if err != nil || len(folders) != 1 || !strings.HasPrefix(folders[0], jobconfig.RunFolder("")) {
+		t.Fatalf("%s holds %v (%v), want one run's folder", location, folders, err)
+	}
+	return strings.TrimSuffix(location, "/") + "/" + folders[0]
+}
 
 // latest returns the newest complete checkpoint at location.
 func latest(t *testing.T, location string) checkpoint.State {
@@ -75,7 +91,7 @@ func trainJSON(t *testing.T, args ...string) runResult {
 func TestResumeEqualsUninterrupted(t *testing.T) {
 	straight := filepath.Join(t.TempDir(), "straight")
 	trainJSON(t, "--epochs", "20", "--checkpoint-dir", straight, "--checkpoint-every", "20")
-	want := latest(t, straight)
+	want := latest(t, runFolder(t, straight))
 	if want.Epoch != 20 || want.Position != 20 {
 		t.Fatalf("straight run: checkpoint of epoch %d, position %d; want 20, 20", want.Epoch, want.Position)
 	}
@@ -88,7 +104,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		if second.ResumedFrom != 10 || second.EpochsRun != 20 {
 			t.Errorf("second half resumed from epoch %d and ran to %d; want 10 and 20", second.ResumedFrom, second.EpochsRun)
 		}
-		got := latest(t, loc)
+		got := latest(t, runFolder(t, loc))
 		if got.Epoch != 20 || got.Position != 20 || got.Run != want.Run {
 			t.Fatalf("resumed run: checkpoint of epoch %d, position %d, run %q; want 20, 20, %q", got.Epoch, got.Position, got.Run, want.Run)
 		}
@@ -132,7 +148,7 @@ func TestSIGTERMCheckpointsAndResumes(t *testing.T) {
 	if err == nil || !strings.Contains(all, "training stopped at epoch") || !strings.Contains(all, "saved in "+dir) {
 		t.Fatalf("after SIGTERM: exit %v, want an error saying where the checkpoint went:\n%s", err, all)
 	}
-	cut := latest(t, dir)
+	cut := latest(t, runFolder(t, dir))
 	if cut.Epoch < 60 || cut.Epoch >= 300 {
 		t.Fatalf("checkpoint of epoch %d after SIGTERM at epoch 60 or later of 300", cut.Epoch)
 	}
@@ -142,7 +158,62 @@ func TestSIGTERMCheckpointsAndResumes(t *testing.T) {
 	}
 	straight := filepath.Join(t.TempDir(), "straight")
 	trainJSON(t, "--epochs", epochs, "--checkpoint-dir", straight, "--checkpoint-every", "1000", "--eval-every", "1000")
-	sameWeights(t, latest(t, straight), latest(t, dir))
+	sameWeights(t, latest(t, runFolder(t, straight)), latest(t, runFolder(t, dir)))
+}
+
+// TestNewRunKeepsItsOwnCheckpoints reproduces the loss of a new run's checkpoints to an older
+// run's (the older run's epochs 280, 290 and 300 in the folder, in its run folder or written
+// flat before runs had ids): a new run without --resume, single-process or on servers, must
+// refuse to start naming the older run and its epochs, leaving the folder as it was; a new run
+// in a fresh folder keeps every checkpoint of its own (--keep 3 of epochs 10, 20, 30) in its
+// own run folder, each manifest naming the run.
+func TestNewRunKeepsItsOwnCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	older := func(st checkpoint.Store, id string) {
+		for _, ep := range []int{280, 290, 300} {
+			s := checkpoint.State{Run: "gcn older", Epoch: ep, Tensors: map[string][]float32{"w0": {1}}}
+			if err := (checkpoint.Checkpoints{Store: st, RunID: id, Keep: 3}).Save(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inRun, flat := t.TempDir(), t.TempDir()
+	older(checkpoint.Dir(inRun).Sub(jobconfig.RunFolder("older")), "older")
+	older(checkpoint.Dir(flat), "")
+	for _, c := range []struct{ dir, want string }{
+		{inRun, "holds the checkpoints of run older (epochs [300 290 280]): pass --resume to continue it, or another --checkpoint-dir to start over"},
+		{flat, "holds the checkpoints of an earlier run (epochs [300 290 280]): pass --resume"},
+	} {
+		for _, args := range [][]string{
+			{"train", "--epochs", "30", "--checkpoint-dir", c.dir, "--checkpoint-every", "10", "--keep", "3"},
+			distArgs(30, c.dir, "--checkpoint-every", "10", "--keep", "3"),
+		} {
+			if _, logs, err := run(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v: %v, want %q\n%s", args, err, c.want, logs)
+			}
+		}
+	}
+	for dir, st := range map[string]checkpoint.Store{inRun: checkpoint.Dir(inRun).Sub(jobconfig.RunFolder("older")), flat: checkpoint.Dir(flat)} {
+		if eps, err := (checkpoint.Checkpoints{Store: st}).Epochs(ctx); err != nil || !slices.Equal(eps, []int{300, 290, 280}) {
+			t.Errorf("%s: the older run's checkpoints are now %v (%v)", dir, eps, err)
+		}
+		if folders, _ := checkpoint.Dir(dir).Folders(ctx); len(folders) > 1 {
+			t.Errorf("%s: a refused run left a folder: %v", dir, folders)
+		}
+	}
+	fresh := t.TempDir()
+	trainJSON(t, "--epochs", "30", "--checkpoint-dir", fresh, "--checkpoint-every", "10", "--keep", "3")
+	own := runFolder(t, fresh)
+	id := strings.TrimPrefix(filepath.Base(own), jobconfig.RunFolder(""))
+	cps := checkpoint.Checkpoints{Store: checkpoint.Dir(own), RunID: id}
+	if eps, err := cps.Epochs(ctx); err != nil || !slices.Equal(eps, []int{30, 20, 10}) {
+		t.Errorf("the new run kept %v (%v), want [30 20 10]", eps, err)
+	}
+	for _, ep := range []int{10, 20, 30} {
+		if _, err := cps.Load(ctx, ep); err != nil {
+			t.Errorf("the new run's checkpoint of epoch %d: %v", ep, err)
+		}
+	}
 }
 
 func TestCheckpointFlagErrors(t *testing.T) {
@@ -167,7 +238,8 @@ func distArgs(epochs int, dir string, extra ...string) []string {
 		"--epochs", fmt.Sprint(epochs), "--eval-every", fmt.Sprint(epochs), "--checkpoint-dir", dir}, extra...)
 }
 
-// sameShards compares the latest checkpoints of both parameter-server shards of two runs.
+// sameShards compares the latest checkpoints of both parameter-server shards of two runs, in
+// their run folders a and b.
 func sameShards(t *testing.T, a, b string, epoch int) {
 	t.Helper()
 	for s := range 2 {
@@ -193,7 +265,7 @@ func TestDistributedResumeEqualsUninterrupted(t *testing.T) {
 			if first.PerRun[0].ResumedFrom != 0 || second.PerRun[0].ResumedFrom != 10 || len(second.PerRun[0].Curve) != 0 && second.PerRun[0].Curve[0].Epoch != 11 {
 				t.Errorf("resumed from epoch %d (first half: %d), want 10", second.PerRun[0].ResumedFrom, first.PerRun[0].ResumedFrom)
 			}
-			sameShards(t, straight, cut, 20)
+			sameShards(t, runFolder(t, straight), runFolder(t, cut), 20)
 			if math.Abs(first.TestAccuracy-second.TestAccuracy) == 0 && first.TestAccuracy == 0 {
 				t.Errorf("no test accuracy reported")
 			}
@@ -255,7 +327,7 @@ func TestGraphServerSIGKILLResumes(t *testing.T) {
 		t.Errorf("resumed from epoch %d after a kill at epoch 24 or later", from)
 	}
 	t.Logf("graph server SIGKILL at epoch ≥ 24: resumed from epoch %d; kill to parameter servers restored: %v", rep.PerRun[0].ResumedFrom, again)
-	sameShards(t, straight, cut, epochs)
+	sameShards(t, runFolder(t, straight), runFolder(t, cut), epochs)
 }
 
 // killGraphServer1 runs dorylus with args (a distributed training of epochs), kills graph

@@ -64,7 +64,7 @@ func (o *paramServerOptions) fromConfig(path string) error {
 		return fmt.Errorf("--shard %d: the run config has shards 0..%d", o.shard, o.shards-1)
 	}
 	if cp := c.Checkpoint; cp != nil {
-		o.checkpoint = checkpointOptions{location: cp.Path, every: cp.IntervalEpochs, keep: cp.Keep, resume: !cp.Fresh}
+		o.checkpoint = checkpointOptions{location: cp.Path, every: cp.IntervalEpochs, keep: cp.Keep, resume: !cp.Fresh, runID: cp.RunID}
 		if cp.S3 != nil {
 			o.checkpoint.location = "s3://" + cp.S3.Bucket + "/" + cp.S3.Prefix
 			o.s3 = objstore.Config{Region: cp.S3.Region, Endpoint: cp.S3.Endpoint, CredentialsDir: cp.S3.CredentialsDir}
@@ -86,9 +86,9 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 				return err
 			}
 			if i == o.shard {
-				c.Checkpoints = checkpoint.Checkpoints{Store: st, Keep: o.checkpoint.keep}
+				c.Checkpoints = checkpoint.Checkpoints{Store: st, Keep: o.checkpoint.keep, RunID: o.checkpoint.runID}
 			} else {
-				c.Peers = append(c.Peers, checkpoint.Checkpoints{Store: st})
+				c.Peers = append(c.Peers, checkpoint.Checkpoints{Store: st, RunID: o.checkpoint.runID})
 			}
 		}
 		if err := sh.EnableCheckpoints(c); err != nil {

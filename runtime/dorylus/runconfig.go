@@ -52,8 +52,8 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 		c.Training.EvalEvery = 1
 	}
 	if cp := o.checkpoint; cp.location != "" {
-		l := locationOf(cp.location)
-		c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: cp.every, Keep: cp.keep, Fresh: !cp.resume, Path: l.Path, S3: l.S3}
+		l := locationOf(cp.run)
+		c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: cp.every, Keep: cp.keep, Fresh: !cp.resume, RunID: cp.runID, Path: l.Path, S3: l.S3}
 	}
 	if o.outputs.location != "" && seed == o.seed { // the first run's model, as without --graph-servers
 		l := locationOf(o.outputs.location)

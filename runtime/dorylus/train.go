@@ -77,6 +77,9 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 				if err := o.outputs.validate(cmd.Context()); err != nil {
 					return err
 				}
+				if err := o.checkpoint.prepare(cmd.Context()); err != nil {
+					return err
+				}
 				return runDistributed(cmd.Context(), o, *dist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			if dist.backend.Remote() {
@@ -230,6 +233,9 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	if err := o.outputs.validate(ctx); err != nil {
+		return err
+	}
+	if err := o.checkpoint.prepare(ctx); err != nil {
 		return err
 	}
 	tensor.SetThreads(o.threads)
