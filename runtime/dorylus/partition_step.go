@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +30,9 @@ func newPartitionCommand() *cobra.Command {
 		Long: `Partition reads a run config's dataset and writes it, cut by the multilevel partitioner into
 one file per graph server with partitions.json beside them, to the config's partitions location
 (a folder, or an S3 prefix through a local staging folder), where the graph servers read their
-own file. Files already there for the same dataset and count are checked and reused; files of
+own file, and last the digest of what they were cut from (the dataset's files, the method, the
+count and the seed). Files already there for the same dataset and count are checked and reused
+when that digest matches, cut again when it does not (a dataset changed in place); files of
 another dataset or count are an error. Inside a
 GNNTrainingJob ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME) it reports the cut into the job's
 status.partitions.`,
@@ -61,8 +65,9 @@ status.partitions.`,
 }
 
 // partitionStep writes c's dataset cut into c.GraphServers.Replicas partition files to
-// c.Partitions, unless valid files of that dataset and count are there already, and returns
-// their cut; files of another count or dataset there are refused, not replaced.
+// c.Partitions, unless valid files of that dataset and count cut from the same inputs are there
+// already, and returns their cut. Files of that dataset and count cut from other inputs are
+// replaced; files of another count or dataset are refused.
 func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out io.Writer) (jobstatus.Partitions, error) {
 	loc, parts := c.Partitions, c.GraphServers.Replicas
 	if loc == nil {
@@ -79,6 +84,10 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if partition.HasManifest(spec) || hasPartitionFiles(spec) {
 		return jobstatus.Partitions{}, fmt.Errorf("dataset %s is already cut into partition files: leave spec.dataset.partitionTo unset", source.Redact(source.Spec(c.Dataset)))
 	}
+	in, err := digestInputs(spec, partition.DefaultMethod, parts)
+	if err != nil {
+		return jobstatus.Partitions{}, err
+	}
 	if m, err := existingPartitions(ctx, st, work, parts); err != nil || m != nil {
 		if err == nil {
 			err = sameDataset(m, spec, st)
@@ -86,8 +95,18 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 		if err != nil {
 			return jobstatus.Partitions{}, err
 		}
-		fmt.Fprintf(out, "reusing %d partitions (%s) of %s in %s: %v\n", parts, m.Method, m.Dataset, st, m.Quality)
-		return reportOf(m, true), nil
+		was, err := recordedInputs(ctx, st)
+		if err != nil {
+			return jobstatus.Partitions{}, err
+		}
+		if was == in {
+			fmt.Fprintf(out, "reusing %d partitions (%s) of %s in %s: %v\n", parts, m.Method, m.Dataset, st, m.Quality)
+			return reportOf(m, true), nil
+		}
+		fmt.Fprintf(out, "the partitions of %s in %s were cut from other inputs (%s, now %s): cutting them again\n", m.Dataset, st, was.orNone(), in)
+		if err := st.Delete(ctx, inputsFile); err != nil { // until the new files are all there
+			return jobstatus.Partitions{}, err
+		}
 	}
 	dir := loc.Path
 	if loc.S3 != nil {
@@ -106,7 +125,68 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 		}
 		fmt.Fprintf(out, "uploaded them to %s\n", st)
 	}
+	if err := st.Put(ctx, inputsFile, []byte(in+"\n")); err != nil { // last: the files are of these inputs
+		return jobstatus.Partitions{}, err
+	}
 	return reportOf(m, false), nil
+}
+
+// inputsFile holds, beside the partition files, the digest of the inputs they were cut from.
+const inputsFile = "partition-inputs.sha256"
+
+// inputs is the digest of what a cut depends on: the dataset's files, the method, the number
+// of parts and the partitioner's seed (digestInputs).
+type inputs string
+
+func (in inputs) orNone() string {
+	if in == "" {
+		return "none recorded"
+	}
+	return string(in)
+}
+
+// digestInputs returns the SHA-256 of the cut of the dataset at spec into parts by method: of
+// the method, parts and seed, then of every file under spec (its path, size and bytes, in
+// lexical order); a builtin or generated dataset (no such path) is its spec.
+func digestInputs(spec string, method partition.Method, parts int) (inputs, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "method=%s parts=%d seed=%d\n", method, parts, partition.DefaultSeed)
+	if _, err := os.Stat(spec); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(h, "dataset %q\n", spec)
+	} else if err := filepath.WalkDir(spec, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rel, _ := filepath.Rel(spec, path)
+		info, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "file %q %d\n", filepath.ToSlash(rel), info.Size())
+		_, err = io.Copy(h, f)
+		return err
+	}); err != nil {
+		return "", fmt.Errorf("digest the dataset at %s: %w", spec, err)
+	}
+	return inputs(fmt.Sprintf("sha256:%x", h.Sum(nil))), nil
+}
+
+// recordedInputs returns the digest of the inputs the partitions in st were cut from; "" when
+// none is recorded (cut before digests were, or the cut did not finish).
+func recordedInputs(ctx context.Context, st checkpoint.Store) (inputs, error) {
+	b, err := st.Get(ctx, inputsFile)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, objstore.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return inputs(strings.TrimSpace(string(b))), nil
 }
 
 // sameDataset checks that the manifest m found in st describes the dataset at spec.

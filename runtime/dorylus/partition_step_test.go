@@ -101,8 +101,8 @@ func TestPartitionStepFolder(t *testing.T) {
 	}
 }
 
-// TestPartitionStepS3 writes the files to a MinIO prefix, the manifest last, and a second run
-// reuses them from the manifest alone.
+// TestPartitionStepS3 writes the files to a MinIO prefix, then the manifest, then the digest
+// of the inputs, and a second run reuses them from the manifest and the digest alone.
 func TestPartitionStepS3(t *testing.T) {
 	ctx := context.Background()
 	m := minio.Start(t)
@@ -124,13 +124,13 @@ func TestPartitionStepS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(names)
-	want := []string{graph.PartitionFileName(0, 2), graph.PartitionFileName(1, 2), partition.ManifestFileName}
+	want := []string{graph.PartitionFileName(0, 2), graph.PartitionFileName(1, 2), partition.ManifestFileName, inputsFile}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("objects under %s: %v, want %v", st, names, want)
 	}
 	local := checkpoint.Dir(t.TempDir())
-	for _, n := range names {
+	for _, n := range names[:3] {
 		b, err := st.Get(ctx, n)
 		if err != nil {
 			t.Fatal(err)
@@ -152,5 +152,66 @@ func TestPartitionStepS3(t *testing.T) {
 	again, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
 	if err != nil || !again.Reused || again.EdgeCut != got.EdgeCut {
 		t.Fatalf("second run: %+v, %v; want the first's cut, reused", again, err)
+	}
+}
+
+// TestPartitionStepDatasetChangedInPlace cuts a dataset folder (Cora as text), changes it in
+// place keeping its name and counts (vertex 0's label swapped with another's), and runs the step again: it must
+// cut it again (not reuse), and the new files hold vertex 0's new label; run once more it
+// reuses them. Partitions without a recorded digest (cut before digests were) are cut again
+// too.
+func TestPartitionStepDatasetChangedInPlace(t *testing.T) {
+	ctx := context.Background()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, parts := filepath.Join(t.TempDir(), "cora"), filepath.Join(t.TempDir(), "parts")
+	if err := graph.WriteText(data, d); err != nil {
+		t.Fatal(err)
+	}
+	c := partitionConfig(2, jobconfig.Location{Path: parts})
+	c.Dataset = jobconfig.Dataset{Source: jobconfig.SourcePVC, Path: data}
+	step := func() jobstatus.Partitions {
+		t.Helper()
+		p, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	label0 := func() int32 {
+		t.Helper()
+		for q := range 2 {
+			pd, err := graph.ReadPartitionFile(filepath.Join(parts, graph.PartitionFileName(q, 2)), q, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.Index(pd.OrigIDs, 0); i >= 0 {
+				return pd.Labels[i]
+			}
+		}
+		t.Fatal("no partition holds vertex 0")
+		return 0
+	}
+	if p := step(); p.Reused || label0() != d.Labels[0] {
+		t.Fatalf("first cut: reused %v, vertex 0 labelled %d; want a new cut, %d", p.Reused, label0(), d.Labels[0])
+	}
+	j := slices.IndexFunc(d.Labels, func(l int32) bool { return l >= 0 && l != d.Labels[0] })
+	d.Labels[0], d.Labels[j] = d.Labels[j], d.Labels[0] // the same counts of every class
+	if err := graph.WriteText(data, d); err != nil {
+		t.Fatal(err)
+	}
+	if p := step(); p.Reused || label0() != d.Labels[0] {
+		t.Fatalf("after the change in place: reused %v, vertex 0 labelled %d; want a new cut, %d", p.Reused, label0(), d.Labels[0])
+	}
+	if p := step(); !p.Reused {
+		t.Fatalf("unchanged: %+v, want the files reused", p)
+	}
+	if err := os.Remove(filepath.Join(parts, inputsFile)); err != nil {
+		t.Fatal(err)
+	}
+	if p := step(); p.Reused {
+		t.Fatalf("no digest recorded: %+v, want a new cut", p)
 	}
 }
