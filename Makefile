@@ -22,11 +22,14 @@ lambda: ## Build `dorylus function` for AWS Lambda (amd64, arm64): bin/lambda/*.
 run: build ## Train GCN on the embedded Cora dataset
 	$(BIN)/dorylus train
 
-.PHONY: test
-test: helm ## Run every test, the envtest suite on a real kube-apiserver and etcd included (gofmt and vet first)
+.PHONY: test test-deps
+test: test-deps ## Run every test, the envtest suite on a real kube-apiserver and etcd included (gofmt and vet first)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/envtest.sh -q) HELM=$(HELM) $(GO) test -timeout 20m $(SLOW_TESTS) ./...
+
+test-deps: ## Install every component make test runs against (hack/test-deps.sh: helm, the Lambda emulator, MinIO, Kueue, envtest, PyTorch)
+	hack/test-deps.sh
 
 # The package whose tests take longest (runtime/dorylus: about 250 s, training Cora and CiteSeer
 # on server processes, when the others take under 60 s each), named before ./... in make test:

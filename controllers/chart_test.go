@@ -138,7 +138,6 @@ func TestChartPodMonitor(t *testing.T) {
 // rules (by the API server's discovery) are exactly what the ClusterRoleBindings
 // left grant. The default rendering binds cluster-wide.
 func TestChartWatchNamespaces(t *testing.T) {
-	needEnv(t)
 	type rendered struct {
 		args            string
 		roleBindings    []string // namespace/role of RoleBindings to a ClusterRole

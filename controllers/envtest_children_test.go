@@ -24,7 +24,6 @@ import (
 // TestCreateMakesEveryChild creates a job as a user would and checks every
 // child, field by field where the operator owns the field.
 func TestCreateMakesEveryChild(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	job := createJob(t, userJob(ns, "cora", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.GraphServers.Replicas = 2
@@ -148,7 +147,6 @@ func TestCreateMakesEveryChild(t *testing.T) {
 // TestChildrenAreReappliedAndPruned checks that a child changed behind the
 // operator's back is put back, and that shards above the replica count go.
 func TestChildrenAreReappliedAndPruned(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "prune", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.RunPolicy.Suspend = ptr.To(true) // not started: the spec may still change
@@ -204,7 +202,6 @@ func TestChildrenAreReappliedAndPruned(t *testing.T) {
 // TestManagedKnativeService checks the unstructured Knative child and that
 // Ready waits for it.
 func TestManagedKnativeService(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "kn", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Knative: &dorylusv1alpha1.KnativeBackend{
@@ -250,7 +247,6 @@ func TestManagedKnativeService(t *testing.T) {
 
 // TestManagedByAnotherController leaves a job alone.
 func TestManagedByAnotherController(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "foreign", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")

@@ -26,7 +26,6 @@ import (
 // cost reached the budget, and the operator fails the job with reason BudgetExceeded at that
 // epoch's cost.
 func TestBudgetFromTheGraphServers(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	// The servers cost this much a second (the suite's price list and default types).
 	in := testPricing.Prices.Instances

@@ -28,7 +28,6 @@ import (
 // the token only, each read-only. Suspended and resumed again, the job gets a new CA,
 // certificate and token, and its pod templates name the new period.
 func TestJobCredentials(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "sec", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.RunPolicy.Suspend = ptr.To(true)

@@ -32,12 +32,8 @@ import (
 // The suite serves Kueue's CRDs (at the version hack/tools.sh pins) so that
 // the operator's manager discovers Kueue; TestKueue runs the real Kueue
 // manager against the suite's API server.
-var (
-	// kueueSkip says why the Kueue test cannot run (no Kueue manager).
-	kueueSkip string
-	// kueueWebhookPort is where the Kueue manager serves its webhooks.
-	kueueWebhookPort int
-)
+// kueueWebhookPort is where the Kueue manager serves its webhooks.
+var kueueWebhookPort int
 
 // kueueNamespace is Kueue's own namespace in the suite.
 const kueueNamespace = "kueue-system"
@@ -56,8 +52,7 @@ func kueueVersion() (string, error) {
 }
 
 // kueueCRDs reads Kueue's CRDs at the version hack/tools.sh pins, from the Go
-// module cache. Without the Kueue manager of that version, the Kueue tests
-// skip (kueueSkip).
+// module cache, once the Kueue manager of that version is installed.
 func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	version, err := kueueVersion()
 	if err != nil {
@@ -65,9 +60,9 @@ func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	switch _, built, err := kueue.Binary(); {
 	case err != nil:
-		kueueSkip = err.Error()
+		return nil, err
 	case built != version:
-		kueueSkip = fmt.Sprintf("the installed Kueue manager is %s, hack/tools.sh pins %s: run hack/tools.sh kueue", built, version)
+		return nil, fmt.Errorf("the installed Kueue manager is %s, hack/tools.sh pins %s: run hack/tools.sh kueue", built, version)
 	}
 	dir, err := kueue.CRDDir(version)
 	if err != nil {
@@ -99,9 +94,6 @@ func kueueCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // framework.
 func startKueue(t *testing.T) {
 	t.Helper()
-	if kueueSkip != "" {
-		t.Skip(kueueSkip)
-	}
 	if !direct.KueueAvailable {
 		t.Fatal("the operator did not discover Kueue's Workloads")
 	}
@@ -177,7 +169,6 @@ func waitSuspended(t *testing.T, ns, job string, status metav1.ConditionStatus, 
 // (high) preempts c, which stops and gives its quota back; c runs again once
 // h finishes.
 func TestKueue(t *testing.T) {
-	needEnv(t)
 	startKueue(t)
 	ns := newNamespace(t)
 	flavor, cq := ns+"-cpu", ns+"-cq"
@@ -307,7 +298,6 @@ func TestKueue(t *testing.T) {
 // spec; resumed, it is admitted again. Its queue label removed, its Workload
 // is deleted and it runs.
 func TestKueueUserSuspend(t *testing.T) {
-	needEnv(t)
 	startKueue(t)
 	ns := newNamespace(t)
 	flavor, cq := ns+"-cpu", ns+"-cq"

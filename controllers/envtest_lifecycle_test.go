@@ -26,7 +26,6 @@ import (
 // become ready, graph server 0 reports, the last epoch ends the job and the
 // servers are scaled down.
 func TestConditionsThroughALife(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "life", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.GraphServers.Replicas = 2
@@ -104,7 +103,6 @@ func TestConditionsThroughALife(t *testing.T) {
 // TestSuspendAndResume scales to zero and back, keeping the job and
 // resetting startTime on resume.
 func TestSuspendAndResume(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "pause", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.RunPolicy.Suspend = ptr.To(true)
@@ -154,7 +152,6 @@ func TestSuspendAndResume(t *testing.T) {
 // and asks them to resume from it (not fresh), in asynchronous mode, so that
 // the parameter servers continue from their last checkpoint.
 func TestSuspendResumeAsyncCheckpointed(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "async-pause", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Staleness = intstr.FromInt32(1)
@@ -187,7 +184,6 @@ func TestSuspendResumeAsyncCheckpointed(t *testing.T) {
 // TestTTLAfterFinished requeues at exactly the TTL on the injected clock and
 // deletes the job when it expires.
 func TestTTLAfterFinished(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "ttl", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = 1
@@ -218,7 +214,6 @@ func TestTTLAfterFinished(t *testing.T) {
 
 // TestActiveDeadline fails a running job at exactly its deadline.
 func TestActiveDeadline(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "deadline", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](300)
@@ -245,7 +240,6 @@ func TestActiveDeadline(t *testing.T) {
 
 // TestBudgetStop fails the job once the reported cost reaches the budget.
 func TestBudgetStop(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "budget", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.RunPolicy.BudgetUSD = ptr.To[dorylusv1alpha1.Decimal]("1.50")
@@ -275,7 +269,6 @@ func TestBudgetStop(t *testing.T) {
 // with checkpoints, counted once, until the backoff limit; a job without
 // checkpoints fails at once, naming the server and how it ended.
 func TestServerFailure(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	// fail makes a server pod of run restarts whose container ended.
 	fail := func(job, pod, role string, restarts int32, reason string, code int32) {
@@ -412,7 +405,6 @@ func TestServerFailure(t *testing.T) {
 
 // TestTrainingError fails the job when graph server 0 reports a NaN.
 func TestTrainingError(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "nan"))
 	waitCondition(t, ns, "nan", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
@@ -427,7 +419,6 @@ func TestTrainingError(t *testing.T) {
 // TestDelete removes the job; its children carry the owner reference the
 // garbage collector (absent from envtest) follows.
 func TestDelete(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	job := createJob(t, userJob(ns, "gone"))
 	waitCondition(t, ns, "gone", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")

@@ -13,7 +13,6 @@ import (
 
 // TestJobCollector checks the job gauges against a job with progress.
 func TestJobCollector(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "gauged"))
 	waitCondition(t, ns, "gauged", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")

@@ -25,7 +25,6 @@ import (
 // children and status of a job in its namespace, and it neither sees nor
 // touches the job in another.
 func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
-	needEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	mine, other := newNamespace(t), newNamespace(t)

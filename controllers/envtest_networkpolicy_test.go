@@ -20,7 +20,6 @@ import (
 // namespaces on the metrics port; a Lambda function pulling tensors reaches the
 // data ports from outside the cluster.
 func TestNetworkPolicy(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "cora"))
 	createJob(t, userJob(ns, "pull", func(j *dorylusv1alpha1.GNNTrainingJob) {

@@ -18,7 +18,6 @@ import (
 // TestOutputManifests sends manifests with spec.output and spec.inference to the API server:
 // the valid ones are accepted, and each invalid one is refused naming the field and the reason.
 func TestOutputManifests(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
 	s3 := obj{"s3": obj{"bucket": "models", "prefix": "cora/gcn", "secretRef": obj{"name": "aws"}}}
@@ -65,7 +64,6 @@ func TestOutputManifests(t *testing.T) {
 // the run config holds the model and the output and no parameter servers, none are created;
 // once graph server 0 reports the files written, the job succeeds and lists their URIs.
 func TestInferenceJob(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	out := &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds", Prefix: "cora", Endpoint: "http://minio:9000",
 		SecretRef: &dorylusv1alpha1.SecretReference{Name: "aws"}}}

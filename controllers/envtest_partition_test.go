@@ -34,7 +34,6 @@ func partitionedJob(ns, name string) *dorylusv1alpha1.GNNTrainingJob {
 // read their files read-only from parts-2/, and the report stays in the
 // status through the operator's writes, and the step's Job is deleted.
 func TestPartitionStep(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, partitionedJob(ns, "cut"))
 	waitCondition(t, ns, "cut", dorylusv1alpha1.ConditionReady, metav1.ConditionFalse, dorylusv1alpha1.ReasonPartitioning)
@@ -114,7 +113,6 @@ func mountOf(ms []corev1.VolumeMount, name string) *corev1.VolumeMount {
 // PartitioningFailed, quoting the Job's condition and its pod's last log
 // lines, and the servers never start.
 func TestPartitionStepFails(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, partitionedJob(ns, "bad"))
 	var j batchv1.Job

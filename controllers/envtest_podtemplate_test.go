@@ -26,7 +26,6 @@ import (
 // that graph server 0 can report progress as the graph servers' own
 // ServiceAccount.
 func TestPodTemplatesReachThePods(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	gs, ps, fn := fullPodTemplate(), fullPodTemplate(), fullPodTemplate()
 	ps.Spec.ServiceAccountName = "ps-identity"
@@ -232,7 +231,6 @@ func manyEnv(n int) []any {
 // TestPodTemplateAdmission checks that a full pod template is accepted on
 // every role and that each invalid one is refused, naming the field and why.
 func TestPodTemplateAdmission(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
 	full, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fullPodTemplate())

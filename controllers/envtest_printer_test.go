@@ -18,7 +18,6 @@ import (
 // it (the Table form): epoch, accuracy and cost from progress, and Ready and
 // Succeeded selected by condition type.
 func TestPrinterColumns(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "shown", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Training.Epochs = 9 }))
 	waitCondition(t, ns, "shown", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")

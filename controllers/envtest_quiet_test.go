@@ -20,7 +20,6 @@ import (
 // reports wake no reconcile, a spec change applies only the child it
 // changes, and the report of the last epoch still ends the job.
 func TestQuietWhileTraining(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	inNs := func(n string) bool { return n == ns }
 	createJob(t, userJob(ns, "quiet"))

@@ -30,7 +30,6 @@ import (
 // writes status.partitions once and no progress. The same holds for graph
 // servers running as their podTemplate's ServiceAccount.
 func TestOnlyGraphServerZeroWritesStatus(t *testing.T) {
-	needEnv(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "cora", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.GraphServers.Replicas = 2 }))

@@ -213,7 +213,6 @@ var validManifests = []struct {
 
 // TestValidManifestsAreAccepted sends each valid manifest to the API server.
 func TestValidManifestsAreAccepted(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
 	for _, tc := range validManifests {
@@ -232,7 +231,6 @@ func TestValidManifestsAreAccepted(t *testing.T) {
 // TestInvalidManifestsAreRefused sends each invalid manifest to the API
 // server and checks the refusal names the field and the reason.
 func TestInvalidManifestsAreRefused(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
 	if err := k8sClient.Create(ctx, manifest(ns, "valid"), client.DryRunAll); err != nil {
@@ -261,7 +259,6 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 // TestSpecFreezesOnceTrainingStarted checks the transition rules: what may
 // not change after status.startTime is set, and what may.
 func TestSpecFreezesOnceTrainingStarted(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "frozen"))
 	eventually(t, "training started", func() error {

@@ -103,7 +103,6 @@ func TestReadyConditionNamesStartProblems(t *testing.T) {
 // and one whose Secret volume the kubelet cannot mount, show in the Ready
 // condition with the cause, and the condition clears once the pods start.
 func TestStartProblemsInStatus(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "stuck"))
 	waitCondition(t, ns, "stuck", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")

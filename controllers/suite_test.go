@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/internal/testenv"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 )
 
@@ -42,8 +42,6 @@ var (
 	fakeClock  = clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	// direct reconciles on the same clock, to assert exact requeues.
 	direct *GNNTrainingJobReconciler
-	// envtestSkip is set when no API server binaries exist outside CI.
-	envtestSkip string
 	// operatorRequests counts every API request the manager sends.
 	operatorRequests = &requestCounter{}
 )
@@ -96,13 +94,8 @@ func runSuite(m *testing.M) int {
 	dir := assetsDir()
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			msg := fmt.Sprintf("envtest: %s not found in %s (run hack/envtest.sh or make envtest)", bin, dir)
-			if os.Getenv("CI") != "" {
-				fmt.Fprintln(os.Stderr, msg+"; CI is set, so this fails the suite")
-				return 1
-			}
-			envtestSkip = msg
-			return m.Run()
+			fmt.Fprintf(os.Stderr, "envtest: %s not found in %s (run hack/envtest.sh or make envtest); %s installs every component the tests need\n", bin, dir, testenv.SetUp)
+			return 1
 		}
 	}
 	logOpts := []zap.Opts{zap.WriteTo(os.Stderr)}
@@ -111,15 +104,9 @@ func runSuite(m *testing.M) int {
 	}
 	logf.SetLogger(zap.New(logOpts...))
 	kueueCRDs, err := kueueCRDs()
-	if err == nil && kueueSkip != "" && os.Getenv("CI") != "" {
-		err = errors.New(kueueSkip)
-	}
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			fmt.Fprintf(os.Stderr, "envtest: Kueue: %v; CI is set, so this fails the suite\n", err)
-			return 1
-		}
-		kueueSkip = err.Error()
+		fmt.Fprintf(os.Stderr, "envtest: Kueue: %v; %s installs every component the tests need\n", err, testenv.SetUp)
+		return 1
 	}
 	testEnv = &envtest.Environment{
 		BinaryAssetsDirectory: dir,
@@ -209,14 +196,6 @@ func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...st
 }
 
 func ptrTrue() *bool { b := true; return &b }
-
-// needEnv skips a test when the suite runs without an API server.
-func needEnv(t *testing.T) {
-	t.Helper()
-	if envtestSkip != "" {
-		t.Skip(envtestSkip)
-	}
-}
 
 // newNamespace creates a namespace for one test.
 func newNamespace(t *testing.T) string {

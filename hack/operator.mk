@@ -59,7 +59,7 @@ vet-operator: ## gofmt and go vet the operator's packages
 		if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
 	go vet $(OPERATOR_PKGS)
 
-test-operator: helm ## Run the operator's tests: builders, then the envtest suite on a real kube-apiserver and etcd
+test-operator: test-deps ## Run the operator's tests: builders, then the envtest suite on a real kube-apiserver and etcd
 	KUBEBUILDER_ASSETS=$$(hack/envtest.sh -q) HELM=$(HELM) go test $(OPERATOR_PKGS)
 
 helm-lint: helm ## helm lint and helm template the operator chart (offline)

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dorylus-gnn/dorylus/internal/testenv"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
 
@@ -57,15 +58,11 @@ func Binary() (string, error) {
 	return "", errors.New("minio binary not found on PATH or in ~/.cache/dorylus/bin; install it with `hack/tools.sh minio`")
 }
 
-// Start starts a server for t and stops it when t ends. A missing binary skips t, or fails it
-// when $CI is set.
+// Start starts a server for t and stops it when t ends. A missing binary fails t.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if _, err := Binary(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set: %v", err)
-		}
-		t.Skip(err)
+		testenv.Missing(t, err.Error())
 	}
 	s, err := StartServer(t.TempDir())
 	if err != nil {

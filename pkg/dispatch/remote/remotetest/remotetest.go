@@ -1,7 +1,7 @@
 // Package remotetest starts the real components the serverless backends are tested against:
 // the dorylus binary built from this module, `dorylus function` as an HTTP process, and the
 // AWS Lambda runtime interface emulator (aws-lambda-rie) running `dorylus function`, all on
-// loopback. A test that needs a missing tool skips, or fails when $CI is set.
+// loopback. A test that needs a missing tool fails, naming the command that installs it.
 package remotetest
 
 import (
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/internal/loopback"
+	"github.com/dorylus-gnn/dorylus/internal/testenv"
 )
 
 // BuildDorylus builds ./runtime/dorylus of this module into dir and returns the binary.
@@ -51,7 +52,7 @@ func MainWithDorylus(m *testing.M, bin *string) {
 }
 
 // Tool returns the path of an external binary: on $PATH, or in ~/.cache/dorylus/bin where
-// `hack/tools.sh NAME` installs it. Without it the test is skipped, or fails when $CI is set.
+// `hack/tools.sh NAME` installs it. Without it the test fails, naming that command.
 func Tool(t testing.TB, name string) string {
 	t.Helper()
 	if p, err := exec.LookPath(name); err == nil {
@@ -64,10 +65,7 @@ func Tool(t testing.TB, name string) string {
 		}
 	}
 	msg := fmt.Sprintf("%s is neither on PATH nor in ~/.cache/dorylus/bin: run hack/tools.sh %s", name, name)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Missing(t, msg)
 	return ""
 }
 
