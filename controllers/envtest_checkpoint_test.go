@@ -22,7 +22,6 @@ import (
 // (run-<UID>), so the second job's differs from the first's and never resumes from or prunes
 // the deleted job's checkpoints; the parameter servers mount that run config.
 func TestRecreatedJobCheckpointsElsewhere(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	for _, dest := range []struct {
 		name string
