@@ -108,7 +108,8 @@ type Meta struct {
 	LicenseNote        string     `json:"license_note,omitempty"`        // licence of the data
 	Citation           string     `json:"citation,omitempty"`            // what to cite
 	ClassNames         []string   `json:"class_names,omitempty"`         // names of the classes
-	RawAdjacencyPairs  *int64     `json:"raw_adjacency_pairs,omitempty"` // Planetoid: adjacency entries before symmetrising
+	RawAdjacencyPairs  *int64     `json:"raw_adjacency_pairs,omitempty"` // Planetoid: adjacency entries before symmetrising; OGB, NumPy: pairs of the edge list
+	Conversion         string     `json:"conversion,omitempty"`          // what the loader of an OGB or NumPy layout did to the edge list
 	UnlabeledNodes     []int32    `json:"unlabeled_nodes,omitempty"`     // nodes with label -1 (CiteSeer)
 	UnlabeledNote      string     `json:"unlabeled_note,omitempty"`      // why they are unlabelled
 	Incomplete         bool       `json:"incomplete,omitempty"`          // true when a file is missing (PubMed)

@@ -63,3 +63,41 @@ func FuzzReadPrepared(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLoadOGB feeds arbitrary files (gzipped by the harness) of OGB's node-property layout to
+// LoadOGB: it must never panic, and what it accepts must be valid and survive the prepared
+// round trip.
+func FuzzLoadOGB(f *testing.F) {
+	var files [][]byte
+	for _, name := range ogbFuzzFiles {
+		files = append(files, []byte(ogbTinyFiles[name]))
+	}
+	f.Add(files[0], files[1], files[2], files[3], files[4], files[5], files[6], files[7])
+	f.Fuzz(func(t *testing.T, nodes, edges, edgeList, feat, labels, train, valid, test []byte) {
+		fsys := fstest.MapFS{}
+		for i, data := range [][]byte{nodes, edges, edgeList, feat, labels, train, valid, test} {
+			fsys["o/"+ogbFuzzFiles[i]] = &fstest.MapFile{Data: gz(t, string(data))}
+		}
+		d, err := LoadOGB(fsys, "o", "o", LoadOptions{})
+		if err != nil {
+			if d != nil {
+				t.Fatalf("LoadOGB returned a dataset with its error %v", err)
+			}
+			return
+		}
+		if err := d.Validate(); err != nil {
+			t.Fatalf("LoadOGB accepted an invalid dataset: %v", err)
+		}
+		back, err := readBytes(preparedBytes(t, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := diffDatasets(d, back); diff != "" {
+			t.Fatalf("prepared round trip differs in %s", diff)
+		}
+	})
+}
+
+// ogbFuzzFiles are the files FuzzLoadOGB writes, in the order of its arguments.
+var ogbFuzzFiles = []string{"raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "raw/edge.csv.gz", "raw/node-feat.csv.gz",
+	"raw/node-label.csv.gz", "split/s/train.csv.gz", "split/s/valid.csv.gz", "split/s/test.csv.gz"}

@@ -91,33 +91,79 @@ func isFile(p string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// loadPath loads a dataset directory (text or prepared) or a prepared file.
-func loadPath(p string, opts LoadOptions) (*Dataset, error) {
+// Format is a dataset layout Load reads from a path.
+type Format string
+
+// The layouts Load reads from a path.
+const (
+	FormatText     Format = "text"     // the plain-text layout of datasets/FORMAT.md (meta.json)
+	FormatPrepared Format = "prepared" // the prepared binary format (a file, or a directory holding PreparedFileName)
+	FormatOGB      Format = "ogb"      // OGB's node-property-prediction layout (LoadOGB)
+)
+
+// DetectFormat returns the layout of the dataset at path p, a directory or a file.
+func DetectFormat(p string) (Format, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("graph: dataset %q is not a builtin (%s), an rmat: spec, or an existing path: %w",
+			return "", fmt.Errorf("graph: dataset %q is not a builtin (%s), an rmat: spec, or an existing path: %w",
 				p, strings.Join(shipped, ", "), err)
 		}
-		return nil, fmt.Errorf("graph: dataset %q: %w", p, err)
+		return "", fmt.Errorf("graph: dataset %q: %w", p, err)
 	}
 	switch {
 	case st.IsDir() && isFile(filepath.Join(p, metaFile)):
-		return loadText(os.DirFS(p), ".", p, opts)
+		return FormatText, nil
 	case st.IsDir() && isFile(filepath.Join(p, PreparedFileName)):
-		return ReadPrepared(filepath.Join(p, PreparedFileName))
+		return FormatPrepared, nil
+	case st.IsDir() && IsOGBDir(os.DirFS(p), "."):
+		return FormatOGB, nil
 	case st.IsDir():
 		if parts, ok := partitionedDir(p); ok {
-			return nil, fmt.Errorf("graph: directory %s holds the %d partition files of `dorylus prepare --partitions %d`, not a whole dataset: "+
+			return "", fmt.Errorf("graph: directory %s holds the %d partition files of `dorylus prepare --partitions %d`, not a whole dataset: "+
 				"train it with --graph-servers %d, or load the dataset it was cut from", p, parts, parts, parts)
 		}
-		return nil, fmt.Errorf("graph: directory %s holds neither %s (plain-text dataset) nor %s (prepared dataset)", p, metaFile, PreparedFileName)
+		return "", fmt.Errorf("graph: directory %s holds neither %s (plain-text dataset), %s (prepared dataset) nor %s (OGB layout)",
+			p, metaFile, PreparedFileName, ogbNumNodes)
 	case IsPreparedFile(p):
-		return ReadPrepared(p)
+		return FormatPrepared, nil
 	case filepath.Base(p) == metaFile:
-		return loadText(os.DirFS(filepath.Dir(p)), ".", filepath.Dir(p), opts)
+		return FormatText, nil
 	}
-	return nil, fmt.Errorf("graph: %s is not a prepared dataset file (%w) nor a dataset directory", p, ErrNotPrepared)
+	return "", fmt.Errorf("graph: %s is not a prepared dataset file (%w) nor a dataset directory", p, ErrNotPrepared)
+}
+
+// loadPath loads the dataset at path p in the layout DetectFormat finds, which must be
+// opts.Format when that is set.
+func loadPath(p string, opts LoadOptions) (*Dataset, error) {
+	f, err := DetectFormat(p)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Format != "" && f != opts.Format {
+		return nil, fmt.Errorf("graph: dataset %s is in the %s layout, not the %s layout its configuration names", p, f, opts.Format)
+	}
+	switch f {
+	case FormatText:
+		if filepath.Base(p) == metaFile && !isDir(p) {
+			p = filepath.Dir(p)
+		}
+		return loadText(os.DirFS(p), ".", p, opts)
+	case FormatOGB:
+		return LoadOGB(os.DirFS(p), ".", displayDir(p), opts)
+	}
+	return ReadPrepared(p)
+}
+
+// displayDir is how errors name directory p: as given, or its absolute path when its base
+// name would not name it (".", "..").
+func displayDir(p string) string {
+	if b := filepath.Base(p); b == "." || b == ".." || b == string(filepath.Separator) {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return filepath.Clean(p)
 }
 
 // Prepare loads srcSpec (as Load does, keeping graph-only datasets) and writes it in the prepared

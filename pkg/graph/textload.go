@@ -23,6 +23,12 @@ type LoadOptions struct {
 	// Features value, for partitioning and scale work; without it such a dataset is refused
 	// with an error wrapping ErrNoFeatures that carries meta.json's missing note.
 	AllowMissingFeatures bool
+	// Split names the split of an OGB layout to read (split/NAME); empty: the only one.
+	Split string
+	// Format, when set, is the layout the dataset must be in (FormatText, FormatPrepared,
+	// FormatOGB or FormatNumPy); Load refuses a path in another layout rather than read it as
+	// that one. Empty: detected from the files.
+	Format Format
 }
 
 // LoadText reads the plain-text dataset (datasets/FORMAT.md) in directory dir of fsys, refusing
