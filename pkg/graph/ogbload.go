@@ -155,14 +155,7 @@ func (l *textLoader) ogbEdgePass(n int, e int64) edgePass {
 		}
 		defer f.Close()
 		nn, lines := int64(n), int64(0)
-		for {
-			line, err := f.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
+		err = f.each(func(line []byte) error {
 			u, i, ok := parseUint(line, 0)
 			if !ok {
 				return f.errf(1, "expected \"src,dst\" (two node ids and a comma), got %s", quoteToken(line))
@@ -185,6 +178,10 @@ func (l *textLoader) ogbEdgePass(n int, e int64) edgePass {
 			}
 			lines++
 			add(int32(u), int32(v))
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if lines != e {
 			return f.errAt(f.line+1, 0, "file ends after %d edges, %s = %d", lines, ogbNumEdges, e)
@@ -203,16 +200,9 @@ func (l *textLoader) readOGBLabels(n int) ([]int32, int, error) {
 	defer f.Close()
 	labels := make([]int32, 0, capHint(int64(n), 2, f.size))
 	top := int32(-1)
-	for {
-		line, err := f.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, 0, err
-		}
+	err = f.each(func(line []byte) error {
 		if len(labels) == n {
-			return nil, 0, f.errf(0, "more than %s = %d lines", ogbNumNodes, n)
+			return f.errf(0, "more than %s = %d lines", ogbNumNodes, n)
 		}
 		c := int64(-1)
 		if string(line) != "nan" && string(line) != "NaN" {
@@ -223,14 +213,18 @@ func (l *textLoader) readOGBLabels(n int) ([]int32, int, error) {
 			}
 			switch {
 			case !ok || j != len(line):
-				return nil, 0, f.errf(1, "label %s is not a class (a non-negative integer) or nan", quoteToken(line))
+				return f.errf(1, "label %s is not a class (a non-negative integer) or nan", quoteToken(line))
 			case v >= maxClasses:
-				return nil, 0, f.errf(1, "label %d exceeds the %d classes a dataset may have", v, maxClasses)
+				return f.errf(1, "label %d exceeds the %d classes a dataset may have", v, maxClasses)
 			}
 			c = v
 		}
 		top = max(top, int32(c))
 		labels = append(labels, int32(c))
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	if len(labels) != n {
 		return nil, 0, f.errAt(f.line+1, 0, "file ends after %d lines, %s = %d", len(labels), ogbNumNodes, n)
@@ -251,16 +245,9 @@ func (l *textLoader) readDenseCSV(n int) (Features, error) {
 	defer f.Close()
 	var data []float32
 	cols, row := -1, 0
-	for {
-		line, err := f.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return Features{}, err
-		}
+	err = f.each(func(line []byte) error {
 		if row == n {
-			return Features{}, f.errf(0, "more than %s = %d lines", ogbNumNodes, n)
+			return f.errf(0, "more than %s = %d lines", ogbNumNodes, n)
 		}
 		if cols < 0 {
 			cols = bytes.Count(line, []byte{','}) + 1
@@ -279,19 +266,23 @@ func (l *textLoader) readDenseCSV(n int) (Features, error) {
 				end = i + j
 			}
 			if k == cols {
-				return Features{}, f.errf(i+1, "more than the %d values of line 1", cols)
+				return f.errf(i+1, "more than the %d values of line 1", cols)
 			}
 			v, err := parseValue(line[i:end])
 			if err != nil {
-				return Features{}, f.errf(i+1, "value %d: %v", k+1, err)
+				return f.errf(i+1, "value %d: %v", k+1, err)
 			}
 			data = append(data, v)
 			i = end + 1
 		}
 		if k != cols {
-			return Features{}, f.errf(len(line)+1, "%d values, line 1 has %d", k, cols)
+			return f.errf(len(line)+1, "%d values, line 1 has %d", k, cols)
 		}
 		row++
+		return nil
+	})
+	if err != nil {
+		return Features{}, err
 	}
 	if row != n {
 		return Features{}, f.errAt(f.line+1, 0, "file ends after %d lines, %s = %d", row, ogbNumNodes, n)
@@ -310,32 +301,7 @@ func (l *textLoader) readOGBSplit(name string, s int, labels []int32, owner []ui
 		return nil, err
 	}
 	defer f.Close()
-	n := int64(len(labels))
-	ids := make([]int32, 0, capHint(n, 2, f.size))
-	for {
-		line, err := f.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		v, j, ok := parseUint(line, 0)
-		switch {
-		case !ok || j != len(line):
-			return nil, f.errf(1, "expected a node id, got %s", quoteToken(line))
-		case v >= n:
-			return nil, f.errf(1, "node id %d out of range [0, %d)", v, n)
-		case owner[v] == uint8(s+1):
-			return nil, f.errf(1, "node %d listed twice", v)
-		case owner[v] != 0:
-			return nil, f.errf(1, "node %d is also in the %s split", v, splitNames[owner[v]-1])
-		case labels[v] < 0:
-			return nil, f.errf(1, "node %d is unlabelled (nan in %s)", v, ogbLabels)
-		}
-		owner[v] = uint8(s + 1)
-		ids = append(ids, int32(v))
-	}
+	ids, err := readNodeIDs(f, s, labels, owner, false, len(labels)+1, "nan in "+ogbLabels)
 	slices.Sort(ids)
-	return ids, nil
+	return ids, err
 }

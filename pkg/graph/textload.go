@@ -490,38 +490,46 @@ func (l *textLoader) readSplit(s, size int, labels []int32, owner []uint8) ([]in
 		return nil, err
 	}
 	defer f.Close()
-	n := int64(len(labels))
-	ids := make([]int32, 0, capHint(int64(size), 2, f.size))
-	prev := int64(-1)
-	for {
-		line, err := f.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		v, j, ok := parseUint(line, 0)
-		switch {
-		case !ok || j != len(line):
-			return nil, f.errf(1, "expected a node id, got %s", quoteToken(line))
-		case v >= n:
-			return nil, f.errf(1, "node id %d out of range [0, %d)", v, n)
-		case v <= prev:
-			return nil, f.errf(1, "node id %d not greater than the previous %d", v, prev)
-		case labels[v] < 0:
-			return nil, f.errf(1, "node %d is unlabelled (label -1)", v)
-		case owner[v] != 0:
-			return nil, f.errf(1, "node %d is also in the %s split", v, splitNames[owner[v]-1])
-		case len(ids) == size:
-			return nil, f.errf(0, "more than split_sizes.%s = %d ids", name, size)
-		}
-		owner[v] = uint8(s + 1)
-		ids = append(ids, int32(v))
-		prev = v
+	ids, err := readNodeIDs(f, s, labels, owner, true, size, "label -1")
+	if err != nil {
+		return nil, err
 	}
 	if len(ids) != size {
 		return nil, f.errAt(f.line+1, 0, "file ends after %d ids, meta.json split_sizes.%s = %d", len(ids), name, size)
 	}
 	return ids, nil
+}
+
+// readNodeIDs reads the node ids of split s from f, one a line: each in range, labelled (an
+// unlabelled node is said to have the label unlabelled) and in no other split, owner recording
+// which split holds each node. inOrder demands strictly increasing ids, and limit bounds them
+// (meta.json's split_sizes).
+func readNodeIDs(f *textFile, s int, labels []int32, owner []uint8, inOrder bool, limit int, unlabelled string) ([]int32, error) {
+	n := int64(len(labels))
+	ids := make([]int32, 0, capHint(int64(limit), 2, f.size))
+	prev := int64(-1)
+	err := f.each(func(line []byte) error {
+		v, j, ok := parseUint(line, 0)
+		switch {
+		case !ok || j != len(line):
+			return f.errf(1, "expected a node id, got %s", quoteToken(line))
+		case v >= n:
+			return f.errf(1, "node id %d out of range [0, %d)", v, n)
+		case inOrder && v <= prev:
+			return f.errf(1, "node id %d not greater than the previous %d", v, prev)
+		case labels[v] < 0:
+			return f.errf(1, "node %d is unlabelled (%s)", v, unlabelled)
+		case owner[v] == uint8(s+1):
+			return f.errf(1, "node %d listed twice", v)
+		case owner[v] != 0:
+			return f.errf(1, "node %d is also in the %s split", v, splitNames[owner[v]-1])
+		case len(ids) == limit:
+			return f.errf(0, "more than split_sizes.%s = %d ids", splitNames[s], limit)
+		}
+		owner[v] = uint8(s + 1)
+		ids = append(ids, int32(v))
+		prev = v
+		return nil
+	})
+	return ids, err
 }

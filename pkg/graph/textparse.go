@@ -59,6 +59,22 @@ func (lr *lineReader) next() ([]byte, error) {
 	return b, nil
 }
 
+// each calls fn on every remaining line, stopping at the first error.
+func (lr *lineReader) each(fn func(line []byte) error) error {
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err == nil {
+			err = fn(line)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // readErr wraps an error of the underlying reader (I/O or decompression) with the line it hit.
 func (lr *lineReader) readErr(err error) error {
 	msg := "read error"
