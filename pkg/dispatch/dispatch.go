@@ -1,4 +1,4 @@
-// Package dispatch is the tensor-backend interface of DESIGN.md section 6: graph servers hand
+// Package dispatch is the tensor-backend interface: graph servers hand
 // the tensor-parallel tasks (AV, the loss, ∇AV; a GAT's AV, ∇AV, AE and ∇AE) of their intervals
 // to a Backend, which runs them where it likes — a goroutine pool in the graph server (package
 // cpu), Lambda functions or a Knative service — and Execute is the one task code every backend runs, the same pkg/model

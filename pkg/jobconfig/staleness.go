@@ -20,7 +20,7 @@ const SyncStaleness = "sync"
 // MaxStaleness is the largest bound S the GNNTrainingJob CRD admits.
 const MaxStaleness = 16
 
-// Staleness is the pipeline's asynchrony (DESIGN.md section 5): synchronous training (a barrier
+// Staleness is the pipeline's asynchrony (package pipeline): synchronous training (a barrier
 // after every Scatter), or the bound S ≥ 0 of the asynchronous pipeline. Its zero value is
 // asynchronous with S = 0; parse text with ParseStaleness. It is also a pflag.Value.
 type Staleness struct {

@@ -2,7 +2,9 @@ package model
 
 import "fmt"
 
-// TaskKind names one of the Dorylus tasks of DESIGN.md section 4.
+// TaskKind names one of the Dorylus tasks an epoch of a layer is cut into: the graph-parallel
+// ones run on the graph servers, the tensor-parallel ones on the tensor workers, WU on the
+// parameter servers.
 type TaskKind uint8
 
 // The task kinds, forward then backward.

@@ -51,7 +51,7 @@ func sameSet(a, b *graph.PartitionData) error {
 	ma, mb := a.Meta, b.Meta
 	switch {
 	case ma.Name != mb.Name || ma.NumNodes != mb.NumNodes || ma.NumEdges != mb.NumEdges:
-		return fmt.Errorf("dataset %s (%d vertices, %d edges), not %s (%d vertices, %d edges)", mb.Name, mb.NumNodes, mb.NumEdges, ma.Name, ma.NumNodes, ma.NumEdges)
+		return fmt.Errorf("dataset %s (%d vertices, %d directed edges), not %s (%d vertices, %d directed edges)", mb.Name, mb.NumNodes, mb.NumEdges, ma.Name, ma.NumNodes, ma.NumEdges)
 	case a.NumClasses != b.NumClasses || ma.NumFeatures != mb.NumFeatures:
 		return fmt.Errorf("%d classes and %d features, not %d and %d", b.NumClasses, mb.NumFeatures, a.NumClasses, ma.NumFeatures)
 	case !slices.Equal(a.Bounds, b.Bounds):

@@ -1,7 +1,7 @@
-// Package partition cuts a graph into the parts its graph servers hold (DESIGN.md sections 1
-// and 4): an edge-cut into P parts balanced by edges, the ghost (mirror) vertices each part
-// needs, the local Â block a graph server gathers with, the send lists of the Scatter, and the
-// cut of each part's rows into intervals.
+// Package partition cuts a graph into the parts its graph servers hold: an edge-cut into P parts
+// balanced by edges, the ghost (mirror) vertices each part needs, the local Â block a graph
+// server gathers with, the send lists of the Scatter, and the cut of each part's rows into
+// intervals.
 //
 // # Plans
 //

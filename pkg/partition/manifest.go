@@ -138,7 +138,7 @@ func (m *Manifest) CheckPart(path string, d *graph.PartitionData) error {
 	case d.Parts != m.Parts:
 		return bad("partition %d of %d, %s lists %d", d.Part, d.Parts, ManifestFileName, m.Parts)
 	case meta.Name != m.Dataset || meta.NumNodes != m.Nodes || meta.NumEdges != m.Edges:
-		return bad("holds dataset %s (%d vertices, %d edges), %s describes %s (%d vertices, %d edges)",
+		return bad("holds dataset %s (%d vertices, %d directed edges), %s describes %s (%d vertices, %d directed edges)",
 			meta.Name, meta.NumNodes, meta.NumEdges, ManifestFileName, m.Dataset, m.Nodes, m.Edges)
 	case !slices.Equal(d.Bounds, m.Bounds):
 		return bad("another partitioning of %s (bounds %v, %s lists %v)", m.Dataset, shortBounds(d.Bounds), ManifestFileName, shortBounds(m.Bounds))

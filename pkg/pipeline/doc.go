@@ -1,8 +1,8 @@
-// Package pipeline is the scheduler of Dorylus's bounded-asynchronous pipeline (DESIGN.md
-// section 5): a pure state machine, in the manner of etcd's raft. It does no I/O, starts no
-// goroutines, reads no clock and draws no random numbers. The caller — a graph server — asks it
-// which tasks are Ready (AppendReady), tells it which it Starts (and learns what each must read)
-// and which are Done, does the work itself, and reports other servers' progress with Observe.
+// Package pipeline is the scheduler of Dorylus's bounded-asynchronous pipeline: a pure state
+// machine, in the manner of etcd's raft. It does no I/O, starts no goroutines, reads no clock and
+// draws no random numbers. The caller — a graph server — asks it which tasks are Ready
+// (AppendReady), tells it which it Starts (and learns what each must read) and which are Done,
+// does the work itself, and reports other servers' progress with Observe.
 //
 // # Tasks
 //

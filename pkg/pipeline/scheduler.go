@@ -17,7 +17,7 @@ var (
 	ErrVersion        = errors.New("bad weight version")                // SetWeightVersion misuse
 )
 
-// Scheduler is the pipeline state machine of DESIGN.md section 5. It does no I/O and keeps no
+// Scheduler is the pipeline state machine of the package comment. It does no I/O and keeps no
 // clock: the caller asks it what is Ready, tells it what it Starts and what is Done (and, for
 // other servers' partitions, what it Observes), and does the work. It is not safe for
 // concurrent use.

@@ -7,7 +7,7 @@
 //
 // Every graph server holds one part of an edge cut (Workload.Parts gives the heaviest part's
 // vertices, Â entries and ghosts). For layer l of widths w[l-1] → w[l] an epoch runs, on
-// each of a server's I intervals, the tasks of DESIGN.md section 4: GA (one multiply-add
+// each of a server's I intervals, the tasks of pkg/model (TaskKind): GA (one multiply-add
 // per Â entry and input column), AV (2·V·w[l-1]·w[l] flops), SC (the ghosts' new rows), and
 // backward ∇AV (dW, and dZ above the first layer), the gradient rows back to the ghosts' owners
 // (a GCN ships dZ, a GAT's ∇SC its contributions) and ∇GA (above the first layer).

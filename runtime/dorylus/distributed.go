@@ -165,7 +165,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if o.model == "gat" {
 		rep.Heads = o.heads
 	}
-	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes; partitions in %s (%s): %v\n",
+	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d directed edges, %d features, %d classes; partitions in %s (%s): %v\n",
 		m.Dataset, rep.Nodes, rep.Edges, rep.Features, rep.Classes, dir, m.Method, m.Quality)
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var times []float64

@@ -196,7 +196,7 @@ func sameDataset(m *partition.Manifest, spec string, st checkpoint.Store) error 
 		return err
 	}
 	if m.Dataset != d.Name || m.Nodes != d.NumNodes() || m.Edges != d.Adj.NNZ() || m.Features != d.NumFeatures() || m.Classes != d.NumClasses {
-		return fmt.Errorf("%s in %s holds the partitions of dataset %s (%d nodes, %d edges, %d features, %d classes), not of %s (%d, %d, %d, %d): choose another spec.dataset.partitionTo",
+		return fmt.Errorf("%s in %s holds the partitions of dataset %s (%d nodes, %d directed edges, %d features, %d classes), not of %s (%d, %d, %d, %d): choose another spec.dataset.partitionTo",
 			partition.ManifestFileName, st, m.Dataset, m.Nodes, m.Edges, m.Features, m.Classes, d.Name, d.NumNodes(), d.Adj.NNZ(), d.NumFeatures(), d.NumClasses)
 	}
 	return nil

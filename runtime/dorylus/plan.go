@@ -37,7 +37,7 @@ type workloadOptions struct {
 func (o *workloadOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.dataset, "dataset", "", "builtin dataset name, dataset directory, prepared file or rmat:… spec (its edge cut is measured); or give --vertices, --edges, --features and --classes")
 	f.Int64Var(&o.vertices, "vertices", 0, "without --dataset: vertices of the graph")
-	f.Int64Var(&o.edges, "edges", 0, "without --dataset: undirected edges of the graph")
+	f.Int64Var(&o.edges, "edges", 0, "without --dataset: undirected edges of the graph (each is two directed edges, as printed and as rmat:edges= and a dataset's num_edges count them)")
 	f.IntVar(&o.features, "features", 0, "without --dataset: input features per vertex (dense)")
 	f.IntVar(&o.classes, "classes", 0, "without --dataset: label classes")
 	f.StringVar(&o.model, "model", "gcn", "model: gcn or gat")
@@ -291,8 +291,8 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 	if g.BudgetUSD > 0 {
 		goal = append(goal, fmt.Sprintf("at most $%.2f", g.BudgetUSD))
 	}
-	fmt.Fprintf(out, "%s, %d vertices, %d edges, %d features, %d classes; %s; best %s\n",
-		strings.Join(goal, " "), w.Vertices, w.Entries/2, w.Features, w.Classes, describeModel(w.Model), g.Objective)
+	fmt.Fprintf(out, "%s, %d vertices, %d directed edges, %d features, %d classes; %s; best %s\n",
+		strings.Join(goal, " "), w.Vertices, w.Entries, w.Features, w.Classes, describeModel(w.Model), g.Objective)
 	fmt.Fprintf(out, "calibration of %s on %s\n", cal.Measured, cal.Machine)
 	if !best {
 		fmt.Fprintln(out, "no configuration meets the goal; the best value regardless:")

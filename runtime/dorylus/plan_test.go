@@ -34,7 +34,7 @@ func TestPlanTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if !strings.HasPrefix(lines[0], "100 epochs within 1h0m0s, 100000 vertices, 1000000 edges") || len(lines) != 9 {
+	if !strings.HasPrefix(lines[0], "100 epochs within 1h0m0s, 100000 vertices, 2000000 directed edges") || len(lines) != 9 {
 		t.Errorf("table:\n%s", out)
 	}
 	if !strings.HasPrefix(strings.TrimSpace(lines[3]), "*") {

@@ -201,7 +201,7 @@ type trainReport struct {
 	Dataset            string  `json:"dataset"`
 	Model              string  `json:"model"`
 	Nodes              int     `json:"nodes"`
-	Edges              int64   `json:"edges"`
+	Edges              int64   `json:"edges"` // directed: both directions of every undirected edge
 	Features           int     `json:"features"`
 	Classes            int     `json:"classes"`
 	Layers             int     `json:"layers"`
@@ -253,7 +253,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	if o.model == "gat" {
 		rep.Heads = o.heads
 	}
-	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d edges, %d features, %d classes (loaded in %.2fs)\n",
+	fmt.Fprintf(stderr, "dataset %s: %d nodes, %d directed edges, %d features, %d classes (loaded in %.2fs)\n",
 		d.Name, rep.Nodes, rep.Edges, rep.Features, rep.Classes, loadSeconds)
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var epochTimes []float64

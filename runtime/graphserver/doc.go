@@ -1,4 +1,4 @@
-// Package graphserver is the graph-server role of the data plane (DESIGN.md sections 1, 4, 5):
+// Package graphserver is the graph-server role of the data plane:
 // it holds one partition and its ghost buffers, runs the graph-parallel tasks (GA, SC and their
 // backward passes) with pkg/tensor, exchanges ghost rows with its peers over gRPC, hands the
 // tensor tasks (AV, ∇AV) to a pkg/dispatch backend, computes the loss on the logits itself,

@@ -1,7 +1,8 @@
 // Package paramserver is the parameter-server role of the data plane: one shard of the model's
 // weights, sharded by layer (layer l lives on shard l mod M; a GAT's parameter tensors — W,
 // a_dst, a_src, bias of every layer — count as layers 4l..4l+3), its Adam state, and the weight
-// versions graph servers still read (weight stashing, DESIGN.md section 5).
+// versions graph servers still read (weight stashing: an interval's backward pass uses the
+// version its forward pass read).
 //
 // Every graph server sends Init with the model's shape and optimiser settings; the first one
 // initialises the weights (Glorot, from the seed, exactly as pkg/model's single-process trainer

@@ -25,7 +25,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
-// Options select and configure a graph server's tensor backend (DESIGN.md section 6):
+// Options select and configure a graph server's tensor backend (package dispatch):
 // the flags of `dorylus train --graph-servers` (AddFlags), which it writes into the run config
 // of its graph servers (ToConfig), and what a graph server reads from its run config
 // (FromConfig) and builds (Build).
