@@ -78,6 +78,7 @@ func runParamServer(ctx context.Context, o paramServerOptions) error {
 	if err != nil {
 		return err
 	}
+	defer sh.Close()
 	if o.checkpoint.location != "" {
 		c := paramserver.Checkpointing{Every: o.checkpoint.every, Resume: o.checkpoint.resume, Log: os.Stderr}
 		for i := range o.shards {

@@ -131,6 +131,7 @@ func FuzzParamServer(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer shard.Close()
 			shard.LimitMessage(fuzzLimit)
 			cur.s.Store(shard)
 			for i, c := range calls {

@@ -23,14 +23,9 @@ func (s *Shard) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the shard's series.
 func (s *Shard) Collect(ch chan<- prometheus.Metric) {
-	s.mu.Lock()
-	newest, held, saved := s.newest, len(s.versions), uint64(s.saved)
-	if s.init != nil {
-		saved *= perEpoch(s.init)
-	}
-	s.mu.Unlock()
+	v := s.inspect()
 	id := strconv.Itoa(s.id)
-	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, float64(newest), id)
-	ch <- prometheus.MustNewConstMetric(descVersionsHeld, prometheus.GaugeValue, float64(held), id)
-	ch <- prometheus.MustNewConstMetric(descCheckpointSeen, prometheus.GaugeValue, float64(saved), id)
+	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, float64(v.newest), id)
+	ch <- prometheus.MustNewConstMetric(descVersionsHeld, prometheus.GaugeValue, float64(len(v.held)), id)
+	ch <- prometheus.MustNewConstMetric(descCheckpointSeen, prometheus.GaugeValue, float64(v.saved), id)
 }

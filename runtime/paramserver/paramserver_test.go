@@ -38,7 +38,7 @@ func push(t *testing.T, s *Shard, p, i, epoch int, version uint64, grads map[int
 	t.Helper()
 	req := &rpc.PushRequest{GraphServer: uint32(p), Version: version,
 		Task: &rpc.TaskRef{Partition: uint32(p), Interval: uint32(i), Epoch: uint32(epoch)}}
-	for _, l := range s.layers {
+	for _, l := range s.Layers() {
 		req.Grads = append(req.Grads, &rpc.LayerTensor{Layer: uint32(l), Tensor: rpc.NewTensor(grads[l])})
 	}
 	return s.Push(context.Background(), req)
@@ -125,6 +125,7 @@ func mustShard(t *testing.T, id, n int) *Shard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -281,15 +282,15 @@ func TestGATParameters(t *testing.T) {
 	}
 	for _, s := range shards {
 		m := map[int]*tensor.Dense{}
-		for _, l := range s.layers {
+		for _, l := range s.Layers() {
 			m[l] = grads[l]
 		}
 		if _, err := push(t, s, 0, 0, 0, 0, m); err != nil {
 			t.Fatal(err)
 		}
 		for k, w := range pull(t, s, 1) {
-			if !slices.Equal(w.Data, ref[s.layers[k]].Data) {
-				t.Fatalf("tensor %d after one step differs from Adam with decay on every tensor", s.layers[k])
+			if !slices.Equal(w.Data, ref[s.Layers()[k]].Data) {
+				t.Fatalf("tensor %d after one step differs from Adam with decay on every tensor", s.Layers()[k])
 			}
 		}
 	}

@@ -1,0 +1,125 @@
+package paramserver
+
+import (
+	"fmt"
+
+	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+)
+
+// event is something that happened, handed to the loop; the types below are all there are.
+// A call's event carries the channel its answer goes on (buffered: the loop never waits).
+type event interface{ isEvent() }
+
+type (
+	// initCalled: a graph server's Init.
+	initCalled struct {
+		req   *rpc.InitRequest
+		reply chan<- answer[*rpc.InitReply]
+	}
+	// joinAsked: an Init told to wait asks again whether every graph server has joined.
+	joinAsked struct {
+		gs    int
+		reply chan<- answer[*rpc.InitReply]
+	}
+	// pullAsked: a Pull, or one told to wait asking again (then without its Keep report).
+	pullAsked struct {
+		req   *rpc.PullRequest
+		reply chan<- answer[*rpc.PullReply]
+	}
+	// pushAsked: a Push.
+	pushAsked struct {
+		req   *rpc.PushRequest
+		reply chan<- answer[*rpc.PushReply]
+	}
+	// watchAsked: a Watch stream asks for the newest version and checkpoint.
+	watchAsked struct {
+		gs    uint32
+		reply chan<- answer[*rpc.VersionUpdate]
+	}
+	// saveAsked: SaveCheckpoint.
+	saveAsked struct{ reply chan<- answer[struct{}] }
+	// saveEnded: a checkpoint's write ended, with err if it failed.
+	saveEnded struct {
+		job *saveJob
+		err error
+	}
+	// limitSet, advertised, checkpointsEnabled: the shard's settings, before serving.
+	limitSet           struct{ n int }
+	advertised         struct{ addr string }
+	checkpointsEnabled struct{ c *Checkpointing }
+	// inspected: the accessors and metrics read the shard.
+	inspected struct{ reply chan<- answer[view] }
+)
+
+func (initCalled) isEvent()         {}
+func (joinAsked) isEvent()          {}
+func (pullAsked) isEvent()          {}
+func (pushAsked) isEvent()          {}
+func (watchAsked) isEvent()         {}
+func (saveAsked) isEvent()          {}
+func (saveEnded) isEvent()          {}
+func (limitSet) isEvent()           {}
+func (advertised) isEvent()         {}
+func (checkpointsEnabled) isEvent() {}
+func (inspected) isEvent()          {}
+
+// answer is the loop's answer to a call: its result or error; or wait, closed once the
+// state moves, for a call to ask again then; and landed for a call that waits for a
+// checkpoint being written outside the loop.
+type answer[T any] struct {
+	v      T
+	err    error
+	wait   <-chan struct{}
+	landed <-chan saveResult
+}
+
+// view is what the accessors and metrics read: the newest version, the versions held, the
+// version of the newest checkpoint and the held layers.
+type view struct {
+	newest, saved uint64
+	held          []uint64
+	layers        []int
+}
+
+// run is the loop: it steps on every event until the shard closes, and never waits for I/O
+// but the checkpoint reads of a (re)start, which no training goes on beside.
+func (s *Shard) run() error {
+	for {
+		select {
+		case ev := <-s.events:
+			s.st.step(ev)
+		case <-s.ctx.Done():
+			return nil
+		}
+	}
+}
+
+// step does what the shard does about ev.
+func (st *state) step(ev event) {
+	switch ev := ev.(type) {
+	case initCalled:
+		ev.reply <- st.initCalled(ev.req)
+	case joinAsked:
+		ev.reply <- st.join(ev.gs)
+	case pullAsked:
+		ev.reply <- st.pull(ev.req)
+	case pushAsked:
+		ev.reply <- st.push(ev.req)
+	case watchAsked:
+		ev.reply <- st.watch(ev.gs)
+	case saveAsked:
+		ev.reply <- answer[struct{}]{landed: st.checkpoint(false)}
+	case saveEnded:
+		st.landed(ev.job, ev.err)
+	case limitSet:
+		st.maxMessage = ev.n
+	case advertised:
+		st.advertise = ev.addr
+	case checkpointsEnabled:
+		st.ckpt, st.saved = ev.c, 0
+	case inspected:
+		ev.reply <- st.view()
+	default:
+		panic(fmt.Sprintf("paramserver: unknown event %T", ev))
+	}
+}
