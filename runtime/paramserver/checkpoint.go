@@ -61,7 +61,7 @@ func (s *Shard) EnableCheckpoints(c Checkpointing) error {
 // checkpoint instead.
 func (s *Shard) SaveCheckpoint(ctx context.Context) error {
 	for {
-		a := ask(ctx, s, func(r chan<- answer[struct{}]) event { return saveAsked{r} })
+		a := ask(ctx, s, func(r chan<- answer[struct{}]) event { return saveAsked{reply: r} })
 		if a.err != nil || a.landed == nil {
 			return a.err
 		}

@@ -10,34 +10,32 @@ import (
 // A call's event carries the channel its answer goes on (buffered: the loop never waits).
 type event interface{ isEvent() }
 
+// asked is a call's event: what it asks, and the channel its answer goes on.
+type asked[Q, A any] struct {
+	req   Q
+	reply chan<- answer[A]
+}
+
 type (
 	// initCalled: a graph server's Init.
-	initCalled struct {
-		req   *rpc.InitRequest
-		reply chan<- answer[*rpc.InitReply]
-	}
-	// joinAsked: an Init told to wait asks again whether every graph server has joined.
-	joinAsked struct {
-		gs    int
-		reply chan<- answer[*rpc.InitReply]
-	}
+	initCalled = asked[*rpc.InitRequest, *rpc.InitReply]
+	// joinAsked: the Init of graph server req, told to wait, asks again whether every graph
+	// server has joined.
+	joinAsked = asked[int, *rpc.InitReply]
 	// pullAsked: a Pull, or one told to wait asking again (then without its Keep report).
-	pullAsked struct {
-		req   *rpc.PullRequest
-		reply chan<- answer[*rpc.PullReply]
-	}
+	pullAsked = asked[*rpc.PullRequest, *rpc.PullReply]
 	// pushAsked: a Push.
-	pushAsked struct {
-		req   *rpc.PushRequest
-		reply chan<- answer[*rpc.PushReply]
-	}
-	// watchAsked: a Watch stream asks for the newest version and checkpoint.
-	watchAsked struct {
-		gs    uint32
-		reply chan<- answer[*rpc.VersionUpdate]
-	}
+	pushAsked = asked[*rpc.PushRequest, *rpc.PushReply]
+	// watchAsked: the Watch stream of graph server req asks for the newest version and
+	// checkpoint.
+	watchAsked = asked[uint32, *rpc.VersionUpdate]
 	// saveAsked: SaveCheckpoint.
-	saveAsked struct{ reply chan<- answer[struct{}] }
+	saveAsked = asked[struct{}, struct{}]
+	// inspected: the accessors and metrics read the shard.
+	inspected = asked[struct{}, view]
+)
+
+type (
 	// saveEnded: a checkpoint's write ended, with err if it failed.
 	saveEnded struct {
 		job *saveJob
@@ -47,21 +45,13 @@ type (
 	limitSet           struct{ n int }
 	advertised         struct{ addr string }
 	checkpointsEnabled struct{ c *Checkpointing }
-	// inspected: the accessors and metrics read the shard.
-	inspected struct{ reply chan<- answer[view] }
 )
 
-func (initCalled) isEvent()         {}
-func (joinAsked) isEvent()          {}
-func (pullAsked) isEvent()          {}
-func (pushAsked) isEvent()          {}
-func (watchAsked) isEvent()         {}
-func (saveAsked) isEvent()          {}
+func (asked[Q, A]) isEvent()        {}
 func (saveEnded) isEvent()          {}
 func (limitSet) isEvent()           {}
 func (advertised) isEvent()         {}
 func (checkpointsEnabled) isEvent() {}
-func (inspected) isEvent()          {}
 
 // answer is the loop's answer to a call: its result or error; or wait, closed once the
 // state moves, for a call to ask again then; and landed for a call that waits for a
@@ -100,13 +90,13 @@ func (st *state) step(ev event) {
 	case initCalled:
 		ev.reply <- st.initCalled(ev.req)
 	case joinAsked:
-		ev.reply <- st.join(ev.gs)
+		ev.reply <- st.join(ev.req)
 	case pullAsked:
 		ev.reply <- st.pull(ev.req)
 	case pushAsked:
 		ev.reply <- st.push(ev.req)
 	case watchAsked:
-		ev.reply <- st.watch(ev.gs)
+		ev.reply <- st.watch(ev.req)
 	case saveAsked:
 		ev.reply <- answer[struct{}]{landed: st.checkpoint(false)}
 	case saveEnded:

@@ -91,7 +91,7 @@ func (s *Shard) Layers() []int { return s.inspect().layers }
 
 // inspect returns the shard's view; zero once it is closed.
 func (s *Shard) inspect() view {
-	return ask(context.Background(), s, func(r chan<- answer[view]) event { return inspected{r} }).v
+	return ask(context.Background(), s, func(r chan<- answer[view]) event { return inspected{reply: r} }).v
 }
 
 // Init implements rpc.ParamServerServer. A later Init restarts the run at the newest epoch
