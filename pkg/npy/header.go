@@ -32,8 +32,9 @@ func parseHeader(h string) (*Array, error) {
 			if a.DType, err = p.str(); err != nil {
 				return nil, err
 			}
-			if a.DType != Float32 && a.DType != Int32 {
-				return nil, fmt.Errorf("dtype %q: only %s (float32) and %s (int32) are supported", a.DType, Float32, Int32)
+			if _, ok := elemSize[a.DType]; !ok {
+				return nil, fmt.Errorf("dtype %q: only %s, %s (float32, float64), %s, %s (int32, int64) and %s (bool) are supported",
+					a.DType, Float32, Float64, Int32, Int64, Bool)
 			}
 		case "fortran_order":
 			switch w := p.word(); w {

@@ -97,7 +97,7 @@ func TestDecodeRefuses(t *testing.T) {
 	}{
 		"magic":       {[]byte("PK\x03\x04 a zip file"), "magic"},
 		"version":     {append([]byte(magic), 9, 0, 0, 0), "version 9.0"},
-		"float64":     {file("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n", 8), `dtype "<f8"`},
+		"complex":     {file("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }\n", 8), `dtype "<c8"`},
 		"big-endian":  {file("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n", 4), `dtype ">f4"`},
 		"fortran":     {file("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }\n", 4), "C order"},
 		"short data":  {file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", 4), "truncated"},
@@ -131,20 +131,46 @@ func TestDecodeTruncated(t *testing.T) {
 }
 
 // FuzzDecode checks that no input makes Decode panic and that what it accepts encodes back to
-// an array of the same type and shape.
+// an array of the same type, shape and values.
 func FuzzDecode(f *testing.F) {
 	floats, _ := EncodeFloat32([]int{2, 2}, []float32{1, 2, 3, 4})
 	ints, _ := EncodeInt32([]int{3}, []int32{1, 2, 3})
-	binfmttest.FuzzRoundTrip(f, [][]byte{floats, ints, []byte(magic)}, ErrFormat, Decode,
-		func(a *Array) ([]byte, error) {
-			if a.DType == Float32 {
-				return EncodeFloat32(a.Shape, a.Float32s)
-			}
-			return EncodeInt32(a.Shape, a.Int32s)
-		},
-		func(a, b *Array) bool {
-			return a.DType == b.DType && slices.Equal(a.Shape, b.Shape) && len(a.Float32s) == len(b.Float32s) && slices.Equal(a.Int32s, b.Int32s)
-		})
+	longs, _ := EncodeInt64([]int{2, 1}, []int64{1, -2})
+	doubles, _ := EncodeFloat64([]int{1}, []float64{0.5})
+	bools, _ := EncodeBool([]int{3}, []bool{true, false, true})
+	binfmttest.FuzzRoundTrip(f, [][]byte{floats, ints, longs, doubles, bools, []byte(magic)}, ErrFormat, Decode, Encode, sameArray)
+}
+
+// sameArray reports whether a and b have the same dtype, shape and bits.
+func sameArray(a, b *Array) bool {
+	ea, erra := Encode(a)
+	eb, errb := Encode(b)
+	return erra == nil && errb == nil && a.DType == b.DType && slices.Equal(a.Shape, b.Shape) && string(ea) == string(eb)
+}
+
+func TestRoundTripDTypes(t *testing.T) {
+	for _, a := range []*Array{
+		{DType: Float64, Shape: []int{2}, Float64s: []float64{1e300, -0.25}},
+		{DType: Int64, Shape: []int{2, 2}, Int64s: []int64{math.MaxInt64, math.MinInt64, 0, 5}},
+		{DType: Bool, Shape: []int{3}, Bools: []bool{true, false, true}},
+	} {
+		b, err := Encode(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "'descr': '"+a.DType+"'") {
+			t.Errorf("%s: header %q", a.DType, b[10:])
+		}
+		back, err := Decode(b)
+		if err != nil || !sameArray(a, back) || back.Len() != a.Len() {
+			t.Errorf("%s: decoded %+v, %v; want %+v", a.DType, back, err, a)
+		}
+	}
+	b, _ := EncodeBool([]int{2}, []bool{true, false})
+	b[len(b)-1] = 2
+	if _, err := Decode(b); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "bool element 1 is byte 2") {
+		t.Errorf("bool byte 2: %v", err)
+	}
 }
 
 func TestLongHeaderUsesVersion2(t *testing.T) {
