@@ -361,100 +361,108 @@ func (b *blockingStore) Put(ctx context.Context, name string, data []byte) error
 	return b.Dir.Put(ctx, name, data)
 }
 
-// TestSlowStoreDelaysNoCall checkpoints a synchronous run every 2 epochs into a store whose
-// first write takes 10 s: while it is written, 50 more epochs of Pushes and Pulls are
-// answered (the checkpoints due meanwhile are skipped and logged); the Push that completed
-// epoch 2 returns once its checkpoint is written, which holds the weights of epoch 2; and the
-// next checkpoint due after it is written again.
+// TestSlowStoreDelaysNoCall checkpoints a run, synchronous and asynchronous, every 2 epochs
+// into a store whose first write takes 10 s: while it is written, 50 more epochs of Pushes
+// and Pulls are answered (50 or 200 updates; the checkpoints due meanwhile are skipped and
+// logged); the Push that completed epoch 2 returns once its checkpoint is written, which
+// holds the weights of epoch 2; and the next checkpoint due after it is written again.
 func TestSlowStoreDelaysNoCall(t *testing.T) {
-	t.Parallel()
 	const epochs = 50
-	store := &blockingStore{Dir: checkpoint.Dir(t.TempDir()), hold: 10 * time.Second, blocked: make(chan struct{})}
-	cp := checkpoint.Checkpoints{Store: store}
-	var log strings.Builder
-	s := mustShard(t, 0, 1)
-	if err := s.EnableCheckpoints(Checkpointing{Checkpoints: cp, Every: 2, Log: &log}); err != nil {
-		t.Fatal(err)
-	}
-	mustInitAll(t, s, initReq(0, true), initReq(1, true))
-	rng := rand.New(rand.NewPCG(13, 14))
-	g := map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}
-	// epoch pushes every contribution of epoch e but the last, and returns the last's push.
-	epoch := func(e int) func() (*rpc.PushReply, error) {
-		for c := range 3 {
-			if _, err := push(t, s, c/2, c%2, e, uint64(e), g); err != nil {
-				t.Fatalf("epoch %d push %d: %v", e, c, err)
+	for _, sync := range []bool{true, false} {
+		per := uint64(1) // updates per epoch
+		if !sync {
+			per = 4
+		}
+		t.Run(map[bool]string{true: "sync", false: "async"}[sync], func(t *testing.T) {
+			t.Parallel()
+			store := &blockingStore{Dir: checkpoint.Dir(t.TempDir()), hold: 10 * time.Second, blocked: make(chan struct{})}
+			cp := checkpoint.Checkpoints{Store: store}
+			var log strings.Builder
+			s := mustShard(t, 0, 1)
+			if err := s.EnableCheckpoints(Checkpointing{Checkpoints: cp, Every: 2, Log: &log}); err != nil {
+				t.Fatal(err)
 			}
-		}
-		return func() (*rpc.PushReply, error) { return push(t, s, 1, 1, e, uint64(e), g) }
-	}
-	if _, err := epoch(0)(); err != nil {
-		t.Fatal(err)
-	}
-	type pushed struct {
-		r   *rpc.PushReply
-		err error
-	}
-	second := make(chan pushed, 1)
-	last := epoch(1)
-	go func() {
-		r, err := last()
-		second <- pushed{r, err}
-	}()
-	<-store.blocked
-	begin := time.Now()
-	for e := 2; e < 2+epochs; e++ {
-		r, err := epoch(e)()
-		if err != nil || r.Version != uint64(e+1) || r.CheckpointEpoch != 0 {
-			t.Fatalf("epoch %d while the checkpoint of epoch 2 is written: %v, %v; want version %d and no checkpoint yet", e, r, err, e+1)
-		}
-		if w := pull(t, s, uint64(e+1)); len(w) != 2 {
-			t.Fatalf("pulled %d layers of version %d", len(w), e+1)
-		}
-	}
-	during := time.Since(begin)
-	if store.released.Load() {
-		t.Fatalf("%d epochs took %v, longer than the store's write of %v", epochs, during, store.hold)
-	}
-	select {
-	case p := <-second:
-		t.Fatalf("the push that completed epoch 2 returned (%v, %v) before its checkpoint was written", p.r, p.err)
-	default:
-	}
-	t.Logf("%d updates (%d pushes, %d pulls) in %v while the checkpoint's write was blocked", epochs, 4*epochs, epochs, during)
-	if s.Newest() != 2+epochs {
-		t.Fatalf("newest version %d, want %d", s.Newest(), 2+epochs)
-	}
-	var p pushed
-	select {
-	case p = <-second:
-	case <-time.After(time.Minute):
-		t.Fatal("the push that completed epoch 2 never returned")
-	}
-	if p.err != nil || p.r.Version != 2 || p.r.CheckpointEpoch != 2 {
-		t.Fatalf("the push that completed epoch 2: %v, %v; want version 2 and the checkpoint of epoch 2", p.r, p.err)
-	}
-	st, err := cp.Load(context.Background(), 2)
-	if err != nil || st.Epoch != 2 || st.Position != 2 {
-		t.Fatalf("checkpoint of epoch 2: epoch %d, version %d, %v", st.Epoch, st.Position, err)
-	}
-	for l, w := range pull(t, s, 2) {
-		if !slices.Equal(st.Tensors[fmt.Sprintf("param/%d", l)], w.Data) {
-			t.Errorf("layer %d in the checkpoint of epoch 2 differs from version 2", l)
-		}
-	}
-	if !strings.Contains(log.String(), "skipping the checkpoint of epoch 4: the one of epoch 2 is still being written") {
-		t.Errorf("log %q: want the checkpoints skipped while the store was slow", log.String())
-	}
-	// The store keeps up again: the next checkpoint due is written before its push returns.
-	next := 2 + epochs
-	for e := next; e < next+2; e++ {
-		r, err := epoch(e)()
-		if err != nil || (e == next+1) != (r.CheckpointEpoch == uint64(next+2)) {
-			t.Fatalf("epoch %d after the slow write: %v, %v", e, r, err)
-		}
-	}
-	if eps, err := cp.Epochs(context.Background()); err != nil || !slices.Equal(eps, []int{next + 2, 2}) {
-		t.Fatalf("checkpoints of epochs %v, %v; want %d and 2", eps, err, next+2)
+			mustInitAll(t, s, initReq(0, sync), initReq(1, sync))
+			rng := rand.New(rand.NewPCG(13, 14))
+			g := map[int]*tensor.Dense{0: gradient(rng, 0), 1: gradient(rng, 1)}
+			// epoch pushes every contribution of epoch e but the last, and returns the last's push.
+			epoch := func(e int) func() (*rpc.PushReply, error) {
+				for c := range 3 {
+					if _, err := push(t, s, c/2, c%2, e, uint64(e)*per, g); err != nil {
+						t.Fatalf("epoch %d push %d: %v", e, c, err)
+					}
+				}
+				return func() (*rpc.PushReply, error) { return push(t, s, 1, 1, e, uint64(e)*per, g) }
+			}
+			if _, err := epoch(0)(); err != nil {
+				t.Fatal(err)
+			}
+			type pushed struct {
+				r   *rpc.PushReply
+				err error
+			}
+			second := make(chan pushed, 1)
+			last := epoch(1)
+			go func() {
+				r, err := last()
+				second <- pushed{r, err}
+			}()
+			<-store.blocked
+			begin := time.Now()
+			for e := 2; e < 2+epochs; e++ {
+				r, err := epoch(e)()
+				if err != nil || r.Version != uint64(e+1)*per || r.CheckpointEpoch != 0 {
+					t.Fatalf("epoch %d while the checkpoint of epoch 2 is written: %v, %v; want version %d and no checkpoint yet", e, r, err, uint64(e+1)*per)
+				}
+				if w := pull(t, s, uint64(e+1)*per); len(w) != 2 {
+					t.Fatalf("pulled %d layers of version %d", len(w), uint64(e+1)*per)
+				}
+			}
+			during := time.Since(begin)
+			if store.released.Load() {
+				t.Fatalf("%d epochs took %v, longer than the store's write of %v", epochs, during, store.hold)
+			}
+			select {
+			case p := <-second:
+				t.Fatalf("the push that completed epoch 2 returned (%v, %v) before its checkpoint was written", p.r, p.err)
+			default:
+			}
+			t.Logf("%d epochs: %d updates (%d pushes, %d pulls) in %v while the checkpoint's write was blocked", epochs, uint64(epochs)*per, 4*epochs, epochs, during)
+			if s.Newest() != (2+epochs)*per {
+				t.Fatalf("newest version %d, want %d", s.Newest(), (2+epochs)*per)
+			}
+			var p pushed
+			select {
+			case p = <-second:
+			case <-time.After(time.Minute):
+				t.Fatal("the push that completed epoch 2 never returned")
+			}
+			if p.err != nil || p.r.Version != 2*per || p.r.CheckpointEpoch != 2 {
+				t.Fatalf("the push that completed epoch 2: %v, %v; want version %d and the checkpoint of epoch 2", p.r, p.err, 2*per)
+			}
+			st, err := cp.Load(context.Background(), 2)
+			if err != nil || st.Epoch != 2 || st.Position != int64(2*per) {
+				t.Fatalf("checkpoint of epoch 2: epoch %d, version %d, %v", st.Epoch, st.Position, err)
+			}
+			for l, w := range pull(t, s, 2*per) {
+				if !slices.Equal(st.Tensors[fmt.Sprintf("param/%d", l)], w.Data) {
+					t.Errorf("layer %d in the checkpoint of epoch 2 differs from version %d", l, 2*per)
+				}
+			}
+			if !strings.Contains(log.String(), "skipping the checkpoint of epoch 4: the one of epoch 2 is still being written") {
+				t.Errorf("log %q: want the checkpoints skipped while the store was slow", log.String())
+			}
+			// The store keeps up again: the next checkpoint due is written before its push returns.
+			next := 2 + epochs
+			for e := next; e < next+2; e++ {
+				r, err := epoch(e)()
+				if err != nil || (e == next+1) != (r.CheckpointEpoch == uint64(next+2)) {
+					t.Fatalf("epoch %d after the slow write: %v, %v", e, r, err)
+				}
+			}
+			if eps, err := cp.Epochs(context.Background()); err != nil || !slices.Equal(eps, []int{next + 2, 2}) {
+				t.Fatalf("checkpoints of epochs %v, %v; want %d and 2", eps, err, next+2)
+			}
+		})
 	}
 }
