@@ -6,9 +6,13 @@
 //
 // Load resolves a spec: the embedded Cora, the other shipped datasets by name, a plain-text
 // dataset directory (datasets/FORMAT.md, read by LoadText), a prepared binary file or directory
-// (ReadPrepared), or an "rmat:" spec (RMAT). Every loader returns a Dataset that passes Validate;
-// malformed text is reported as a *ParseError naming the file and line, a bad prepared file with
-// an error naming the file and the section. Datasets without features (PubMed) load only with
+// (ReadPrepared), a directory in OGB's node-property-prediction layout (LoadOGB), NumPy arrays
+// with PyG's names (LoadNumPy: a directory of .npy files or a .npz), or an "rmat:" spec (RMAT);
+// DetectFormat tells the layouts of a path apart, and LoadOptions.Format insists on one. The
+// OGB and NumPy edge lists are made symmetric (Meta.Conversion says how). Every loader returns
+// a Dataset that passes Validate; malformed text is reported as a *ParseError naming the file,
+// line and column, a bad NumPy array as an *ArrayError naming the file, array and index, a bad
+// prepared file with an error naming the file and the section. Datasets without features (PubMed) load only with
 // LoadOptions.AllowMissingFeatures; training calls Dataset.RequireFeatures.
 //
 // # Prepared format, version 1

@@ -69,3 +69,41 @@ func quoteToken(b []byte) string {
 	}
 	return fmt.Sprintf("%q", b)
 }
+
+// ArrayError describes a NumPy array of a dataset that breaks what the loader needs.
+type ArrayError struct {
+	File  string // the .npy or .npz file, as named to the loader
+	Array string // the array's name (edge_index, x, y, train_mask, ...)
+	Index []int  // the offending element's index; nil when the problem concerns the array as a whole
+	Msg   string // what is wrong
+	Err   error  // the underlying cause (an npy format error), or nil
+}
+
+// Error formats the error as "graph: load FILE: array NAME[I, J]: MSG".
+func (e *ArrayError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "graph: load %s: array %s", e.File, e.Array)
+	if e.Index != nil {
+		b.WriteByte('[')
+		for i, v := range e.Index {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprint(&b, v)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause.
+func (e *ArrayError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrMalformed.
+func (e *ArrayError) Is(target error) bool { return target == ErrMalformed }

@@ -101,3 +101,29 @@ func FuzzLoadOGB(f *testing.F) {
 // ogbFuzzFiles are the files FuzzLoadOGB writes, in the order of its arguments.
 var ogbFuzzFiles = []string{"raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "raw/edge.csv.gz", "raw/node-feat.csv.gz",
 	"raw/node-label.csv.gz", "split/s/train.csv.gz", "split/s/valid.csv.gz", "split/s/test.csv.gz"}
+
+// FuzzLoadNumPy feeds arbitrary .npz archives to the NumPy loader, seeded with the tiny
+// dataset's arrays: it must never panic, every refusal must be an error with no dataset, and
+// what it accepts must be valid and survive the prepared round trip.
+func FuzzLoadNumPy(f *testing.F) {
+	f.Add(npzOf(f, npTiny(f)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := loadNPZ(b, LoadOptions{AllowMissingFeatures: true})
+		if err != nil {
+			if d != nil {
+				t.Fatalf("loadNumPy returned a dataset with its error %v", err)
+			}
+			return
+		}
+		if err := d.Validate(); err != nil {
+			t.Fatalf("loadNumPy accepted an invalid dataset: %v", err)
+		}
+		back, err := readBytes(preparedBytes(t, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := diffDatasets(d, back); diff != "" {
+			t.Fatalf("prepared round trip differs in %s", diff)
+		}
+	})
+}

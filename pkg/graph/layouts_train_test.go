@@ -34,8 +34,8 @@ func trainCora(t *testing.T, d *graph.Dataset) ([]float64, model.Metrics) {
 	return losses, m
 }
 
-// TestLayoutsTrainAlike trains Cora from the text layout and from its OGB layout with the same
-// seed: the loss of every epoch and the accuracies are identical.
+// TestLayoutsTrainAlike trains Cora from the text layout and from its OGB and NumPy layouts
+// with the same seed: the loss of every epoch and the accuracies are identical.
 func TestLayoutsTrainAlike(t *testing.T) {
 	text, err := graph.Load("cora", graph.LoadOptions{})
 	if err != nil {
@@ -47,12 +47,18 @@ func TestLayoutsTrainAlike(t *testing.T) {
 		write func(dir string, d *graph.Dataset) error
 	}{
 		{"ogb", graph.WriteOGB},
+		{"numpy", graph.WriteNumPy},
+		{"npz", func(dir string, d *graph.Dataset) error { return graph.WriteNumPy(dir+".npz", d) }},
 	} {
 		dir := filepath.Join(t.TempDir(), "cora")
 		if err := layout.write(dir, text); err != nil {
 			t.Fatal(err)
 		}
-		d, err := graph.Load(dir, graph.LoadOptions{})
+		p := dir
+		if layout.name == "npz" {
+			p += ".npz"
+		}
+		d, err := graph.Load(p, graph.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

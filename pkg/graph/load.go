@@ -99,7 +99,11 @@ const (
 	FormatText     Format = "text"     // the plain-text layout of datasets/FORMAT.md (meta.json)
 	FormatPrepared Format = "prepared" // the prepared binary format (a file, or a directory holding PreparedFileName)
 	FormatOGB      Format = "ogb"      // OGB's node-property-prediction layout (LoadOGB)
+	FormatNumPy    Format = "numpy"    // NumPy arrays with PyG's names: a directory of .npy files or a .npz (LoadNumPy)
 )
+
+// Formats lists the layouts Load reads from a path.
+var Formats = []Format{FormatText, FormatPrepared, FormatOGB, FormatNumPy}
 
 // DetectFormat returns the layout of the dataset at path p, a directory or a file.
 func DetectFormat(p string) (Format, error) {
@@ -118,24 +122,29 @@ func DetectFormat(p string) (Format, error) {
 		return FormatPrepared, nil
 	case st.IsDir() && IsOGBDir(os.DirFS(p), "."):
 		return FormatOGB, nil
+	case IsNumPy(p):
+		return FormatNumPy, nil
 	case st.IsDir():
 		if parts, ok := partitionedDir(p); ok {
 			return "", fmt.Errorf("graph: directory %s holds the %d partition files of `dorylus prepare --partitions %d`, not a whole dataset: "+
 				"train it with --graph-servers %d, or load the dataset it was cut from", p, parts, parts, parts)
 		}
-		return "", fmt.Errorf("graph: directory %s holds neither %s (plain-text dataset), %s (prepared dataset) nor %s (OGB layout)",
-			p, metaFile, PreparedFileName, ogbNumNodes)
+		return "", fmt.Errorf("graph: directory %s holds neither %s (plain-text dataset), %s (prepared dataset), %s (OGB layout) nor %s.npy (NumPy arrays)",
+			p, metaFile, PreparedFileName, ogbNumNodes, npEdgeIndex)
 	case IsPreparedFile(p):
 		return FormatPrepared, nil
 	case filepath.Base(p) == metaFile:
 		return FormatText, nil
 	}
-	return "", fmt.Errorf("graph: %s is not a prepared dataset file (%w) nor a dataset directory", p, ErrNotPrepared)
+	return "", fmt.Errorf("graph: %s is not a prepared dataset file (%w), a .npz archive nor a dataset directory", p, ErrNotPrepared)
 }
 
 // loadPath loads the dataset at path p in the layout DetectFormat finds, which must be
 // opts.Format when that is set.
 func loadPath(p string, opts LoadOptions) (*Dataset, error) {
+	if opts.Format != "" && !slices.Contains(Formats, opts.Format) {
+		return nil, fmt.Errorf("graph: dataset %s: format %q is none of %v", p, opts.Format, Formats)
+	}
 	f, err := DetectFormat(p)
 	if err != nil {
 		return nil, err
@@ -151,6 +160,8 @@ func loadPath(p string, opts LoadOptions) (*Dataset, error) {
 		return loadText(os.DirFS(p), ".", p, opts)
 	case FormatOGB:
 		return LoadOGB(os.DirFS(p), ".", displayDir(p), opts)
+	case FormatNumPy:
+		return LoadNumPy(p, opts)
 	}
 	return ReadPrepared(p)
 }

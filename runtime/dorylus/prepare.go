@@ -17,7 +17,8 @@ func newPrepareCommand() *cobra.Command {
 		Use:   "prepare SRC DST",
 		Short: "Convert a dataset to the prepared binary format",
 		Long: `Prepare reads SRC (a builtin name, a dataset directory in the plain-text format or in
-OGB's node-property-prediction layout, or an rmat:... generator spec) and writes DST in the prepared binary format: CSR adjacency, float32
+OGB's node-property-prediction layout, NumPy arrays with PyG's names (a directory of .npy files
+or a .npz), or an rmat:... generator spec) and writes DST in the prepared binary format: CSR adjacency, float32
 features, labels and splits, with checksums. Training loads a prepared file many times faster.
 With --partitions P it writes directory DST with one file per partition instead, so that each
 graph server reads only its own. The partitions are cut by --method: multilevel (the default, a
