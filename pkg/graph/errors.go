@@ -41,11 +41,17 @@ func (e *ParseError) Error() string {
 			fmt.Fprintf(&b, ", column %d", e.Column)
 		}
 	}
+	return finish(&b, e.Msg, e.Err)
+}
+
+// finish appends ": msg" and, when cause is set, ": cause" to the location b holds, and
+// returns the whole message.
+func finish(b *strings.Builder, msg string, cause error) string {
 	b.WriteString(": ")
-	b.WriteString(e.Msg)
-	if e.Err != nil {
+	b.WriteString(msg)
+	if cause != nil {
 		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		b.WriteString(cause.Error())
 	}
 	return b.String()
 }
@@ -93,13 +99,7 @@ func (e *ArrayError) Error() string {
 		}
 		b.WriteByte(']')
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Msg)
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
+	return finish(&b, e.Msg, e.Err)
 }
 
 // Unwrap returns the underlying cause.

@@ -79,22 +79,7 @@ func FuzzLoadOGB(f *testing.F) {
 			fsys["o/"+ogbFuzzFiles[i]] = &fstest.MapFile{Data: gz(t, string(data))}
 		}
 		d, err := LoadOGB(fsys, "o", "o", LoadOptions{})
-		if err != nil {
-			if d != nil {
-				t.Fatalf("LoadOGB returned a dataset with its error %v", err)
-			}
-			return
-		}
-		if err := d.Validate(); err != nil {
-			t.Fatalf("LoadOGB accepted an invalid dataset: %v", err)
-		}
-		back, err := readBytes(preparedBytes(t, d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := diffDatasets(d, back); diff != "" {
-			t.Fatalf("prepared round trip differs in %s", diff)
-		}
+		checkLoaded(t, "LoadOGB", d, err)
 	})
 }
 
@@ -109,21 +94,28 @@ func FuzzLoadNumPy(f *testing.F) {
 	f.Add(npzOf(f, npTiny(f)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := loadNPZ(b, LoadOptions{AllowMissingFeatures: true})
-		if err != nil {
-			if d != nil {
-				t.Fatalf("loadNumPy returned a dataset with its error %v", err)
-			}
-			return
-		}
-		if err := d.Validate(); err != nil {
-			t.Fatalf("loadNumPy accepted an invalid dataset: %v", err)
-		}
-		back, err := readBytes(preparedBytes(t, d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := diffDatasets(d, back); diff != "" {
-			t.Fatalf("prepared round trip differs in %s", diff)
-		}
+		checkLoaded(t, "loadNumPy", d, err)
 	})
+}
+
+// checkLoaded fails t when loader returned a dataset with its error, or accepted one that is
+// invalid or does not survive the prepared round trip.
+func checkLoaded(t *testing.T, loader string, d *Dataset, err error) {
+	t.Helper()
+	if err != nil {
+		if d != nil {
+			t.Fatalf("%s returned a dataset with its error %v", loader, err)
+		}
+		return
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatalf("%s accepted an invalid dataset: %v", loader, err)
+	}
+	back, err := readBytes(preparedBytes(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffDatasets(d, back); diff != "" {
+		t.Fatalf("prepared round trip differs in %s", diff)
+	}
 }
