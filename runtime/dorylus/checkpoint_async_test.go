@@ -10,6 +10,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // asyncEpochs is the length of the asynchronous Cora runs the fault tests disturb: enough for
@@ -73,12 +74,12 @@ func TestAsyncFaultsSurvived(t *testing.T) {
 			staleness := jobconfig.Staleness{Bound: bound}
 			c := newPodCluster(t, data, t.TempDir(), asyncEpochs, staleness)
 			want, _ := c.train(-1, 0)
-			stopAll(c.children)
+			launcher.StopAll(c.children)
 			for _, victim := range []int{1, 3} {
 				t.Run(strings.ReplaceAll(podName(victim), " ", "-")+"-killed", func(t *testing.T) {
 					c := newPodCluster(t, data, t.TempDir(), asyncEpochs, staleness)
 					got, again := c.train(victim, 100)
-					stopAll(c.children)
+					launcher.StopAll(c.children)
 					t.Logf("S = %d: SIGKILL of %s after epoch 100: training again after %v from epoch %d; test accuracy %.4f, undisturbed %.4f",
 						bound, podName(victim), again, c.resumed, got.TestAcc, want.TestAcc)
 					if c.resumed <= 100 {

@@ -20,6 +20,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // podCluster runs 2 graph servers and 2 parameter servers of one Cora run as separate
@@ -30,16 +31,16 @@ type podCluster struct {
 	t        *testing.T
 	lis      []net.Listener // graph servers 0, 1, parameter servers 0, 1
 	args     [][]string
-	procs    []*child
-	exited   chan *child
+	procs    []*launcher.Process
+	exited   chan *launcher.Process
 	logs     *syncWriter
-	children []*child
+	children []*launcher.Process
 	events   chan graphserver.Event // graph server 0's lines, across its restarts
 	resumed  int                    // the first epoch graph server 0 reported after a fault
 }
 
 func newPodCluster(t *testing.T, data, ckpt string, epochs int, staleness jobconfig.Staleness) *podCluster {
-	c := &podCluster{t: t, lis: make([]net.Listener, 4), procs: make([]*child, 4), exited: make(chan *child, 32),
+	c := &podCluster{t: t, lis: make([]net.Listener, 4), procs: make([]*launcher.Process, 4), exited: make(chan *launcher.Process, 32),
 		logs: &syncWriter{w: &strings.Builder{}}, events: make(chan graphserver.Event, 1024)}
 	addrs := make([]string, 4)
 	for i := range c.lis {
@@ -49,7 +50,7 @@ func newPodCluster(t *testing.T, data, ckpt string, epochs int, staleness jobcon
 		}
 		c.lis[i], addrs[i] = l, l.Addr().String()
 	}
-	t.Cleanup(func() { stopAll(c.children); closeAll(c.lis) })
+	t.Cleanup(func() { launcher.StopAll(c.children); launcher.CloseAll(c.lis) })
 	run := serverConfig(t, data, addrs, 2, func(rc *jobconfig.RunConfig) {
 		rc.Job.Name, rc.Training.Intervals, rc.Training.Epochs, rc.Training.EvalEvery = "faults", 3, epochs, epochs
 		rc.Training.Staleness = staleness
@@ -88,7 +89,7 @@ func (c *podCluster) start(i int) {
 			}
 		}()
 	}
-	p, err := startChild(dorylusBin, podName(i), c.lis[i], out, c.logs, c.exited, c.args[i]...)
+	p, err := launcher.StartServer(dorylusBin, podName(i), c.lis[i], out, c.logs, c.exited, c.args[i]...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -105,8 +106,8 @@ func (c *podCluster) wait() graphserver.Event {
 		case ev := <-c.events:
 			return ev
 		case p := <-c.exited:
-			if p.err != nil && slices.Contains(c.procs, p) { // not one the fault stopped
-				c.t.Fatalf("%s exited: %v\n%s", p.name, p.err, c.logs.w)
+			if p.Err != nil && slices.Contains(c.procs, p) { // not one the fault stopped
+				c.t.Fatalf("%s exited: %v\n%s", p.Name, p.Err, c.logs.w)
 			}
 		case <-timeout:
 			c.t.Fatalf("no progress from graph server 0 in 2 minutes:\n%s", c.logs.w)
@@ -118,7 +119,7 @@ func (c *podCluster) wait() graphserver.Event {
 func (c *podCluster) down(i int) {
 	c.t.Helper()
 	select {
-	case <-c.procs[i].done:
+	case <-c.procs[i].Done():
 	case <-time.After(20 * time.Second):
 		c.t.Fatalf("%s still runs 20 s after the fault:\n%s", podName(i), c.logs.w)
 	}
@@ -137,7 +138,7 @@ func (c *podCluster) train(victim, killAt int) (graphserver.Event, time.Duration
 			return ev, again
 		case victim >= 0 && ev.Epoch == killAt && killed.IsZero():
 			time.Sleep(time.Duration(ev.Seconds * float64(time.Second) / 2)) // mid-epoch
-			if err := c.procs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			if err := c.procs[victim].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				c.t.Fatal(err)
 			}
 			killed = time.Now()
@@ -175,10 +176,10 @@ func TestFaultsSurvived(t *testing.T) {
 	straight := filepath.Join(t.TempDir(), "straight")
 	c := newPodCluster(t, data, straight, epochs, jobconfig.Sync)
 	want, _ := c.train(-1, 0)
-	stopAll(c.children) // parameter servers save epoch 60 (a checkpoint is due then anyway)
+	launcher.StopAll(c.children) // parameter servers save epoch 60 (a checkpoint is due then anyway)
 	check := func(t *testing.T, c *podCluster, got graphserver.Event, cut string) {
 		t.Helper()
-		stopAll(c.children)
+		launcher.StopAll(c.children)
 		if math.Abs(got.TestAcc-want.TestAcc) > 0.002 || got.TestAcc == 0 { // 2 of Cora's 1000 test nodes
 			t.Errorf("test accuracy %.4f, undisturbed %.4f", got.TestAcc, want.TestAcc)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // dorylusBin is the dorylus binary built once for the multi-process tests.
@@ -70,8 +71,11 @@ func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func
 	d := distOptions{staleness: jobconfig.Sync, intervals: 2, deadAfter: rpc.DefaultDeadAfter, backend: backends.Options{Kind: jobconfig.BackendCPU},
 		tlsDir: jobCredentials(t)}
 	o := coraOptions(1)
-	c, err := o.runConfig(&d, data, 1, addrs[:gs], addrs[gs:])
+	c, err := o.runConfig(&d, data, 1)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := launcher.SetAddresses(c, addrs[:gs], addrs[gs:]); err != nil {
 		t.Fatal(err)
 	}
 	if c.Dataset, err = source.Parse(data); err != nil { // a local folder or s3://bucket/prefix
@@ -79,7 +83,7 @@ func serverConfig(t *testing.T, data string, addrs []string, gs int, mutate func
 	}
 	mutate(c)
 	path := filepath.Join(t.TempDir(), "run.json")
-	if err := writeConfig(path, c); err != nil {
+	if err := launcher.WriteConfig(path, c); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -249,13 +253,13 @@ func TestKilledServerIsNamed(t *testing.T) {
 				}
 				addrs[i] = lis[i].Addr().String()
 			}
-			defer closeAll(lis)
-			exited := make(chan *child, 3)
+			defer launcher.CloseAll(lis)
+			exited := make(chan *launcher.Process, 3)
 			logs := &syncWriter{w: &strings.Builder{}}
-			var children []*child
-			defer func() { stopAll(children) }()
-			start := func(name string, l net.Listener, out io.Writer, args ...string) *child {
-				c, err := startChild(dorylusBin, name, l, out, logs, exited, args...)
+			var children []*launcher.Process
+			defer func() { launcher.StopAll(children) }()
+			start := func(name string, l net.Listener, out io.Writer, args ...string) *launcher.Process {
+				c, err := launcher.StartServer(dorylusBin, name, l, out, logs, exited, args...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -279,25 +283,25 @@ func TestKilledServerIsNamed(t *testing.T) {
 				}
 			}
 			go func() { _, _ = io.Copy(io.Discard, events) }()
-			hit := map[string]*child{"graph-server 1": gs1, "param-server 0": ps}[victim]
+			hit := map[string]*launcher.Process{"graph-server 1": gs1, "param-server 0": ps}[victim]
 			sig, name := syscall.SIGKILL, "graph server 1"
 			if victim == "param-server 0" {
 				sig, name = syscall.SIGSTOP, "parameter server 0"
 			}
 			killed := time.Now()
-			if err := hit.cmd.Process.Signal(sig); err != nil {
+			if err := hit.Cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 			select {
-			case <-gs0.done:
+			case <-gs0.Done():
 			case <-time.After(15 * time.Second):
 				t.Fatalf("graph server 0 still running 15 s after %v of %s\n%s", sig, victim, logs.w)
 			}
 			took := time.Since(killed)
 			if sig == syscall.SIGSTOP {
-				_ = hit.cmd.Process.Signal(syscall.SIGCONT)
+				_ = hit.Cmd.Process.Signal(syscall.SIGCONT)
 			}
-			msg := gs0.log.tail()
+			msg := gs0.Tail()
 			t.Logf("%v of %s: graph server 0 stopped after %v: %s", sig, victim, took.Round(time.Millisecond), msg)
 			if !strings.Contains(msg, name) || took > 8*time.Second {
 				t.Errorf("graph server 0 stopped after %v with %q, want an error naming %s within seconds", took, msg, name)

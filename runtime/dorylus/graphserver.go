@@ -233,7 +233,6 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	return nil
 }
 
-
 // loadPartition reads partition p of parts of dataset d: its own file from a partitioned
 // directory, checked against the directory's manifest when it has one (of a remote dataset,
 // only that file is downloaded, under /tmp, the pods' writable emptyDir), or the whole dataset

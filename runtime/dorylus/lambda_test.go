@@ -14,6 +14,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // lambdaEmulators starts n aws-lambda-rie emulators running `dorylus function` with flags and
@@ -116,7 +117,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		if len(res.Curve) != o.epochs {
 			t.Fatalf("%d epochs, want %d", len(res.Curve), o.epochs)
 		}
-		us, err := readUsage(dir, 1, 2)
+		us, err := launcher.ReadUsage(dir, 1, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/internal/scrape"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // coraServers runs graph servers 0 and 1 and parameter server 0 of the Cora run config (changed
@@ -34,13 +35,13 @@ func coraServers(t *testing.T, mutate func(*jobconfig.RunConfig), extra [3][]str
 		}
 		lis[i], addrs[i] = l, l.Addr().String()
 	}
-	defer closeAll(lis)
+	defer launcher.CloseAll(lis)
 	run := serverConfig(t, dir, addrs, 2, mutate)
 	r, w := io.Pipe()
 	logs := &syncWriter{w: &strings.Builder{}}
-	exited := make(chan *child, 3)
-	var children []*child
-	t.Cleanup(func() { stopAll(children) })
+	exited := make(chan *launcher.Process, 3)
+	var children []*launcher.Process
+	t.Cleanup(func() { launcher.StopAll(children) })
 	for i, args := range [][]string{
 		{"graph-server", "--config", run, "--partition", "0"},
 		{"graph-server", "--config", run, "--partition", "1"},
@@ -50,7 +51,7 @@ func coraServers(t *testing.T, mutate func(*jobconfig.RunConfig), extra [3][]str
 		if i == 0 {
 			out = w
 		}
-		c, err := startChild(dorylusBin, args[0]+fmt.Sprint(i), lis[i], out, logs, exited, append(args, extra[i]...)...)
+		c, err := launcher.StartServer(dorylusBin, args[0]+fmt.Sprint(i), lis[i], out, logs, exited, append(args, extra[i]...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +71,7 @@ func coraServers(t *testing.T, mutate func(*jobconfig.RunConfig), extra [3][]str
 	case res := <-result:
 		return addrs, res
 	case c := <-exited:
-		t.Fatalf("%s exited: %v\n%s", c.name, c.err, logs.w)
+		t.Fatalf("%s exited: %v\n%s", c.Name, c.Err, logs.w)
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("no result in 2 minutes\n%s", logs.w)
 	}

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,10 +16,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // calibrateOptions are the flags of `dorylus plan calibrate`.
@@ -201,13 +204,12 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 			return err
 		}
 		c := plan.Config{Backend: plan.CPU, GraphServers: r.graphServers, Intervals: r.intervals, Staleness: calibrationStaleness}
-		extra := []string{"--hidden", strconv.Itoa(r.hidden)}
+		var lambda string // the emulators of a lambda run
 		if r.calls {
 			c.Backend, c.Concurrency, c.MemoryMB = plan.Lambda, r.intervals, defaultLambdaMemoryMB
-			eps := strings.Split(o.lambdaEndpoints, ",")[:r.graphServers*r.intervals]
-			extra = append(extra, lambdaEmulatorFlags(strings.Join(eps, ","))...)
+			lambda = strings.Join(strings.Split(o.lambdaEndpoints, ",")[:r.graphServers*r.intervals], ",")
 		}
-		t, err := medianEpoch(ctx, exe, o, wo.dataset, c, extra...)
+		t, err := medianEpoch(ctx, exe, o, wo.dataset, r.hidden, c, lambda)
 		if err != nil {
 			return err
 		}
@@ -238,41 +240,73 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 	return f.Close()
 }
 
-// lambdaEmulatorFlags are the dorylus train flags of the lambda backend on aws-lambda-rie
-// emulators, which serve one call at a time and check no credentials.
-func lambdaEmulatorFlags(endpoints string) []string {
-	return []string{"--backend", "lambda", "--lambda-function", "function", "--lambda-region", "us-east-1",
-		"--endpoint-concurrency", "1", "--lambda-endpoints", endpoints}
-}
-
-// medianEpoch runs dorylus train on dataset in configuration c o.rounds times and returns the
-// median of the runs' median epoch times.
-func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset string, c plan.Config, extra ...string) (float64, error) {
-	args := append([]string{"train", "--dataset", dataset, "--graph-servers", strconv.Itoa(c.GraphServers),
-		"--intervals", strconv.Itoa(c.Intervals), "--staleness", strconv.Itoa(c.Staleness), "--epochs", strconv.Itoa(o.epochs),
-		"--eval-every", "1000000", "--output", "json"}, extra...)
+// medianEpoch trains a GCN of the given hidden width on dataset in configuration c o.rounds
+// times, as dorylus train --graph-servers does with its defaults otherwise (the same run
+// config, launched by runtime/launcher), and returns the median of the runs' median epoch
+// times. With lambda (comma-separated aws-lambda-rie emulators, which serve one call at a
+// time and check no credentials) the servers call them.
+func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset string, hidden int, c plan.Config, lambda string) (float64, error) {
+	var to trainOptions
+	d := addTrainFlags(pflag.NewFlagSet("train", pflag.ContinueOnError), &to) // dorylus train's defaults
+	to.hidden, to.epochs, to.evalEvery = hidden, o.epochs, 1_000_000
+	d.graphServers, d.intervals, d.staleness = c.GraphServers, c.Intervals, jobconfig.Staleness{Bound: c.Staleness}
+	if lambda != "" {
+		b := &d.backend
+		b.Kind, b.LambdaFunction, b.LambdaRegion, b.PerEndpoint, b.LambdaEndpoints = jobconfig.BackendLambda, "function", "us-east-1", 1, lambda
+	}
+	ds, err := source.Parse(dataset)
+	if err != nil {
+		return 0, err
+	}
+	local, err := source.Fetch(ctx, ds, source.Options{})
+	if err != nil {
+		return 0, err
+	}
+	work, err := os.MkdirTemp("", "dorylus-calibrate-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(work)
+	dir, _, err := trainPartitions(local, work, c.GraphServers)
+	if err != nil {
+		return 0, err
+	}
 	var times []float64
 	for range o.rounds {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, exe, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return 0, fmt.Errorf("dorylus %s: %w: %s", strings.Join(args, " "), err, lastLine(stderr.String()))
+		epochs, err := epochTimes(ctx, exe, work, to, *d, dir)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s hidden %d: %w", dataset, c, hidden, err)
 		}
-		var rep trainReport
-		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-			return 0, fmt.Errorf("dorylus %s: report: %w", strings.Join(args, " "), err)
-		}
-		times = append(times, rep.EpochSecondsMedian)
+		times = append(times, median(epochs))
 	}
 	slices.Sort(times)
 	return times[len(times)/2], nil
 }
 
-// lastLine returns the last non-empty line of s.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+// epochTimes trains o on d's servers on the partitions in dir and returns the seconds of
+// every epoch.
+func epochTimes(ctx context.Context, exe, work string, o trainOptions, d distOptions, dir string) ([]float64, error) {
+	cfg, err := o.runConfig(&d, dir, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	run, err := launcher.Launch(cfg, launcher.Options{Exe: exe, Work: work, Log: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	defer run.Stop()
+	var times []float64
+	for ev, err := range run.Events(ctx) {
+		switch {
+		case err != nil:
+			return nil, err
+		case ev.Event == graphserver.EventEpoch:
+			times = append(times, ev.Seconds)
+		case ev.Event == graphserver.EventResult:
+			return times, nil
+		}
+	}
+	return nil, errors.New("the servers' events ended before the result") // Events ends with an error
 }
 
 // kernelCosts measures, on one thread, the seconds of one multiply-add of the gather (SpMM of

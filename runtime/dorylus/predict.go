@@ -155,9 +155,6 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 	to.epochs, to.evalEvery, to.seed, to.inference, to.outputs.location = 1, 1, c.Seed, o.model, o.output
 	dist := distOptions{graphServers: o.graphServers, staleness: jobconfig.Sync, intervals: 4, deadAfter: rpc.DefaultDeadAfter,
 		backend: backends.Options{Kind: jobconfig.BackendCPU}}
-	if err := dist.issueCredentials(work); err != nil {
-		return err
-	}
 	if _, err := launchOnce(ctx, exe, dir, work, to, dist, c.Seed, newProgress(io.Discard, 1), stderr, &serverStats{rss: map[string]int64{}}); err != nil {
 		return err
 	}

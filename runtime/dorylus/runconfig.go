@@ -3,22 +3,17 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // runConfig returns the run config dorylus train writes for the servers of one seed's run:
 // the command's flags in the contract the operator writes (pkg/jobconfig), with the dataset
-// partitioned into dir, graph servers at peers and parameter-server shards at shards. Its
-// job has no UID: a run outside Kubernetes reports into no GNNTrainingJob's status.
-func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers, shards []string) (*jobconfig.RunConfig, error) {
-	gsPort, err := portOf(peers[0])
-	if err != nil {
-		return nil, err
-	}
+// partitioned into dir, and the counts of graph servers and parameter-server shards, whose
+// addresses the launcher sets (launcher.SetAddresses, which validates it). Its job has no
+// UID: a run outside Kubernetes reports into no GNNTrainingJob's status.
+func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64) (*jobconfig.RunConfig, error) {
 	c := &jobconfig.RunConfig{
 		Version: jobconfig.Version,
 		Job:     jobconfig.JobRef{Name: fmt.Sprintf("train-%d-%d", os.Getpid(), seed), Namespace: "local"},
@@ -28,11 +23,11 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 		Training: jobconfig.Training{Epochs: o.epochs, LearningRate: o.lr, WeightDecay: o.weightDecay,
 			TargetAccuracy: d.target, Staleness: d.staleness, Intervals: d.intervals, Seed: int64(seed),
 			EvalEvery: o.evalEvery, Patience: o.patience},
-		GraphServers: jobconfig.GraphServers{Replicas: len(peers), Port: gsPort, Peers: peers,
-			DeadAfter: jobconfig.Duration(d.deadAfter)},
-		Backend:  d.backend.ToConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
-		Security: jobconfig.Security{TLSDir: d.tlsDir, Insecure: d.insecure},
+		GraphServers: jobconfig.GraphServers{Replicas: d.graphServers, DeadAfter: jobconfig.Duration(d.deadAfter)},
+		Backend:      d.backend.ToConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),
+		Security:     jobconfig.Security{TLSDir: d.tlsDir, Insecure: d.insecure},
 	}
+	var err error
 	if c.Cost, err = o.cost.config(); err != nil {
 		return nil, err
 	}
@@ -42,11 +37,7 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 	if o.inference != "" {
 		c.Inference = &jobconfig.Inference{Model: locationOf(o.inference)}
 	} else {
-		psPort, err := portOf(shards[0])
-		if err != nil {
-			return nil, err
-		}
-		c.ParameterServers = jobconfig.ParameterServers{Replicas: len(shards), Port: psPort, Service: shards[0], Shards: shards}
+		c.ParameterServers.Replicas = d.paramServers
 	}
 	if o.patience > 0 { // selection by validation evaluates every epoch, as the single-process path does
 		c.Training.EvalEvery = 1
@@ -59,17 +50,5 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64, peers,
 		l := locationOf(o.outputs.location)
 		c.Output = &l
 	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	return c, nil
-}
-
-// portOf returns the port of a host:port address.
-func portOf(addr string) (int, error) {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(p)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
@@ -31,28 +30,6 @@ func writeTraceFile(path string, f trace.File) error {
 		return fmt.Errorf("--trace %s: %w", path, err)
 	}
 	return nil
-}
-
-// serverTracePath is the --trace file of graph server q in a run of dorylus train.
-func serverTracePath(dir string, q int) string {
-	return filepath.Join(dir, fmt.Sprintf("trace-%d.json", q))
-}
-
-// mergeTraces merges the trace files of n graph servers in dir into one.
-func mergeTraces(dir string, n int) (trace.File, error) {
-	files := make([]trace.File, n)
-	for q := range files {
-		f, err := os.Open(serverTracePath(dir, q))
-		if err != nil {
-			return trace.File{}, fmt.Errorf("trace of graph server %d: %w", q, err)
-		}
-		files[q], err = trace.Read(f)
-		f.Close()
-		if err != nil {
-			return trace.File{}, fmt.Errorf("trace of graph server %d: %w", q, err)
-		}
-	}
-	return trace.Merge(files...), nil
 }
 
 // finishTrace writes f to path, prints its per-epoch summary to stderr, and returns the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
@@ -88,8 +89,14 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 			return runTrain(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	dist = addDistributedFlags(f)
+	dist = addTrainFlags(cmd.Flags(), &o)
+	return cmd
+}
+
+// addTrainFlags registers the flags of `dorylus train` into o (which then holds their
+// defaults) and returns those of a run on graph servers.
+func addTrainFlags(f *pflag.FlagSet, o *trainOptions) *distOptions {
+	dist := addDistributedFlags(f)
 	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, s3://bucket/prefix, https:// URL, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
 	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (gat changes the defaults to the GAT paper's: --hidden 8 --dropout 0.6 --lr 0.005 --patience 100, with --epochs 1000 as the cap)")
 	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")
@@ -110,7 +117,7 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 	o.cost.addFlags(f)
 	o.outputs.addFlags(f)
 	f.StringVar(&o.trace, "trace", "", "write a timeline of the first run's training tasks and waits on every server to this file (Chrome trace-event JSON, for Perfetto or chrome://tracing) and print a summary per epoch")
-	return cmd
+	return dist
 }
 
 // gatDefaults are the GAT paper's hyper-parameters and protocol (Veličković et al. 2018, Cora

@@ -6,12 +6,8 @@
 package harness
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -22,6 +18,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 	"github.com/dorylus-gnn/dorylus/runtime/paramserver"
 )
 
@@ -70,17 +67,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	gsLis, err := listen(o.GraphServers)
+	gsLis, err := launcher.Listen(o.GraphServers)
 	if err != nil {
 		return nil, err
 	}
-	psLis, err := listen(o.ParamServers)
+	psLis, err := launcher.Listen(o.ParamServers)
 	if err != nil {
-		closeAll(gsLis)
+		launcher.CloseAll(gsLis)
 		return nil, err
 	}
 	cfg := o.Train
-	cfg.Partitions, cfg.Peers, cfg.ParamServers, cfg.Run = o.GraphServers, addrs(gsLis), addrs(psLis), "harness"
+	cfg.Partitions, cfg.Peers, cfg.ParamServers, cfg.Run = o.GraphServers, launcher.Addrs(gsLis), launcher.Addrs(psLis), "harness"
 	if cfg.Startup == 0 {
 		cfg.Startup = time.Minute
 	}
@@ -89,13 +86,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c := cfg
 		c.Partition = i
 		if c.Data, err = partition.DatasetPart(o.Dataset, plan, i); err != nil {
-			closeAll(gsLis)
-			closeAll(psLis)
+			launcher.CloseAll(gsLis)
+			launcher.CloseAll(psLis)
 			return nil, err
 		}
 		if c.Backend, err = o.backend(i, &c); err != nil {
-			closeAll(gsLis)
-			closeAll(psLis)
+			launcher.CloseAll(gsLis)
+			launcher.CloseAll(psLis)
 			closeBackends(configs)
 			return nil, err
 		}
@@ -109,8 +106,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			err = cfg.Metrics.Register(sh)
 		}
 		if err != nil {
-			closeAll(gsLis)
-			closeAll(psLis)
+			launcher.CloseAll(gsLis)
+			launcher.CloseAll(psLis)
 			closeBackends(configs)
 			return nil, err
 		}
@@ -119,9 +116,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	defer closeAll(gsLis) // those a graph server that failed early never served
-	events := newLines()
-	configs[0].Events = events
+	defer launcher.CloseAll(gsLis) // those a graph server that failed early never served
+	reports := launcher.NewReports()
+	defer reports.Close()
+	configs[0].Events = reports
 	psCtx, stopPS := context.WithCancel(ctx)
 	defer stopPS()
 	var ps errgroup.Group
@@ -136,8 +134,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i, c := range configs {
 		gs.Go(func() error { return graphserver.Run(gctx, c, gsLis[i]) })
 	}
+	res := &Result{}
+	var bad error                    // the first line that was no event
+	result := make(chan struct{})    // closed at the result
+	collected := make(chan struct{}) // closed once every line written is taken
+	go func() {
+		defer close(collected)
+		for r := range reports.C {
+			switch {
+			case r.Err != nil && bad == nil:
+				bad = fmt.Errorf("harness: %w", r.Err)
+			case r.Event.Event == graphserver.EventEpoch:
+				res.Epochs = append(res.Epochs, r.Event)
+			case r.Event.Event == graphserver.EventResult:
+				if res.Final.Event == "" {
+					close(result)
+				}
+				res.Final = r.Event
+			}
+		}
+	}()
 	select {
-	case <-events.result:
+	case <-result:
 	case <-gctx.Done():
 	}
 	stopGS()
@@ -146,11 +164,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := ps.Wait(); runErr == nil {
 		runErr = err
 	}
-	events.close()
-	res := &Result{Epochs: events.epochs, Final: events.final}
+	reports.CloseWrite()
+	<-collected
 	switch {
-	case events.bad != nil:
-		return res, events.bad
+	case bad != nil:
+		return res, bad
 	case res.Final.Event != graphserver.EventResult && runErr == nil:
 		return res, fmt.Errorf("harness: the graph servers stopped before the result: %w", context.Cause(ctx))
 	case res.Final.Event != graphserver.EventResult:
@@ -177,77 +195,5 @@ func closeBackends(configs []graphserver.Config) {
 		if cl, ok := c.Backend.(dispatch.Closer); ok {
 			_ = cl.Close()
 		}
-	}
-}
-
-// lines decodes graph server 0's JSON lines as they are written.
-type lines struct {
-	w      *io.PipeWriter
-	epochs []graphserver.Event
-	final  graphserver.Event
-	bad    error
-	result chan struct{} // closed at the result
-	done   chan struct{} // closed once every line written before close is decoded
-}
-
-func newLines() *lines {
-	r, w := io.Pipe()
-	l := &lines{w: w, result: make(chan struct{}), done: make(chan struct{})}
-	go l.read(r)
-	return l
-}
-
-func (l *lines) Write(p []byte) (int, error) { return l.w.Write(p) }
-
-func (l *lines) read(r *io.PipeReader) {
-	defer close(l.done)
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var ev graphserver.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil && l.bad == nil {
-			l.bad = fmt.Errorf("harness: progress line %q: %w", sc.Text(), err)
-		}
-		switch ev.Event {
-		case graphserver.EventEpoch:
-			l.epochs = append(l.epochs, ev)
-		case graphserver.EventResult:
-			if l.final.Event == "" {
-				close(l.result)
-			}
-			l.final = ev
-		}
-	}
-}
-
-// close waits for the lines written so far to be decoded.
-func (l *lines) close() {
-	l.w.Close()
-	<-l.done
-}
-
-func listen(n int) ([]net.Listener, error) {
-	var out []net.Listener
-	for range n {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			closeAll(out)
-			return nil, err
-		}
-		out = append(out, lis)
-	}
-	return out, nil
-}
-
-func addrs(ls []net.Listener) []string {
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.Addr().String())
-	}
-	return out
-}
-
-func closeAll(ls []net.Listener) {
-	for _, l := range ls {
-		l.Close()
 	}
 }
