@@ -12,8 +12,6 @@
 package runpolicy
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -22,9 +20,9 @@ import (
 
 // Config says when a run evaluates and when it ends.
 type Config struct {
-	// Epochs is the number of epochs the run trains unless it stops earlier (at least 1).
+	// Epochs is the number of epochs the run trains unless it stops earlier.
 	Epochs int
-	// EvalEvery evaluates after every this many epochs, and after the last (at least 1).
+	// EvalEvery evaluates after every this many epochs, and after the last.
 	EvalEvery int
 	// Patience > 0 selects by validation (model.BestValidation): every epoch is evaluated, the
 	// result is the kept epoch's (Best), and the run stops after Patience evaluations in a row
@@ -83,16 +81,10 @@ type Policy struct {
 	sel        *model.BestValidation
 }
 
-// New returns the policy of a run that starts now.
-func New(cfg Config) (*Policy, error) {
-	switch {
-	case cfg.Epochs < 1:
-		return nil, fmt.Errorf("runpolicy: %d epochs, want at least 1", cfg.Epochs)
-	case cfg.EvalEvery < 1:
-		return nil, fmt.Errorf("runpolicy: evaluation every %d epochs, want at least 1", cfg.EvalEvery)
-	case cfg.Patience < 0 || cfg.TargetAccuracy < 0 || cfg.BudgetUSD < 0 || cfg.Deadline < 0:
-		return nil, errors.New("runpolicy: a negative patience, target, budget or deadline")
-	}
+// New returns the policy of a run that starts now. Epochs and EvalEvery below 1 count as 1;
+// a Patience, TargetAccuracy, BudgetUSD or Deadline of 0 or less is none.
+func New(cfg Config) *Policy {
+	cfg.Epochs, cfg.EvalEvery = max(cfg.Epochs, 1), max(cfg.EvalEvery, 1)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -100,7 +92,7 @@ func New(cfg Config) (*Policy, error) {
 	if cfg.Patience > 0 {
 		p.sel = model.NewBestValidation(cfg.Patience)
 	}
-	return p, nil
+	return p
 }
 
 // Epoch takes the report of an epoch, the next of the run's.

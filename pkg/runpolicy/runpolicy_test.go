@@ -127,10 +127,7 @@ func drive(rng *rand.Rand, st *stats) error {
 	}
 	now := time.Unix(1_000_000, 0)
 	cfg.Clock = func() time.Time { return now }
-	p, err := New(cfg)
-	if err != nil {
-		return err
-	}
+	p := New(cfg)
 	o := newOracle(cfg)
 	lag := rng.IntN(4) // epochs an evaluation trails its epoch by
 	var pending []int  // epochs whose evaluation is asked for, oldest first
@@ -234,10 +231,7 @@ func TestEvaluates(t *testing.T) {
 		{Config{Epochs: 4, EvalEvery: 1}, "[1 2 3 4]"},
 		{Config{Epochs: 4, EvalEvery: 10, Patience: 2}, "[1 2 3 4]"},
 	} {
-		p, err := New(c.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := New(c.cfg)
 		var got []int
 		for e := 1; e <= c.cfg.Epochs; e++ {
 			if p.Epoch(Report{Epoch: e, Loss: 1}).Evaluate {
@@ -253,21 +247,18 @@ func TestEvaluates(t *testing.T) {
 // TestStopsOnce: the first reason to stop ends the run there; a later one changes nothing,
 // and a reason at the last epoch is no early stop.
 func TestStopsOnce(t *testing.T) {
-	p, err := New(Config{Epochs: 10, EvalEvery: 1, TargetAccuracy: 0.8, BudgetUSD: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := New(Config{Epochs: 10, EvalEvery: 1, TargetAccuracy: 0.8, BudgetUSD: 5})
 	if d := p.Epoch(Report{Epoch: 4, Loss: 1, CostUSD: 5}); d.Stop != Budget || !d.OverBudget || !d.Evaluate || p.Last() != 4 {
 		t.Fatalf("budget reached at epoch 4: %+v, last %d; want a stop after 4 that evaluates it", d, p.Last())
 	}
 	if d := p.Evaluated(4, model.Metrics{ValAcc: 0.9}); d.Stop != None || p.Reason() != Budget {
 		t.Errorf("target after the budget's stop: %+v, reason %q; want no second stop", d, p.Reason())
 	}
-	p, _ = New(Config{Epochs: 3, EvalEvery: 1, TargetAccuracy: 0.8})
+	p = New(Config{Epochs: 3, EvalEvery: 1, TargetAccuracy: 0.8})
 	if d := p.Evaluated(3, model.Metrics{ValAcc: 0.9}); d.Stop != None || p.Reason() != None {
 		t.Errorf("target at the last epoch: %+v, reason %q; want none", d, p.Reason())
 	}
-	if _, err := New(Config{Epochs: 0, EvalEvery: 1}); err == nil {
-		t.Error("0 epochs: no error")
+	if p := New(Config{Epochs: 0, EvalEvery: 0}); p.Last() != 1 || !p.Epoch(Report{Epoch: 1, Loss: 1}).Evaluate {
+		t.Errorf("0 epochs, evaluation every 0: last %d; want 1, evaluated", p.Last())
 	}
 }

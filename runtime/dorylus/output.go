@@ -15,6 +15,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
+	"github.com/dorylus-gnn/dorylus/pkg/runpolicy"
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
 )
 
@@ -56,11 +57,11 @@ func (x outputOptions) validate(ctx context.Context) error {
 // keepOutputs runs after every epoch; with --output-dir it copies the weights to export: those of
 // the first run's epoch whose accuracies are reported (with --patience the kept epoch, otherwise
 // the last).
-func keepOutputs(o trainOptions, tr model.Learner, sel *model.BestValidation, seed uint64, epoch int) error {
+func keepOutputs(o trainOptions, tr model.Learner, sel *runpolicy.Policy, seed uint64, epoch int) error {
 	if o.outputs.location == "" || seed != o.seed {
 		return nil
 	}
-	if sel != nil {
+	if sel.Selects() {
 		if kept, _ := sel.Best(); kept != epoch {
 			return nil
 		}

@@ -21,9 +21,11 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/runpolicy"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
+	"github.com/dorylus-gnn/dorylus/runtime/trainer"
 )
 
 // trainOptions are the flags of `dorylus train`.
@@ -180,12 +182,7 @@ func (o trainOptions) validate(dist bool) error {
 }
 
 // epochRecord is one point of a run's learning curve.
-type epochRecord struct {
-	Epoch   int     `json:"epoch"`
-	Loss    float64 `json:"loss"`
-	ValAcc  float64 `json:"val_accuracy"`
-	Seconds float64 `json:"seconds"`
-}
+type epochRecord = trainer.Record
 
 // runResult is the outcome of one seed.
 type runResult struct {
@@ -373,77 +370,53 @@ func trainOnce(ctx context.Context, d *graph.Dataset, o trainOptions, seed uint6
 	if err != nil {
 		return res, nil, err
 	}
-	start := 0
+	c := trainer.Config{Seed: seed, Policy: runpolicy.Config{Epochs: o.epochs, EvalEvery: o.evalEvery, Patience: o.patience},
+		Epoch: func(r trainer.Record, pol *runpolicy.Policy) error {
+			if err := keepOutputs(o, tr, pol, seed, r.Epoch); err != nil {
+				return err
+			}
+			p.epoch(seed, r.Epoch, o.epochs, r.Loss, r.ValAcc, r.Seconds)
+			return nil
+		}}
 	if cps != nil {
 		if o.checkpoint.resume {
-			if start, err = cps.resume(ctx, tr); err != nil {
+			if c.Start, err = cps.resume(ctx, tr); err != nil {
 				return res, nil, err
 			}
-			res.ResumedFrom = start
+			res.ResumedFrom = c.Start
 		}
+		c.Checkpoints = seedCheckpoints{cps, seed}
 		defer func() { res.Checkpoints, res.CheckpointSeconds = cps.saved, cps.seconds }()
 	}
-	times := make([]float64, 0, o.epochs)
-	valAcc := math.NaN()
-	var sel *model.BestValidation
-	if o.patience > 0 {
-		sel = model.NewBestValidation(o.patience)
-	}
-	for e := start; e < o.epochs; e++ {
-		if err := ctx.Err(); err != nil {
-			err = fmt.Errorf("training stopped at epoch %d of seed %d: %w", e+1, seed, err)
-			if cps != nil && e > start {
-				if serr := cps.save(ctx, tr, seed, e); serr != nil {
-					return res, nil, errors.Join(err, serr)
-				}
-				err = fmt.Errorf("%w (checkpoint of epoch %d saved in %s)", err, e, cps.cp.Store)
-			}
-			return res, nil, err
-		}
-		t0 := time.Now()
-		loss, err := tr.Epoch(e)
-		if err != nil {
-			return res, nil, fmt.Errorf("seed %d: %w", seed, err) // ErrNotFinite names the epoch, layer and task
-		}
-		sec := time.Since(t0).Seconds()
-		times = append(times, sec)
-		if cps != nil && cps.due(e+1, o.epochs) {
-			if err := cps.save(ctx, tr, seed, e+1); err != nil {
-				return res, nil, err
-			}
-		}
-		stop := false
-		if sel != nil || (e+1)%o.evalEvery == 0 || e+1 == o.epochs {
-			m, err := tr.Evaluate()
-			if err != nil {
-				return res, nil, err
-			}
-			valAcc = m.ValAcc
-			stop = sel != nil && sel.Observe(e+1, m)
-		}
-		if err := keepOutputs(o, tr, sel, seed, e+1); err != nil {
-			return res, nil, err
-		}
-		res.Curve = append(res.Curve, epochRecord{Epoch: e + 1, Loss: loss, ValAcc: valAcc, Seconds: sec})
-		res.FinalLoss, res.EpochsRun = loss, e+1
-		p.epoch(seed, e+1, o.epochs, loss, valAcc, sec)
-		if stop {
-			break
-		}
-	}
-	if sel != nil {
-		var best model.Metrics
-		res.BestEpoch, best = sel.Best()
-		res.TestAcc, res.ValAcc, res.TrainAcc = best.TestAcc, best.ValAcc, best.TrainAcc
-		return res, times, nil
-	}
-	m, err := tr.Evaluate()
+	out, err := trainer.Train(ctx, tr, c)
 	if err != nil {
 		return res, nil, err
 	}
-	res.TestAcc, res.ValAcc, res.TrainAcc = m.TestAcc, m.ValAcc, m.TrainAcc
+	res.Curve, res.BestEpoch = out.Curve, out.BestEpoch
+	res.TestAcc, res.ValAcc, res.TrainAcc = out.Metrics.TestAcc, out.Metrics.ValAcc, out.Metrics.TrainAcc
+	times := make([]float64, 0, len(out.Curve))
+	for _, r := range out.Curve {
+		times = append(times, r.Seconds)
+	}
+	if n := len(out.Curve); n > 0 {
+		res.FinalLoss, res.EpochsRun = out.Curve[n-1].Loss, out.Curve[n-1].Epoch
+	}
 	return res, times, nil
 }
+
+// seedCheckpoints are one seed's checkpoints, as the epoch loop saves them.
+type seedCheckpoints struct {
+	*runCheckpoints
+	seed uint64
+}
+
+func (c seedCheckpoints) Due(epoch, epochs int) bool { return c.due(epoch, epochs) }
+
+func (c seedCheckpoints) Save(ctx context.Context, tr model.Learner, epoch int) error {
+	return c.save(ctx, tr, c.seed, epoch)
+}
+
+func (c seedCheckpoints) String() string { return fmt.Sprint(c.cp.Store) }
 
 // progress shows training progress: a bar on a terminal, a log line every few epochs otherwise.
 type progress struct {
