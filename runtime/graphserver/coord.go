@@ -15,6 +15,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
+	"github.com/dorylus-gnn/dorylus/pkg/runpolicy"
 )
 
 // EventKind names what an Event reports; the launcher (runtime/launcher) and the harness
@@ -71,28 +72,26 @@ type coordinator struct {
 	reports map[int]*epochAgg
 	next    int        // the next epoch to complete
 	lines   []epochRow // completed epochs not yet written
-	last    int        // the last epoch of the run
-	stopped bool
 	evals   map[uint32]*evalAgg
 	queue   []*rpc.Evaluate // evaluations not yet started; one runs at a time
 	running bool
 	// status, when set, receives the progress; progress is the last one given to it.
 	status   *statusReporter
 	progress jobstatus.Progress
-	sel      *model.BestValidation // with Config.Patience
+	// policy says when to evaluate and when the run ends (pkg/runpolicy); it selects by
+	// validation with Config.Patience.
+	policy *runpolicy.Policy
 	// With Config.Export: the curve so far, the version of the kept epoch's weights (pinned,
 	// with Config.Patience), and the export pass once started.
 	curve []export.Point
 	kept  uint64
 	exp   *pendingExport
-	// With Config.Cost: when the servers started, the billed calls reported so far, the cost
-	// when last priced and at the last epoch's end, and whether it reached the budget (the
-	// run then stops after the epoch that reached it).
+	// With Config.Cost: when the servers started, the billed calls reported so far, and the
+	// cost when last priced and at the last epoch's end.
 	started   time.Time
 	calls     cost.Calls
 	cost      float64
 	epochCost float64
-	budgeted  bool
 	// metrics, when set, receives the progress as Prometheus series.
 	metrics *metrics
 }
@@ -131,15 +130,20 @@ type evalAgg struct {
 }
 
 func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
-	c := &coordinator{cfg: cfg, totals: totals, pins: pins, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}, last: cfg.Epochs - 1}
+	c := &coordinator{cfg: cfg, totals: totals, pins: pins, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}}
+	pc := runpolicy.Config{Epochs: cfg.Epochs, EvalEvery: cfg.EvalEvery, TargetAccuracy: cfg.TargetAccuracy}
+	if cfg.Patience > 0 && cfg.Weights == nil { // selection is training's
+		pc.Patience = cfg.Patience
+	}
+	if cfg.Cost != nil {
+		pc.BudgetUSD = cfg.Cost.BudgetUSD
+	}
+	c.policy = runpolicy.New(pc)
 	if cfg.Events != nil {
 		c.enc = json.NewEncoder(cfg.Events)
 	}
 	if cfg.Status != nil {
 		c.status = newStatusReporter(cfg.Status, cfg.StatusInterval, cfg.Log)
-	}
-	if cfg.Patience > 0 && cfg.Weights == nil { // selection is training's
-		c.sel = model.NewBestValidation(cfg.Patience)
 	}
 	c.started, c.cost, c.epochCost = cfg.Started, cfg.CostBefore, cfg.CostBefore
 	if c.started.IsZero() {
@@ -201,37 +205,40 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	var cmds []*rpc.CommandRequest
 	for {
 		a := c.reports[c.next]
-		if a == nil || len(a.from) < c.cfg.Partitions || c.next > c.last {
+		if a == nil || len(a.from) < c.cfg.Partitions || c.next > c.last() {
 			return cmds, nil
 		}
 		delete(c.reports, c.next)
 		now := time.Now()
 		e := c.next
 		c.next++
-		if math.IsNaN(a.loss) || math.IsInf(a.loss, 0) {
+		before := c.progress // the progress a failure reports
+		if err := c.price(now); err != nil {
+			return cmds, err
+		}
+		d := c.policy.Epoch(runpolicy.Report{Epoch: e + 1, Loss: a.loss, CostUSD: c.cost})
+		if d.Stop == runpolicy.NotFinite {
 			err := fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.cfg.Layers)
 			if c.status != nil {
-				p := c.progress
-				p.Epoch, p.Loss, p.FailureMessage = e+1, a.loss, err.Error() // jobstatus drops the non-finite loss
-				c.status.update(p, true)
+				before.Epoch, before.Loss, before.FailureMessage = e+1, a.loss, err.Error() // jobstatus drops the non-finite loss
+				c.status.update(before, true)
 			}
 			return cmds, err
 		}
 		row := epochRow{ev: Event{Event: EventEpoch, Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes,
 			PeakRSSBytes: c.progress.GraphServerPeakMemoryBytes}}
 		c.start = now
-		if err := c.price(now); err != nil {
-			return cmds, err
-		}
 		epochCost := c.cost - c.epochCost
 		c.epochCost = c.cost
 		row.ev.CostUSD, row.ev.EpochCostUSD, c.progress.EpochCostUSD = c.cost, epochCost, epochCost
-		c.checkBudget()
-		if c.budgeted && !c.stopped && e < c.last {
+		if d.OverBudget {
+			c.reachedBudget()
+		}
+		if d.Stop != runpolicy.None {
 			cmds = append(cmds, c.stop(e)) // the budget ran out in this epoch
 		}
 		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
-		if (e+1)%c.cfg.EvalEvery == 0 || e == c.last {
+		if d.Evaluate {
 			row.pending = true
 			v := uint64(version)
 			if c.cfg.Sync {
@@ -264,18 +271,18 @@ func (c *coordinator) price(now time.Time) error {
 	return nil
 }
 
-// checkBudget reports the progress at once the first time its cost reaches the budget.
-func (c *coordinator) checkBudget() {
-	if run := c.cfg.Cost; run != nil && run.Over(c.cost) && !c.budgeted {
-		c.budgeted = true
-		if c.cfg.Log != nil {
-			fmt.Fprintf(c.cfg.Log, "graph server 0: the cost $%.6f reached the budget $%g\n", c.cost, run.BudgetUSD)
-		}
-		if c.status != nil {
-			c.status.update(c.progress, true)
-		}
+// reachedBudget logs that the cost reached the budget, and reports the progress at once.
+func (c *coordinator) reachedBudget() {
+	if c.cfg.Log != nil {
+		fmt.Fprintf(c.cfg.Log, "graph server 0: the cost $%.6f reached the budget $%g\n", c.cost, c.cfg.Cost.BudgetUSD)
+	}
+	if c.status != nil {
+		c.status.update(c.progress, true)
 	}
 }
+
+// last returns the run's last epoch (0-based): the policy's.
+func (c *coordinator) last() int { return c.policy.Last() - 1 }
 
 // startNext appends to cmds the next queued evaluation unless one is running.
 func (c *coordinator) startNext(cmds []*rpc.CommandRequest) []*rpc.CommandRequest {
@@ -327,9 +334,9 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 		c.exp.metrics, c.exp.done = m, true
 		return nil, nil
 	}
-	stop := c.sel != nil && c.sel.Observe(e+1, m)
-	if c.sel != nil && c.cfg.Export != nil {
-		if kept, _ := c.sel.Best(); kept == e+1 {
+	d := c.policy.Evaluated(e+1, m)
+	if c.policy.Selects() && c.cfg.Export != nil {
+		if kept, _ := c.policy.Best(); kept == e+1 {
 			c.pins.pin(a.version) // the weights to export, unless a later epoch is kept
 			if c.kept != 0 {
 				c.pins.unpin(c.kept)
@@ -337,21 +344,21 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 			c.kept = a.version
 		}
 	}
-	if t := c.cfg.TargetAccuracy; (stop || (t > 0 && val >= t)) && !c.stopped && e < c.last {
+	if d.Stop != runpolicy.None {
 		cmds = append(cmds, c.stop(e))
 	}
 	if err := c.flush(); err != nil {
 		return cmds, err
 	}
-	if e == c.last {
-		if !c.budgeted { // a run the budget stopped reports the cost that reached it
+	if e == c.last() {
+		if !c.policy.OverBudget() { // a run the budget stopped reports the cost that reached it
 			if err := c.price(time.Now()); err != nil {
 				return cmds, err
 			}
 		}
 		res := Event{Event: EventResult, Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
-		if c.sel != nil {
-			res.Selected, m = c.sel.Best()
+		if c.policy.Selects() {
+			res.Selected, m = c.policy.Best()
 		}
 		res.ValAcc, res.TrainAcc, res.TestAcc, res.TrainLoss, res.ValLoss = &m.ValAcc, m.TrainAcc, m.TestAcc, m.TrainLoss, m.ValLoss
 		if err := c.emit(res); err != nil || c.cfg.Export == nil {
@@ -365,7 +372,7 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 // startExport returns the command of the export pass with the weights res reports: those of
 // version v, or with Config.Patience those of the kept epoch.
 func (c *coordinator) startExport(res Event, v uint64) *rpc.CommandRequest {
-	if c.sel != nil {
+	if c.policy.Selects() {
 		v = c.kept // pinned since it was kept, until the model is written
 	} else {
 		c.pins.pin(v) // until the model is written
@@ -388,10 +395,9 @@ func (c *coordinator) takeExport() *pendingExport {
 	return x
 }
 
-// stop ends the run after epoch e: it drops the evaluations and lines of later epochs and
-// returns the command that stops every graph server.
+// stop ends the run after epoch e, as the policy decided: it drops the evaluations and lines
+// of later epochs and returns the command that stops every graph server.
 func (c *coordinator) stop(e int) *rpc.CommandRequest {
-	c.stopped, c.last = true, e
 	kept := c.queue[:0]
 	for _, ev := range c.queue {
 		if int(ev.Id) <= e {
