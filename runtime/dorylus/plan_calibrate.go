@@ -273,7 +273,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 	}
 	var times []float64
 	for range o.rounds {
-		epochs, err := epochTimes(ctx, exe, work, to, *d, dir)
+		epochs, err := epochSeconds(ctx, exe, work, to, *d, dir)
 		if err != nil {
 			return 0, fmt.Errorf("%s %s hidden %d: %w", dataset, c, hidden, err)
 		}
@@ -283,9 +283,9 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 	return times[len(times)/2], nil
 }
 
-// epochTimes trains o on d's servers on the partitions in dir and returns the seconds of
+// epochSeconds trains o on d's servers on the partitions in dir and returns the seconds of
 // every epoch.
-func epochTimes(ctx context.Context, exe, work string, o trainOptions, d distOptions, dir string) ([]float64, error) {
+func epochSeconds(ctx context.Context, exe, work string, o trainOptions, d distOptions, dir string) ([]float64, error) {
 	cfg, err := o.runConfig(&d, dir, o.seed)
 	if err != nil {
 		return nil, err

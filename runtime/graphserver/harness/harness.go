@@ -134,28 +134,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i, c := range configs {
 		gs.Go(func() error { return graphserver.Run(gctx, c, gsLis[i]) })
 	}
-	res := &Result{}
-	var bad error                    // the first line that was no event
-	result := make(chan struct{})    // closed at the result
-	collected := make(chan struct{}) // closed once every line written is taken
-	go func() {
-		defer close(collected)
-		for r := range reports.C {
-			switch {
-			case r.Err != nil && bad == nil:
-				bad = fmt.Errorf("harness: %w", r.Err)
-			case r.Event.Event == graphserver.EventEpoch:
-				res.Epochs = append(res.Epochs, r.Event)
-			case r.Event.Event == graphserver.EventResult:
-				if res.Final.Event == "" {
-					close(result)
-				}
-				res.Final = r.Event
-			}
-		}
-	}()
+	col := collect(reports)
 	select {
-	case <-result:
+	case <-col.result:
 	case <-gctx.Done():
 	}
 	stopGS()
@@ -165,16 +146,47 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		runErr = err
 	}
 	reports.CloseWrite()
-	<-collected
+	<-col.done
+	res := &col.res
 	switch {
-	case bad != nil:
-		return res, bad
+	case col.bad != nil:
+		return res, col.bad
 	case res.Final.Event != graphserver.EventResult && runErr == nil:
 		return res, fmt.Errorf("harness: the graph servers stopped before the result: %w", context.Cause(ctx))
 	case res.Final.Event != graphserver.EventResult:
 		return res, fmt.Errorf("harness: %w", runErr)
 	}
 	return res, nil
+}
+
+// collector takes graph server 0's reports into a Result as they come.
+type collector struct {
+	res    Result
+	bad    error         // the first line that was no event
+	result chan struct{} // closed at the result
+	done   chan struct{} // closed once every line written is taken
+}
+
+// collect takes the reports of rs until its C closes.
+func collect(rs *launcher.Reports) *collector {
+	c := &collector{result: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for r := range rs.C {
+			switch {
+			case r.Err != nil && c.bad == nil:
+				c.bad = fmt.Errorf("harness: %w", r.Err)
+			case r.Event.Event == graphserver.EventEpoch:
+				c.res.Epochs = append(c.res.Epochs, r.Event)
+			case r.Event.Event == graphserver.EventResult:
+				if c.res.Final.Event == "" {
+					close(c.result)
+				}
+				c.res.Final = r.Event
+			}
+		}
+	}()
+	return c
 }
 
 // backend builds graph server p's tensor backend.
