@@ -15,8 +15,8 @@ import (
 )
 
 // TestPrinterColumns reads `kubectl get gnnjob` as the API server renders
-// it (the Table form): epoch, accuracy and cost from progress, and Ready and
-// Succeeded selected by condition type.
+// it (the Table form): epoch, accuracy and cost from progress, Ready and
+// Succeeded selected by condition type, and the estimated end.
 func TestPrinterColumns(t *testing.T) {
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "shown", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Training.Epochs = 9 }))
@@ -24,15 +24,10 @@ func TestPrinterColumns(t *testing.T) {
 	report(t, ns, "shown", jobstatus.Progress{Epoch: 9, ValAccuracy: 0.8125, CostUSD: 0.5})
 	waitCondition(t, ns, "shown", dorylusv1alpha1.ConditionSucceeded, metav1.ConditionTrue, "")
 
-	cs := kubernetes.NewForConfigOrDie(restConfig)
 	var table metav1.Table
 	eventually(t, "table", func() error {
-		raw, err := cs.RESTClient().Get().AbsPath("/apis/dorylus.dev/v1alpha1/namespaces/"+ns+"/gnntrainingjobs").
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(raw, &table); err != nil {
+		var err error
+		if table, err = readTable(ns); err != nil {
 			return err
 		}
 		if len(table.Rows) != 1 || table.Rows[0].Cells[4] != "False" {
@@ -46,7 +41,7 @@ func TestPrinterColumns(t *testing.T) {
 			names = append(names, c.Name)
 		}
 	}
-	if diff := cmp.Diff([]string{"Name", "Epoch", "Val-Acc", "Cost-USD", "Ready", "Succeeded", "Age"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"Name", "Epoch", "Val-Acc", "Cost-USD", "Ready", "Succeeded", "ETA", "Age"}, names); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}
 	cells := table.Rows[0].Cells
@@ -54,4 +49,17 @@ func TestPrinterColumns(t *testing.T) {
 	if diff := cmp.Diff(want, cells[:6]); diff != "" {
 		t.Errorf("row (-want +got):\n%s", diff)
 	}
+}
+
+// readTable lists the jobs of namespace ns as `kubectl get gnnjob` reads
+// them: the Table form the API server renders from the printer columns.
+func readTable(ns string) (metav1.Table, error) {
+	var table metav1.Table
+	raw, err := kubernetes.NewForConfigOrDie(restConfig).RESTClient().Get().AbsPath("/apis/dorylus.dev/v1alpha1/namespaces/"+ns+"/gnntrainingjobs").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		return table, err
+	}
+	err = json.Unmarshal(raw, &table)
+	return table, err
 }

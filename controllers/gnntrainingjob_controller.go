@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -195,7 +196,8 @@ func (r *GNNTrainingJobReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 }
 
 // nextWake is when a time-based policy next needs a reconcile: the TTL of a
-// finished job or the active deadline of a running one; 0 for none.
+// finished job, the active deadline of a running one or, while it trains,
+// the refresh of its estimate; 0 for none.
 func (r *GNNTrainingJobReconciler) nextWake(job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus, now time.Time) time.Duration {
 	next := job.DeepCopy()
 	next.Status = status
@@ -209,14 +211,22 @@ func (r *GNNTrainingJobReconciler) nextWake(job *dorylusv1alpha1.GNNTrainingJob,
 		return 0
 	}
 	left, _ := deadlineLeft(next, status.StartTime, now)
+	if next.Spec.Inference == nil && meta.IsStatusConditionTrue(status.Conditions, dorylusv1alpha1.ConditionTraining) && (left == 0 || left > etaRefresh) {
+		left = etaRefresh // to refresh the estimate
+	}
 	return left
 }
 
 // writeStatus applies every status field the operator owns (all but
-// progress) with server-side apply, in one request. The job's
+// progress, less its estimate, and partitions) with server-side apply, in one
+// request: an estimate it no longer sends is removed. The job's
 // resourceVersion is a precondition: a status computed from a stale cached
 // read (which could, say, reset completionTime) is refused with a conflict.
 func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylusv1alpha1.GNNTrainingJob, status dorylusv1alpha1.GNNTrainingJobStatus) error {
+	var estimate *dorylusv1alpha1.CompletionEstimate
+	if status.Progress != nil {
+		estimate = status.Progress.Estimate
+	}
 	status.Progress, status.Partitions = nil, nil // graph server 0's and the partition step's
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
@@ -228,6 +238,13 @@ func (r *GNNTrainingJobReconciler) writeStatus(ctx context.Context, job *dorylus
 		if mm, ok := v.(map[string]any); v == nil || ok && len(mm) == 0 {
 			delete(m, k)
 		}
+	}
+	if estimate != nil {
+		e, err := runtime.DefaultUnstructuredConverter.ToUnstructured(estimate)
+		if err != nil {
+			return err
+		}
+		m["progress"] = map[string]any{"estimate": e}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": m}}
 	u.SetGroupVersionKind(dorylusv1alpha1.GroupVersion.WithKind("GNNTrainingJob"))

@@ -63,7 +63,7 @@ type statusInput struct {
 
 // computeStatus is the job's next status. It is pure: conditions keep their
 // lastTransitionTime unless their status changes. Progress is carried over
-// untouched (graph server 0 owns it).
+// untouched (graph server 0 owns it) but for its estimate (estimate.go).
 func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv1alpha1.GNNTrainingJobStatus {
 	old := &job.Status
 	st := dorylusv1alpha1.GNNTrainingJobStatus{
@@ -91,6 +91,13 @@ func computeStatus(job *dorylusv1alpha1.GNNTrainingJob, in statusInput) dorylusv
 	}
 	if in.verdict != nil && st.CompletionTime == nil {
 		st.CompletionTime = &in.now
+	}
+	if old.Progress != nil {
+		st.Progress = old.Progress.DeepCopy()
+		st.Progress.Estimate = nil
+		if running {
+			st.Progress.Estimate = estimateCompletion(&job.Spec, old.Progress, st.StartTime, st.LastRestartTime, in.now.Time)
+		}
 	}
 
 	gsWant, psWant := int32(0), int32(0)

@@ -33,8 +33,10 @@ type Decimal string
 // +kubebuilder:printcolumn:name="Cost-USD",type=string,JSONPath=`.status.progress.costUSD`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].status`
+// +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.progress.estimate.completionTime`
 // +kubebuilder:printcolumn:name="Failed",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Failed")].status`
 // +kubebuilder:printcolumn:name="Suspended",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Suspended")].status`
+// +kubebuilder:printcolumn:name="ETA-Reason",type=string,priority=1,JSONPath=`.status.progress.estimate.reason`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,priority=1,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Edge-Cut",type=string,priority=1,JSONPath=`.status.partitions.edgeCut`
 // +kubebuilder:printcolumn:name="Ghosts",type=integer,priority=1,JSONPath=`.status.partitions.ghosts`
@@ -56,7 +58,8 @@ type GNNTrainingJob struct {
 	// Spec is the desired training run.
 	Spec GNNTrainingJobSpec `json:"spec"`
 	// Status is the observed state, written by the operator (conditions,
-	// replicas, times) and by graph server 0 (progress).
+	// replicas, times, the completion estimate) and by graph server 0
+	// (progress).
 	// +optional
 	Status GNNTrainingJobStatus `json:"status,omitempty"`
 }

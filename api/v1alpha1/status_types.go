@@ -7,8 +7,8 @@ import (
 
 // GNNTrainingJobStatus is the observed state of a GNNTrainingJob. The
 // operator writes everything except Progress, which graph server 0 writes
-// (server-side apply, field manager "dorylus-graph-server"), and Partitions,
-// which the partition step writes.
+// (server-side apply, field manager "dorylus-graph-server") but for its
+// estimate, and Partitions, which the partition step writes.
 type GNNTrainingJobStatus struct {
 	// ObservedGeneration is the metadata.generation the operator last acted on.
 	// +optional
@@ -59,7 +59,7 @@ type GNNTrainingJobStatus struct {
 	// +optional
 	Outputs []string `json:"outputs,omitempty"`
 
-	// Progress is reported by graph server 0.
+	// Progress is reported by graph server 0; its estimate is the operator's.
 	// +optional
 	Progress *Progress `json:"progress,omitempty"`
 
@@ -104,7 +104,8 @@ type ServerStatus struct {
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 }
 
-// Progress is what the leading graph server reports after each epoch.
+// Progress is what the leading graph server reports after each epoch, and
+// the operator's estimate of when the job ends.
 type Progress struct {
 	// Epoch is the last completed epoch (1-based; 0 before the first).
 	// +kubebuilder:validation:Minimum=0
@@ -149,4 +150,41 @@ type Progress struct {
 	// UpdateTime is when this progress was reported.
 	// +optional
 	UpdateTime *metav1.Time `json:"updateTime,omitempty"`
+	// Estimate is the operator's forecast of when the job ends (field manager
+	// "dorylus-operator"), refreshed while it trains; absent while it is
+	// suspended, once it has finished, for an inference, and until graph
+	// server 0 has reported an epoch of the current run.
+	// +optional
+	Estimate *CompletionEstimate `json:"estimate,omitempty"`
+}
+
+// CompletionEstimate forecasts a job's end from its epoch rate, measured
+// between two reports of graph server 0 in the current run (since the job
+// last started, resumed or restarted).
+type CompletionEstimate struct {
+	// SinceEpoch is the epoch of the first report of the current run the
+	// operator saw: the rate is measured from there.
+	// +kubebuilder:validation:Minimum=0
+	SinceEpoch int32 `json:"sinceEpoch"`
+	// SinceTime is that report's updateTime.
+	SinceTime metav1.Time `json:"sinceTime"`
+	// EpochSeconds is the mean time an epoch has taken since then; absent
+	// until a later epoch is reported.
+	// +optional
+	EpochSeconds *Decimal `json:"epochSeconds,omitempty"`
+	// CompletionTime is when the job is expected to end at that rate: after
+	// its last epoch, or sooner at spec.runPolicy.activeDeadlineSeconds or at
+	// the epoch whose cost (at the last epoch's) reaches
+	// spec.runPolicy.budgetUSD. A report later than the rate expects moves
+	// it: the epoch under way ends no sooner than now. When the validation
+	// accuracy reaches spec.training.targetAccuracy cannot be known, so the
+	// target is not forecast; it can only end the job sooner.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Reason is the reason of the condition the job is expected to end with
+	// at completionTime: EpochsCompleted (Succeeded), DeadlineExceeded or
+	// BudgetExceeded (Failed).
+	// +kubebuilder:validation:Enum=EpochsCompleted;DeadlineExceeded;BudgetExceeded
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
