@@ -22,7 +22,6 @@ import (
 // etaRefresh; graph server 0's reports leave the operator's estimate alone, a
 // deadline set on the way bounds it, and it is gone once the job succeeds.
 func TestEstimateInStatus(t *testing.T) {
-	needEnv(t)
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "eta", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Training.Epochs = 100 }))
 	waitCondition(t, ns, "eta", dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
