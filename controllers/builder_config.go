@@ -97,8 +97,8 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*j
 		cfg.Inference = &jobconfig.Inference{Model: resolveLocation(&s.Inference.Model, jobconfig.ModelMountPath, secretModel)}
 	}
 	if o := s.Output; o != nil {
-		l := resolveLocation(o, jobconfig.OutputMountPath, secretOutput)
-		cfg.Output = &l
+		l := resolveLocation(&o.OutputLocation, jobconfig.OutputMountPath, secretOutput)
+		cfg.Output, cfg.OverwriteOutput = &l, o.Overwrite
 	}
 	for n := int32(0); n < paramShards(job); n++ {
 		cfg.ParameterServers.Shards = append(cfg.ParameterServers.Shards,

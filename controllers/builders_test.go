@@ -131,13 +131,15 @@ func TestResolveRunConfig(t *testing.T) {
 		}, func(c *jobconfig.RunConfig) {
 			c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10, RunID: "uid-1", S3: &jobconfig.S3{Bucket: "ckpt", Prefix: "run-uid-1", CredentialsDir: "/var/run/secrets/dorylus/checkpoint"}}
 		}},
-		{"s3 output with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", Prefix: "cora/gcn", SecretRef: secret}}
+		{"s3 output with a secret, overwriting", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", Prefix: "cora/gcn", SecretRef: secret}},
+				Overwrite: true}
 		}, func(c *jobconfig.RunConfig) {
 			c.Output = &jobconfig.Location{S3: &jobconfig.S3{Bucket: "models", Prefix: "cora/gcn", CredentialsDir: "/var/run/secrets/dorylus/output"}}
+			c.OverwriteOutput = true
 		}},
 		{"inference: pvc model, pvc output, no parameter servers", func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out", Path: "pred"}}
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out", Path: "pred"}}}
 			j.Spec.Inference = &dorylusv1alpha1.InferenceSpec{Model: dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "models", Path: "cora"}}}
 		}, func(c *jobconfig.RunConfig) {
 			c.Output = &jobconfig.Location{Path: "/data/output/pred"}
@@ -289,7 +291,7 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 			}
 		}},
 		{name: "output mounted read-write, inference model read-only, their secrets", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out"}}
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out"}}}
 			j.Spec.Inference = &dorylusv1alpha1.InferenceSpec{Model: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", SecretRef: secret}}}
 		}, want: func(s *appsv1.StatefulSet) {
 			p := &s.Spec.Template.Spec

@@ -61,12 +61,12 @@ func TestOutputManifests(t *testing.T) {
 }
 
 // TestInferenceJob creates an inference job writing to S3: the spec round-trips field by field,
-// the run config holds the model and the output and no parameter servers, none are created;
+// the run config holds the model and the output (spec.output.overwrite too) and no parameter servers, none are created;
 // once graph server 0 reports the files written, the job succeeds and lists their URIs.
 func TestInferenceJob(t *testing.T) {
 	ns := newNamespace(t)
-	out := &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds", Prefix: "cora", Endpoint: "http://minio:9000",
-		SecretRef: &dorylusv1alpha1.SecretReference{Name: "aws"}}}
+	out := &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds", Prefix: "cora",
+		Endpoint: "http://minio:9000", SecretRef: &dorylusv1alpha1.SecretReference{Name: "aws"}}}, Overwrite: true}
 	model := dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "models", Path: "cora/gcn"}}
 	createJob(t, userJob(ns, "infer", func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Output, j.Spec.Inference = out, &dorylusv1alpha1.InferenceSpec{Model: model}
@@ -80,8 +80,8 @@ func TestInferenceJob(t *testing.T) {
 	}
 	cfg := runConfigOf(t, ns, "infer")
 	wantOut := &jobconfig.Location{S3: &jobconfig.S3{Bucket: "preds", Prefix: "cora", Endpoint: "http://minio:9000", CredentialsDir: "/var/run/secrets/dorylus/output"}}
-	if diff := cmp.Diff(wantOut, cfg.Output); diff != "" {
-		t.Errorf("run config output (-want +got):\n%s", diff)
+	if diff := cmp.Diff(wantOut, cfg.Output); diff != "" || !cfg.OverwriteOutput {
+		t.Errorf("run config output (overwrite %v, want true) (-want +got):\n%s", cfg.OverwriteOutput, diff)
 	}
 	if cfg.Inference == nil || cfg.Inference.Model.Path != "/data/model/cora/gcn" || cfg.ParameterServers.Replicas != 0 {
 		t.Errorf("run config inference %+v, parameter servers %+v", cfg.Inference, cfg.ParameterServers)
@@ -97,11 +97,11 @@ func TestInferenceJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Report(context.Background(), jobstatus.Progress{TestAccuracy: 0.8, Outputs: []string{"partitions.json", "predict.json"}}); err != nil {
+	if err := r.Report(context.Background(), jobstatus.Progress{TestAccuracy: 0.8, Outputs: []string{"v-uid-1/partitions.json", "predict.json"}}); err != nil {
 		t.Fatal(err)
 	}
 	job = waitCondition(t, ns, "infer", dorylusv1alpha1.ConditionSucceeded, metav1.ConditionTrue, dorylusv1alpha1.ReasonOutputsWritten)
-	if diff := cmp.Diff([]string{"s3://preds/cora/partitions.json", "s3://preds/cora/predict.json"}, job.Status.Outputs); diff != "" {
+	if diff := cmp.Diff([]string{"s3://preds/cora/v-uid-1/partitions.json", "s3://preds/cora/predict.json"}, job.Status.Outputs); diff != "" {
 		t.Errorf("status.outputs (-want +got):\n%s", diff)
 	}
 }

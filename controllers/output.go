@@ -53,7 +53,7 @@ func outputVolumes(job *dorylusv1alpha1.GNNTrainingJob) ([]*corev1ac.VolumeApply
 		}
 	}
 	if o := job.Spec.Output; o != nil {
-		add(o, volumeOutput, jobconfig.OutputMountPath, secretOutput, false)
+		add(&o.OutputLocation, volumeOutput, jobconfig.OutputMountPath, secretOutput, false)
 	}
 	if in := job.Spec.Inference; in != nil {
 		add(&in.Model, volumeModel, jobconfig.ModelMountPath, secretModel, true)

@@ -12,15 +12,15 @@ func TestOutputURIs(t *testing.T) {
 	names := []string{"model.safetensors", "partitions.json", "model.json"}
 	for _, tc := range []struct {
 		name   string
-		output *dorylusv1alpha1.OutputLocation
+		output *dorylusv1alpha1.OutputSpec
 		names  []string
 		want   []string
 	}{
 		{"no output", nil, names, nil},
-		{"not written yet", &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}, nil, nil},
-		{"s3", &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", Prefix: "cora/gcn"}}, names,
+		{"not written yet", &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}}, nil, nil},
+		{"s3", &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models", Prefix: "cora/gcn"}}}, names,
 			[]string{"s3://models/cora/gcn/model.safetensors", "s3://models/cora/gcn/partitions.json", "s3://models/cora/gcn/model.json"}},
-		{"pvc", &dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out", Path: "runs/1"}}, names[2:],
+		{"pvc", &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "out", Path: "runs/1"}}}, names[2:],
 			[]string{"pvc://out/runs/1/model.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,21 +40,21 @@ func TestDecide(t *testing.T) {
 			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 40, ValAccuracy: dec("0.79")}
 		}},
 		{name: "last epoch, outputs not yet written", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}}
 			j.Spec.Training.TargetAccuracy = dec("0.8")
 			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 200, ValAccuracy: dec("0.9")}
 		}},
 		{name: "last epoch, outputs written", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}}
 			j.Status.Progress = &dorylusv1alpha1.Progress{Epoch: 200, Outputs: []string{"model.safetensors", "model.json"}}
 		}, want: &verdict{"Succeeded", "EpochsCompleted", "completed 200 of 200 epochs"}},
 		{name: "inference before its outputs", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds"}}
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds"}}}
 			j.Spec.Inference = &dorylusv1alpha1.InferenceSpec{Model: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}}
 			j.Status.Progress = &dorylusv1alpha1.Progress{}
 		}},
 		{name: "inference wrote its outputs", now: t0, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
-			j.Spec.Output = &dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds"}}
+			j.Spec.Output = &dorylusv1alpha1.OutputSpec{OutputLocation: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "preds"}}}
 			j.Spec.Inference = &dorylusv1alpha1.InferenceSpec{Model: dorylusv1alpha1.OutputLocation{S3: &dorylusv1alpha1.S3Location{Bucket: "models"}}}
 			j.Status.Progress = &dorylusv1alpha1.Progress{Outputs: []string{"partitions.json", "predict.json"}}
 		}, want: &verdict{"Succeeded", "OutputsWritten", "wrote 2 files"}},

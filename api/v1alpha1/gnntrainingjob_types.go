@@ -140,7 +140,7 @@ type GNNTrainingJobSpec struct {
 	// one set of files per graph server with their vertex ids), the history and the curves;
 	// status.outputs lists them. Unset: nothing is written.
 	// +optional
-	Output *OutputLocation `json:"output,omitempty"`
+	Output *OutputSpec `json:"output,omitempty"`
 
 	// Inference, when set, runs the saved model it names instead of training; it needs
 	// spec.output.

@@ -16,6 +16,21 @@ type OutputLocation struct {
 	PVC *PVCLocation `json:"pvc,omitempty"`
 }
 
+// OutputSpec is where a job writes its outputs (spec.output): a location, and whether an
+// export already there may be replaced. Every export is a new version in its own folder
+// (v-<job UID>-N) beside what the location holds; the model card (model.json) or, of an
+// inference, the manifest (predict.json), written last at the top of the location, names it, so
+// a reader sees the old export or the new one, whole; the older version is deleted after.
+// (OutputLocation's rule, exactly one of s3 and pvc, holds here too.)
+type OutputSpec struct {
+	OutputLocation `json:",inline"`
+	// Overwrite lets the job replace a model or predictions another job or run wrote there.
+	// Unset, the graph servers of a job whose location holds one stop at start, naming it (the
+	// job fails); the job's own export, written before a restart, is replaced either way.
+	// +optional
+	Overwrite bool `json:"overwrite,omitempty"`
+}
+
 // InferenceSpec makes a job run a saved model on its dataset instead of training one: the
 // graph servers read the model, compute every vertex's prediction, class probabilities and
 // embedding, and write them to spec.output; no parameter servers run, and spec.model and

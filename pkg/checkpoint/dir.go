@@ -85,7 +85,7 @@ func (d Dir) entries(folders bool) ([]string, error) {
 	return names, nil
 }
 
-// Delete removes an object; a missing one is not an error.
+// Delete removes an object, or an empty subfolder; a missing one is not an error.
 func (d Dir) Delete(_ context.Context, name string) error {
 	if err := os.Remove(filepath.Join(string(d), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("checkpoint: %w", err)

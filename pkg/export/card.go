@@ -52,7 +52,9 @@ type Card struct {
 	Epoch        int      `json:"epoch"`  // the epoch whose weights these are
 	Training     Training `json:"training"`
 	Accuracy     Accuracy `json:"accuracy"` // of these weights, evaluated without dropout
-	Files        []File   `json:"files"`
+	// Version is the folder of the location holding Files (a Target's); empty: the top.
+	Version string `json:"version,omitempty"`
+	Files   []File `json:"files"`
 }
 
 // Dataset identifies the graph a model was trained or run on.

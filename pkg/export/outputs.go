@@ -109,7 +109,9 @@ type Manifest struct {
 	TrainedOn    Dataset  `json:"trained_on"`
 	Dataset      Dataset  `json:"dataset"`
 	Accuracy     Accuracy `json:"accuracy"` // on the dataset's splits
-	Files        []File   `json:"files"`
+	// Version is the folder of the location holding Files (a Target's); empty: the top.
+	Version string `json:"version,omitempty"`
+	Files   []File `json:"files"`
 }
 
 // PartitionDataset describes the whole graph a partition belongs to.

@@ -32,11 +32,16 @@ func (w *Writer) Put(ctx context.Context, name string, data []byte) error {
 	return nil
 }
 
-// Names returns the names of the files published so far, in order.
+// Names returns the paths, from the top of the location, of the files published so far, in
+// order: a Target's are in its version's folder, but for the card and the manifest.
 func (w *Writer) Names() []string {
 	out := make([]string, len(w.files))
+	v := versionOf(w.Store)
 	for i, f := range w.files {
 		out[i] = f.Name
+		if v != "" && !top(f.Name) {
+			out[i] = v + "/" + f.Name
+		}
 	}
 	return out
 }
@@ -53,13 +58,21 @@ func (w *Writer) PutJSON(ctx context.Context, name string, v any) error {
 	return w.Put(ctx, name, append(b, '\n'))
 }
 
-// PutCard publishes the card listing every file published so far; call it last.
+// PutCard publishes the card listing every file published so far and their version; call it
+// last: to a Target, it switches the location to the new version.
 func (w *Writer) PutCard(ctx context.Context, c Card) error {
-	c.Format, c.Files = CardFormat, w.Files()
+	c.Format, c.Version, c.Files = CardFormat, versionOf(w.Store), w.Files()
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	return w.PutJSON(ctx, CardFile, c)
+}
+
+// PutManifest publishes the manifest of a prediction run listing every file published so far
+// and their version; call it last: to a Target, it switches the location to the new version.
+func (w *Writer) PutManifest(ctx context.Context, m Manifest) error {
+	m.Version, m.Files = versionOf(w.Store), w.Files()
+	return w.PutJSON(ctx, ManifestFile, m)
 }
 
 // Check returns an error wrapping ErrCorrupt when data is not the file f lists.
@@ -79,8 +92,8 @@ type Model struct {
 	Tensors []safetensors.Tensor
 }
 
-// Read reads the card and the weights of the model in st, checking the weights' size and
-// SHA-256 against the card before decoding them.
+// Read reads the card and the weights of the model in st (of the version the card names),
+// checking the weights' size and SHA-256 against the card before decoding them.
 func Read(ctx context.Context, st checkpoint.Store) (*Model, error) {
 	b, err := st.Get(ctx, CardFile)
 	if err != nil {
@@ -94,16 +107,20 @@ func Read(ctx context.Context, st checkpoint.Store) (*Model, error) {
 		return nil, fmt.Errorf("%s/%s: %w", st, CardFile, err)
 	}
 	f, _ := c.File(WeightsFile) // Validate checked it is listed
-	b, err = st.Get(ctx, WeightsFile)
+	files, err := Files(st, c.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", st, CardFile, err)
+	}
+	b, err = files.Get(ctx, WeightsFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the model in %s: %w", st, err)
 	}
-	if err := Check(b, f, st.String()); err != nil {
+	if err := Check(b, f, files.String()); err != nil {
 		return nil, err
 	}
 	sf, err := safetensors.Decode(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", st, WeightsFile, err)
+		return nil, fmt.Errorf("%s/%s: %w", files, WeightsFile, err)
 	}
 	return &Model{Card: c, Tensors: sf.Tensors}, nil
 }

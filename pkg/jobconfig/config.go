@@ -114,8 +114,13 @@ type RunConfig struct {
 	// Checkpoint, when set, says where and how often to save weights.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Output, when set, is where the run writes its model and per-vertex
-	// outputs at the end (pkg/export).
+	// outputs at the end (pkg/export), as a new version v-RUN-N beside what
+	// it holds, RUN the job's UID (or, without one, its name).
 	Output *Location `json:"output,omitempty"`
+	// OverwriteOutput lets the run replace a model or predictions of another
+	// run at Output (spec.output.overwrite, dorylus train --overwrite); a
+	// job's own, written before a restart, it replaces anyway.
+	OverwriteOutput bool `json:"overwriteOutput,omitempty"`
 	// Inference, when set, runs a saved model on the dataset instead of
 	// training it; Output is then required.
 	Inference *Inference `json:"inference,omitempty"`

@@ -122,6 +122,7 @@ func compareWeights(t *testing.T, single, dist string, tol float64) {
 // vertex-id order, with those one process wrote to single, within tol; it returns whether the
 // partitions renumbered the vertices.
 func compareOutputs(t *testing.T, single, dist string, tol float64) (renumbered bool) {
+	single, dist = exported(t, single), exported(t, dist)
 	t.Helper()
 	pred, probs, emb, renumbered := mergedOutputs(t, dist)
 	wantPred := readNpy(t, single, export.PredictionsFile).Int32s
@@ -264,11 +265,12 @@ func TestPredictOnGraphServersRefusesBadModels(t *testing.T) {
 	if out, want := predict(dir, "citeseer"), "tensor layers.0.weight has shape [1433 16] (22928 values), dataset citeseer needs [3703 16]"; !strings.Contains(out, want) {
 		t.Errorf("a Cora model on CiteSeer: %s\nwant it to say %q", out, want)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, export.WeightsFile))
+	weights := filepath.Join(exported(t, dir), export.WeightsFile)
+	b, err := os.ReadFile(weights)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, export.WeightsFile), b[:len(b)-100], 0o644); err != nil {
+	if err := os.WriteFile(weights, b[:len(b)-100], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out := predict(dir, "cora"); !strings.Contains(out, "(truncated?)") {
@@ -290,18 +292,14 @@ func TestDistributedExportToS3(t *testing.T) {
 		t.Fatalf("predict: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	for prefix, want := range map[string]string{
-		"cora/gcn": "curves.png embeddings.part-0-of-2.npy embeddings.part-1-of-2.npy history.json model.json model.safetensors partitions.json " +
-			"predictions.part-0-of-2.npy predictions.part-1-of-2.npy probabilities.part-0-of-2.npy probabilities.part-1-of-2.npy vertices.part-0-of-2.npy vertices.part-1-of-2.npy",
-		"cora/pred": "embeddings.part-0-of-2.npy embeddings.part-1-of-2.npy partitions.json predict.json predictions.part-0-of-2.npy predictions.part-1-of-2.npy " +
-			"probabilities.part-0-of-2.npy probabilities.part-1-of-2.npy vertices.part-0-of-2.npy vertices.part-1-of-2.npy",
+	for prefix, want := range map[string][2]string{
+		"cora/gcn": {export.CardFile, "curves.png embeddings.part-0-of-2.npy embeddings.part-1-of-2.npy history.json model.safetensors partitions.json " +
+			"predictions.part-0-of-2.npy predictions.part-1-of-2.npy probabilities.part-0-of-2.npy probabilities.part-1-of-2.npy vertices.part-0-of-2.npy vertices.part-1-of-2.npy"},
+		"cora/pred": {export.ManifestFile, "embeddings.part-0-of-2.npy embeddings.part-1-of-2.npy partitions.json predictions.part-0-of-2.npy predictions.part-1-of-2.npy " +
+			"probabilities.part-0-of-2.npy probabilities.part-1-of-2.npy vertices.part-0-of-2.npy vertices.part-1-of-2.npy"},
 	} {
-		names, err := checkpoint.S3{Client: m.Client(), Bucket: bucket, Prefix: prefix}.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Join(names, " "); got != want {
-			t.Errorf("%s: objects %s, want %s", prefix, got, want)
+		if top, files := s3Export(t, checkpoint.S3{Client: m.Client(), Bucket: bucket, Prefix: prefix}); top != want[0] || files != want[1] {
+			t.Errorf("%s: objects %s and, in the version, %s; want %s and %s", prefix, top, files, want[0], want[1])
 		}
 	}
 	b, err := checkpoint.S3{Client: m.Client(), Bucket: bucket, Prefix: "cora/pred"}.Get(ctx, export.ManifestFile)

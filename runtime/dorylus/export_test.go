@@ -55,10 +55,50 @@ func readCard(t *testing.T, dir string) export.Card {
 	return c
 }
 
+// exported returns the folder holding the files of the export in dir: the version its card
+// (or, of predictions, its manifest) names.
+func exported(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, export.CardFile))
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = os.ReadFile(filepath.Join(dir, export.ManifestFile))
+	}
+	var p struct {
+		Version string `json:"version"`
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil || !strings.HasPrefix(p.Version, "v-") {
+		t.Fatalf("the export in %s: %v, version %q", dir, err, p.Version)
+	}
+	return filepath.Join(dir, p.Version)
+}
+
+// s3Export returns the objects at the top of an export's S3 prefix and, space-separated, those
+// in the version folder its card or manifest names.
+func s3Export(t *testing.T, st checkpoint.S3) (top, files string) {
+	t.Helper()
+	ctx := context.Background()
+	names, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders, err := st.Folders(ctx)
+	if err != nil || len(folders) != 1 {
+		t.Fatalf("%s: version folders %v (%v), want one", st, folders, err)
+	}
+	in, err := st.Sub(folders[0]).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(names, " "), strings.Join(in, " ")
+}
+
 // testAccuracy returns the accuracy of the exported predictions in dir on Cora's test split.
 func testAccuracy(t *testing.T, dir string) float64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, export.PredictionsFile))
+	b, err := os.ReadFile(filepath.Join(exported(t, dir), export.PredictionsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +183,7 @@ func TestOneLayerWritesNoEmbeddings(t *testing.T) {
 	if want := "model.safetensors predictions.npy probabilities.npy history.json curves.png"; strings.Join(names, " ") != want {
 		t.Errorf("files %v, want %s", names, want)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, export.HistoryFile))
+	b, err := os.ReadFile(filepath.Join(exported(t, dir), export.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +191,7 @@ func TestOneLayerWritesNoEmbeddings(t *testing.T) {
 	if err := json.Unmarshal(b, &h); err != nil || len(h.Curve) != 3 || h.Curve[2].Epoch != 3 || h.Curve[2].ValAcc == nil || h.Report.Layers != 1 {
 		t.Errorf("history.json: %v\n%s", err, b)
 	}
-	f, err := os.Open(filepath.Join(dir, export.CurvesFile))
+	f, err := os.Open(filepath.Join(exported(t, dir), export.CurvesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +222,15 @@ func TestPredictRefusesBadModels(t *testing.T) {
 		if err := os.CopyFS(bad, os.DirFS(dir)); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(bad, file))
+		path := filepath.Join(bad, file)
+		if file != export.CardFile {
+			path = filepath.Join(exported(t, bad), file)
+		}
+		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(bad, file), edit(b), 0o644); err != nil {
+		if err := os.WriteFile(path, edit(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return bad
@@ -236,13 +280,9 @@ func TestExportToS3(t *testing.T) {
 	if got := testAccuracy(t, local); got != res.TestAcc {
 		t.Errorf("predictions from the model on S3 score %v, train reported %v (%s)", got, res.TestAcc, out)
 	}
-	st := checkpoint.S3{Client: m.Client(), Bucket: bucket, Prefix: "cora/gcn"}
-	names, err := st.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "curves.png embeddings.npy history.json model.json model.safetensors predictions.npy probabilities.npy"; strings.Join(names, " ") != want {
-		t.Errorf("objects %v, want %s", names, want)
+	top, files := s3Export(t, checkpoint.S3{Client: m.Client(), Bucket: bucket, Prefix: "cora/gcn"})
+	if want := "curves.png embeddings.npy history.json model.safetensors predictions.npy probabilities.npy"; top != export.CardFile || files != want {
+		t.Errorf("objects %s and, in the version, %s; want %s and %s", top, files, export.CardFile, want)
 	}
 }
 
@@ -260,8 +300,8 @@ func TestPredictDenseFeatures(t *testing.T) {
 		t.Fatalf("predict: %v\n%s", err, logs)
 	}
 	for _, f := range []string{export.PredictionsFile, export.ProbabilitiesFile, export.EmbeddingsFile} {
-		a, errA := os.ReadFile(filepath.Join(dir, f))
-		b, errB := os.ReadFile(filepath.Join(pred, f))
+		a, errA := os.ReadFile(filepath.Join(exported(t, dir), f))
+		b, errB := os.ReadFile(filepath.Join(exported(t, pred), f))
 		if errA != nil || errB != nil || string(a) != string(b) {
 			t.Errorf("%s differs between train and predict (%v, %v)", f, errA, errB)
 		}
@@ -277,5 +317,46 @@ func TestPredictDenseFeatures(t *testing.T) {
 	_, _, err = run(t, "predict", "--model", dir, "--dataset", "cora", "--output-dir", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "trained on features normalised as \"none\"") {
 		t.Errorf("an R-MAT model on Cora: %v", err)
+	}
+}
+
+// TestOutputDirReplacedOnlyWhenAsked trains into an --output-dir, then again into it: without
+// --overwrite the second run (single-process, on graph servers, and predict) is refused before
+// it trains, naming the model there, which stays as it was; with --overwrite it replaces it,
+// the old version's files gone, and predict loads the new model.
+func TestOutputDirReplacedOnlyWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "model")
+	trainJSON(t, "--epochs", "3", "--output-dir", dir, "--seed", "1")
+	first := readCard(t, dir)
+	for _, args := range [][]string{
+		{"train", "--epochs", "3", "--output-dir", dir, "--seed", "2"},
+		{"train", "--epochs", "3", "--output-dir", dir, "--graph-servers", "2"},
+		{"predict", "--model", dir, "--output-dir", dir},
+	} {
+		_, logs, err := run(t, args...)
+		if !errors.Is(err, export.ErrExists) || !strings.Contains(err.Error(), "holds model.json (version "+first.Version+"): pass --overwrite") {
+			t.Errorf("%v: %v, want a refusal naming the model there", args, err)
+		}
+		if strings.Contains(logs, "epoch 1/") {
+			t.Errorf("%v trained before refusing:\n%s", args, logs)
+		}
+	}
+	if c := readCard(t, dir); c.Version != first.Version || c.Seed != 1 {
+		t.Fatalf("a refused run changed the model: version %s seed %d", c.Version, c.Seed)
+	}
+	trainJSON(t, "--epochs", "3", "--output-dir", dir, "--seed", "2", "--overwrite")
+	second := readCard(t, dir)
+	if second.Seed != 2 || second.Version == first.Version {
+		t.Fatalf("after --overwrite: version %s seed %d, want a new version of seed 2", second.Version, second.Seed)
+	}
+	if folders, err := checkpoint.Dir(dir).Folders(ctx); err != nil || len(folders) != 1 || folders[0] != second.Version {
+		t.Errorf("after --overwrite the folder holds versions %v (%v), want %s alone", folders, err, second.Version)
+	}
+	if m, err := export.Read(ctx, checkpoint.Dir(dir)); err != nil || m.Card.Seed != 2 {
+		t.Fatalf("the replaced model: %v", err)
+	}
+	if _, logs, err := run(t, "predict", "--model", dir, "--output-dir", filepath.Join(t.TempDir(), "pred")); err != nil {
+		t.Fatalf("predict with the replaced model: %v\n%s", err, logs)
 	}
 }

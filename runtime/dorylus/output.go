@@ -19,10 +19,12 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/safetensors"
 )
 
-// outputOptions are the --output-dir flag of `dorylus train` and what it keeps while training.
+// outputOptions are the --output-dir and --overwrite flags of `dorylus train` and what it keeps
+// while training.
 type outputOptions struct {
-	location string
-	state    *outputState // shared by every copy of the options
+	location  string
+	overwrite bool
+	state     *outputState // shared by every copy of the options
 }
 
 // outputState is the store to export to and the weights kept for it.
@@ -37,21 +39,38 @@ func (x *outputOptions) addFlags(f *pflag.FlagSet) {
 	x.state = &outputState{}
 	f.StringVar(&x.location, "output-dir", "", "at the end, write the trained model of the first run to this folder or s3://bucket/prefix: "+
 		"weights (model.safetensors), model card (model.json), per-vertex predictions.npy, probabilities.npy and embeddings.npy, history.json and curves.png; "+
-		"with --patience, the weights of the kept epoch")
+		"with --patience, the weights of the kept epoch. They are written as a new version beside what the folder holds, "+
+		"and model.json, written last, switches to it: a crash leaves the old model or the new, whole")
+	f.BoolVar(&x.overwrite, "overwrite", false, "replace a model or predictions already in --output-dir (without it such a folder is refused before training)")
 }
 
-// validate opens the output location, so that a bad one is refused before training. S3
-// settings come from the SDK's environment.
+// validate opens the output location and starts the new version of it, so that a bad location,
+// or one holding a model without --overwrite, is refused before training. S3 settings come from
+// the SDK's environment.
 func (x outputOptions) validate(ctx context.Context) error {
 	if x.location == "" {
 		return nil
 	}
-	st, err := checkpoint.Open(ctx, x.location, objstore.Config{})
+	st, err := openOutput(ctx, x.location, x.overwrite)
 	if err != nil {
 		return fmt.Errorf("--output-dir: %w", err)
 	}
 	x.state.store = st
 	return nil
+}
+
+// openOutput opens location (S3 settings from the SDK's environment) and starts a new version
+// of it for a run of a fresh id.
+func openOutput(ctx context.Context, location string, overwrite bool) (*export.Target, error) {
+	st, err := checkpoint.Open(ctx, location, objstore.Config{})
+	if err != nil {
+		return nil, err
+	}
+	id, err := newRunID()
+	if err != nil {
+		return nil, err
+	}
+	return export.Begin(ctx, st, id, overwrite)
 }
 
 // keepOutputs runs after every epoch; with --output-dir it copies the weights to export: those of

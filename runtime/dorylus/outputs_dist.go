@@ -54,13 +54,22 @@ func readInferenceModel(ctx context.Context, c *jobconfig.RunConfig) (*export.Mo
 	return m, nil
 }
 
-// setExport sets what graph server cfg of run c exports to, if anything: its outputs, and for
-// an inference with model m also the weights to predict with.
+// setExport sets what graph server cfg of run c exports to, if anything: its outputs, as a new
+// version of c.Output that every graph server of the run names alike, and for an inference with
+// model m also the weights to predict with.
 func setExport(ctx context.Context, cfg *graphserver.Config, c *jobconfig.RunConfig, m *export.Model) error {
 	if c.Output == nil {
 		return nil
 	}
-	st, err := openLocation(ctx, *c.Output)
+	root, err := openLocation(ctx, *c.Output)
+	if err != nil {
+		return err
+	}
+	run := c.Job.UID
+	if run == "" {
+		run = c.Job.Name
+	}
+	st, err := export.Begin(ctx, root, run, c.OverwriteOutput)
 	if err != nil {
 		return err
 	}

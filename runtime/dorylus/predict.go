@@ -26,6 +26,7 @@ type predictOptions struct {
 	model        string
 	dataset      string
 	output       string
+	overwrite    bool
 	threads      int
 	graphServers int
 }
@@ -58,7 +59,8 @@ is used as it is, so that no process holds the whole graph; any other dataset is
 	f := cmd.Flags()
 	f.StringVar(&o.model, "model", "", "folder or s3://bucket/prefix holding the model (required)")
 	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, s3://bucket/prefix, https:// URL, or rmat:… spec")
-	f.StringVar(&o.output, "output-dir", "", "folder or s3://bucket/prefix to write the predictions to (required)")
+	f.StringVar(&o.output, "output-dir", "", "folder or s3://bucket/prefix to write the predictions to (required): a new version beside what it holds, switched to by predict.json, written last")
+	f.BoolVar(&o.overwrite, "overwrite", false, "replace predictions or a model already in --output-dir")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
 	f.IntVar(&o.graphServers, "graph-servers", 0, "run on this many graph-server processes (0: in this process)")
 	return cmd
@@ -77,7 +79,7 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
-	dst, err := checkpoint.Open(ctx, o.output, objstore.Config{})
+	dst, err := openOutput(ctx, o.output, o.overwrite)
 	if err != nil {
 		return fmt.Errorf("--output-dir: %w", err)
 	}
@@ -109,8 +111,8 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 		return err
 	}
 	acc := export.Accuracy{Train: met.TrainAcc, Val: met.ValAcc, Test: met.TestAcc}
-	if err := w.PutJSON(ctx, export.ManifestFile, manifest{Model: src.String(), Architecture: c.Architecture,
-		TrainedOn: c.Dataset, Dataset: datasetOf(d), Accuracy: acc, Files: w.Files()}); err != nil {
+	if err := w.PutManifest(ctx, manifest{Model: src.String(), Architecture: c.Architecture,
+		TrainedOn: c.Dataset, Dataset: datasetOf(d), Accuracy: acc}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s %s: predicted %d vertices, test accuracy %.2f%% (the model scored %.2f%% on %s); wrote %s in %s\n",
@@ -152,7 +154,7 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 	}
 	fmt.Fprintf(stderr, "dataset %s: %d nodes; partitions in %s (%s): %v\n", pm.Dataset, pm.Nodes, dir, pm.Method, pm.Quality)
 	to := cardOptions(c)
-	to.epochs, to.evalEvery, to.seed, to.inference, to.outputs.location = 1, 1, c.Seed, o.model, o.output
+	to.epochs, to.evalEvery, to.seed, to.inference, to.outputs.location, to.outputs.overwrite = 1, 1, c.Seed, o.model, o.output, o.overwrite
 	dist := distOptions{graphServers: o.graphServers, staleness: jobconfig.Sync, intervals: 4, deadAfter: rpc.DefaultDeadAfter,
 		backend: backends.Options{Kind: jobconfig.BackendCPU}}
 	if _, err := launchOnce(ctx, exe, dir, work, to, dist, c.Seed, newProgress(io.Discard, 1), stderr, &serverStats{rss: map[string]int64{}}); err != nil {

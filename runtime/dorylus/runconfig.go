@@ -48,7 +48,7 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64) (*jobc
 	}
 	if o.outputs.location != "" && seed == o.seed { // the first run's model, as without --graph-servers
 		l := locationOf(o.outputs.location)
-		c.Output = &l
+		c.Output, c.OverwriteOutput = &l, o.outputs.overwrite
 	}
 	return c, nil
 }

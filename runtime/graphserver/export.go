@@ -129,8 +129,8 @@ func (s *server) writeManifest(ctx context.Context, x *pendingExport) error {
 	}
 	c := s.cfg.Export.Card
 	m := export.Manifest{Model: s.cfg.Export.Model, Architecture: c.Architecture, TrainedOn: c.Dataset,
-		Dataset: export.PartitionDataset(s.cfg.Data), Accuracy: x.accuracy(), Files: w.Files()}
-	if err := w.PutJSON(ctx, export.ManifestFile, m); err != nil {
+		Dataset: export.PartitionDataset(s.cfg.Data), Accuracy: x.accuracy()}
+	if err := w.PutManifest(ctx, m); err != nil {
 		return err
 	}
 	s.post(exported{x, w.Names()})

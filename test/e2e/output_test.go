@@ -31,14 +31,14 @@ func TestCoraOutputAndInference(t *testing.T) {
 		l.S3.Bucket, l.S3.Endpoint, l.S3.Region = bucket, endpoint, minio.Region
 	}
 
-	trained := runSample(t, c, "cpu_cora_output.yaml", train, func(j *dorylusv1alpha1.GNNTrainingJob) { toMinIO(j.Spec.Output) },
+	trained := runSample(t, c, "cpu_cora_output.yaml", train, func(j *dorylusv1alpha1.GNNTrainingJob) { toMinIO(&j.Spec.Output.OutputLocation) },
 		600*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 { return trainAccuracy(t, trainArgs(job, "cora")...) })
 	checkOutputs(t, srv, bucket, trained, "model.safetensors", "model.json")
 	acc := string(*trained.Status.Progress.TestAccuracy)
 
 	inferred := runSample(t, c, "inference_cora.yaml", infer, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		toMinIO(&j.Spec.Inference.Model)
-		toMinIO(j.Spec.Output)
+		toMinIO(&j.Spec.Output.OutputLocation)
 	}, 300*time.Second, func(*dorylusv1alpha1.GNNTrainingJob) float64 {
 		f, err := strconv.ParseFloat(acc, 64)
 		if err != nil {

@@ -223,8 +223,9 @@ def main():
     try:
         with open(os.path.join(args.model, "model.json")) as fh:
             card = json.load(fh)
-        verify_files(args.model, card)
-        w = read_safetensors(os.path.join(args.model, "model.safetensors"))
+        files = os.path.join(args.model, card.get("version", ""))  # the version folder the card names
+        verify_files(files, card)
+        w = read_safetensors(os.path.join(files, "model.safetensors"))
         rownorm = card["features"].startswith("row-sum")
         check(rownorm or card["features"] == "none", f"unknown feature normalisation {card['features']!r}")
         x, edges, labels, test, n = load_dataset(args.dataset, rownorm)
@@ -232,13 +233,14 @@ def main():
         forward = {"gcn": gcn_forward, "gat": gat_forward}[card["architecture"]]
         with torch.no_grad():
             logits, emb = forward(card, w, x, edges, n)
-        compare(args.model, logits, emb, labels, test, card["accuracy"]["test"], f"{card['architecture']} model")
+        compare(files, logits, emb, labels, test, card["accuracy"]["test"], f"{card['architecture']} model")
         if args.predictions:
             with open(os.path.join(args.predictions, "predict.json")) as fh:
                 manifest = json.load(fh)
             manifest["files"] = [f for f in manifest["files"] if f["name"] != "predict.json"]
-            verify_files(args.predictions, manifest)
-            compare(args.predictions, logits, emb, labels, test, manifest["accuracy"]["test"], "predict")
+            files = os.path.join(args.predictions, manifest.get("version", ""))
+            verify_files(files, manifest)
+            compare(files, logits, emb, labels, test, manifest["accuracy"]["test"], "predict")
     except CheckFailed as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1
