@@ -21,18 +21,15 @@ func state(epoch int) State {
 		Tensors: map[string][]float32{"w0": {1, 2, float32(epoch)}, "m0": make([]float32, 70000)}}
 }
 
-// stores returns a folder and, when MinIO is available (always under CI), an S3 prefix on a
-// real MinIO server.
+// stores returns a folder and an S3 prefix on a real MinIO server.
 func stores(t *testing.T) map[string]Store {
 	t.Helper()
-	out := map[string]Store{"dir": Dir(filepath.Join(t.TempDir(), "ckpt"))}
-	if _, err := minio.Binary(); err != nil && os.Getenv("CI") == "" {
-		t.Logf("the folder only: %v", err)
-		return out
-	}
 	srv := minio.Start(t)
-	out["s3"] = S3{Client: srv.Client(), Bucket: srv.Bucket(t, "ckpt"), Prefix: "runs/a"}
-	return out
+	bucket := srv.Bucket(t, "ckpt")
+	return map[string]Store{
+		"dir": Dir(filepath.Join(t.TempDir(), "ckpt")),
+		"s3":  S3{Client: srv.Client(), Bucket: bucket, Prefix: "runs/a"},
+	}
 }
 
 func TestSaveLatestKeep(t *testing.T) {

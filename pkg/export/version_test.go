@@ -51,22 +51,18 @@ func (c crashStore) Sub(name string) checkpoint.Store {
 	return crashStore{Store: c.Store.Sub(name), writes: c.writes, limit: c.limit}
 }
 
-// versionStores returns a fresh folder and, when MinIO is available, a fresh S3 prefix, each
-// made by mk.
-func versionStores(t *testing.T) map[string]func(name string) checkpoint.Store {
+// versionStores returns makers of a fresh folder and of a fresh S3 prefix on a real MinIO
+// server, each named n.
+func versionStores(t *testing.T) map[string]func(n string) checkpoint.Store {
 	t.Helper()
-	dir := t.TempDir()
-	out := map[string]func(string) checkpoint.Store{"dir": func(n string) checkpoint.Store { return checkpoint.Dir(filepath.Join(dir, n)) }}
-	if _, err := minio.Binary(); err == nil {
-		srv := minio.Start(t)
-		bucket := srv.Bucket(t, "models")
-		out["s3"] = func(n string) checkpoint.Store {
+	dir, srv := t.TempDir(), minio.Start(t)
+	bucket := srv.Bucket(t, "models")
+	return map[string]func(string) checkpoint.Store{
+		"dir": func(n string) checkpoint.Store { return checkpoint.Dir(filepath.Join(dir, n)) },
+		"s3": func(n string) checkpoint.Store {
 			return checkpoint.S3{Client: srv.Client(), Bucket: bucket, Prefix: "m/" + n}
-		}
-	} else {
-		t.Logf("the folder only: %v", err)
+		},
 	}
-	return out
 }
 
 // exportModel writes a model whose weights are saved (and so are its predictions and history)
