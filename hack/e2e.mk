@@ -15,12 +15,14 @@ E2E_PARALLEL ?= 3
 # image is this one.
 IMAGE_TAG ?= $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' charts/dorylus-operator/Chart.yaml)
 IMAGE_TAR ?= $(BIN)/dorylus-image.tar
-IMAGE_GOFLAGS = CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS=-buildvcs=false
+# the build flags of the tests (the top-level Makefile's CGO_ENABLED and GOFLAGS), so that
+# the image's build reuses their compiles
+IMAGE_GOFLAGS = GOOS=linux GOARCH=amd64
 
 .PHONY: image
 image: ## Write the runtime image (operator, dorylus, builtin datasets; non-root) as an OCI tarball, bin/dorylus-image.tar, without Docker
-	$(IMAGE_GOFLAGS) $(GO) build -trimpath -ldflags="-s -w -buildid=" -o $(BIN)/image/manager .
-	$(IMAGE_GOFLAGS) $(GO) build -trimpath -ldflags="-s -w -buildid=" -o $(BIN)/image/dorylus ./runtime/dorylus
+	$(IMAGE_GOFLAGS) $(GO) build -ldflags="-s -w -buildid=" -o $(BIN)/image/manager .
+	$(IMAGE_GOFLAGS) $(GO) build -ldflags="-s -w -buildid=" -o $(BIN)/image/dorylus ./runtime/dorylus
 	$(GO) run ./hack/image runtime --bin $(BIN)/image --tag $(IMAGE_TAG) --out $(IMAGE_TAR)
 	@echo "image docker.io/dorylus-gnn/dorylus:$(IMAGE_TAG) in $(IMAGE_TAR) ($$(du -h $(IMAGE_TAR) | cut -f1))"
 

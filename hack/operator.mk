@@ -66,8 +66,8 @@ helm-lint: helm ## helm lint and helm template the operator chart (offline)
 	HELM=$(HELM) hack/helm-check.sh
 
 build-operator: ## Run the go build commands the Dockerfile runs (both binaries, static)
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/manager .
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/dorylus ./runtime/dorylus
+	go build -ldflags="-s -w" -o bin/manager .
+	go build -ldflags="-s -w" -o bin/dorylus ./runtime/dorylus
 
 scale-test: ## 100 GNNTrainingJobs on envtest report progress once a second for a minute: print the operator's requests by verb and reconcile p99
 	KUBEBUILDER_ASSETS=$$(hack/envtest.sh -q) DORYLUS_SCALE_TEST=1 go test ./controllers -run TestScaleProgress -count=1 -v -timeout 10m

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,11 +23,15 @@ import (
 
 // BuildDorylus builds ./runtime/dorylus of this module into dir and returns the binary.
 func BuildDorylus(dir string) (string, error) {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	// the module's root: the test's own folder is inside it (a path from runtime.Caller is not
+	// a path on disk under -trimpath, which make test builds with)
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("build dorylus: go env GOMOD: %w", err)
+	}
 	bin := filepath.Join(dir, "dorylus")
 	cmd := exec.Command("go", "build", "-o", bin, "./runtime/dorylus")
-	cmd.Dir = root
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build dorylus: %v\n%s", err, out)
 	}
