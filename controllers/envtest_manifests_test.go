@@ -74,14 +74,20 @@ func clusterScoped(kind string) bool {
 	return false
 }
 
-// TestSamplesAreAccepted creates every sample of config/samples (one per
-// tensor backend) and waits for the operator to create its children.
+// TestSamplesAreAccepted creates every sample of config/samples and
+// config/samples/aws (one per tensor backend at least) and waits for the
+// operator to create its children.
 func TestSamplesAreAccepted(t *testing.T) {
 	ns := newNamespace(t)
 	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	aws, err := filepath.Glob(filepath.Join("..", "config", "samples", "aws", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, aws...)
 	backends := map[string]bool{}
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {

@@ -31,12 +31,12 @@ func TestCoraOutputAndInference(t *testing.T) {
 		l.S3.Bucket, l.S3.Endpoint, l.S3.Region = bucket, endpoint, minio.Region
 	}
 
-	trained := runSample(t, c, "cpu_cora_output.yaml", train, func(j *dorylusv1alpha1.GNNTrainingJob) { toMinIO(&j.Spec.Output.OutputLocation) },
+	trained := runSample(t, c, "aws/cpu_cora_output.yaml", train, func(j *dorylusv1alpha1.GNNTrainingJob) { toMinIO(&j.Spec.Output.OutputLocation) },
 		600*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 { return trainAccuracy(t, trainArgs(job, "cora")...) })
 	checkOutputs(t, srv, bucket, trained, "model.safetensors", "model.json")
 	acc := string(*trained.Status.Progress.TestAccuracy)
 
-	inferred := runSample(t, c, "inference_cora.yaml", infer, func(j *dorylusv1alpha1.GNNTrainingJob) {
+	inferred := runSample(t, c, "aws/inference_cora.yaml", infer, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		toMinIO(&j.Spec.Inference.Model)
 		toMinIO(&j.Spec.Output.OutputLocation)
 	}, 300*time.Second, func(*dorylusv1alpha1.GNNTrainingJob) float64 {
