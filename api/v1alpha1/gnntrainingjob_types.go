@@ -334,14 +334,17 @@ type RunPolicy struct {
 
 	// ActiveDeadlineSeconds bounds the time from status.startTime (reset on
 	// resume) to completion; past it the job fails with reason
-	// DeadlineExceeded.
+	// DeadlineExceeded. At most 366 days.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=31622400
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
 	// TTLSecondsAfterFinished deletes the job (and, through owner
-	// references, its children) this long after it succeeded or failed.
+	// references, its children) this long after it succeeded or failed; at
+	// most 366 days.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31622400
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 

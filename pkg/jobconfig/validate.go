@@ -3,6 +3,7 @@ package jobconfig
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Validate checks every field of cfg and returns all problems at once, each
@@ -20,15 +21,16 @@ func (cfg *RunConfig) Validate() error {
 	}
 	cfg.Model.validate(&v)
 	cfg.Training.validate(&v)
-	v.check(cfg.GraphServers.Replicas >= 1, "graphServers.replicas", "must be at least 1, got %d", cfg.GraphServers.Replicas)
+	v.inRange("graphServers.replicas", cfg.GraphServers.Replicas, Limits.GraphServers)
 	v.port("graphServers.port", cfg.GraphServers.Port)
-	v.check(cfg.GraphServers.DeadAfter >= 0, "graphServers.deadAfter", "must not be negative, got %v", cfg.GraphServers.DeadAfter)
+	v.check(cfg.GraphServers.DeadAfter == 0 || time.Duration(cfg.GraphServers.DeadAfter) >= MinDeadAfter && time.Duration(cfg.GraphServers.DeadAfter) <= MaxDeadAfter,
+		"graphServers.deadAfter", "must be 0 (the default) or in [%v, %v], got %v", MinDeadAfter, MaxDeadAfter, cfg.GraphServers.DeadAfter)
 	v.check(len(cfg.GraphServers.Peers) == cfg.GraphServers.Replicas, "graphServers.peers", "has %d addresses for %d replicas", len(cfg.GraphServers.Peers), cfg.GraphServers.Replicas)
 	for i, p := range cfg.GraphServers.Peers {
 		v.nonEmpty(fmt.Sprintf("graphServers.peers[%d]", i), p)
 	}
 	if cfg.Inference == nil { // an inference has no parameter servers
-		v.check(cfg.ParameterServers.Replicas >= 1, "parameterServers.replicas", "must be at least 1, got %d", cfg.ParameterServers.Replicas)
+		v.inRange("parameterServers.replicas", cfg.ParameterServers.Replicas, Limits.ParameterServers)
 		v.port("parameterServers.port", cfg.ParameterServers.Port)
 		v.nonEmpty("parameterServers.service", cfg.ParameterServers.Service)
 	}
@@ -44,8 +46,8 @@ func (cfg *RunConfig) Validate() error {
 	cfg.validateCost(&v)
 	if cfg.Checkpoint != nil {
 		c := cfg.Checkpoint
-		v.check(c.IntervalEpochs >= 1, "checkpoint.intervalEpochs", "must be at least 1, got %d", c.IntervalEpochs)
-		v.check(c.Keep >= 0, "checkpoint.keep", "must not be negative, got %d", c.Keep)
+		v.inRange("checkpoint.intervalEpochs", c.IntervalEpochs, Limits.CheckpointInterval)
+		v.zeroOrInRange("checkpoint.keep", c.Keep, Range{1, Limits.Epochs.Max}, "all")
 		v.check((c.Path != "") != (c.S3 != nil), "checkpoint", "must set exactly one of path, s3")
 		if c.S3 != nil {
 			v.nonEmpty("checkpoint.s3.bucket", c.S3.Bucket)
@@ -83,26 +85,27 @@ func (d *Dataset) validate(v *validator) {
 
 func (m *Model) validate(v *validator) {
 	v.check(m.Architecture == ArchitectureGCN || m.Architecture == ArchitectureGAT, "model.architecture", "must be %q or %q, got %q", ArchitectureGCN, ArchitectureGAT, m.Architecture)
-	v.check(m.Layers >= 1, "model.layers", "must be at least 1, got %d", m.Layers)
-	v.check(m.Hidden >= 1, "model.hidden", "must be at least 1, got %d", m.Hidden)
+	v.inRange("model.layers", m.Layers, Limits.Layers)
+	v.inRange("model.hidden", m.Hidden, Limits.Hidden)
 	v.check(m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "must be in [0, 1), got %g", m.Dropout)
 	if m.Architecture == ArchitectureGAT {
-		v.check(m.Heads >= 1, "model.heads", "must be at least 1 for GAT, got %d", m.Heads)
+		v.check(Limits.Heads.Contains(m.Heads), "model.heads", "must be in %v for GAT, got %d", Limits.Heads, m.Heads)
 	} else {
 		v.check(m.Heads == 0, "model.heads", "applies only to GAT, got %d", m.Heads)
 	}
 }
 
 func (t *Training) validate(v *validator) {
-	v.check(t.Epochs >= 1, "training.epochs", "must be at least 1, got %d", t.Epochs)
+	v.inRange("training.epochs", t.Epochs, Limits.Epochs)
 	v.check(t.LearningRate > 0, "training.learningRate", "must be greater than 0, got %g", t.LearningRate)
 	v.check(t.WeightDecay >= 0, "training.weightDecay", "must not be negative, got %g", t.WeightDecay)
 	v.check(t.TargetAccuracy >= 0 && t.TargetAccuracy <= 1, "training.targetAccuracy", "must be in [0, 1], got %g", t.TargetAccuracy)
 	t.Staleness.validate(v)
-	v.check(t.EvalEvery >= 0, "training.evalEvery", "must not be negative, got %d", t.EvalEvery)
-	v.check(t.Patience >= 0, "training.patience", "must not be negative, got %d", t.Patience)
+	v.check(t.Staleness.Bound <= Limits.Staleness.Max, "training.staleness", "must be in %v, got %d", Limits.Staleness, t.Staleness.Bound)
+	v.zeroOrInRange("training.evalEvery", t.EvalEvery, Range{1, Limits.Epochs.Max}, "every epoch")
+	v.zeroOrInRange("training.patience", t.Patience, Range{1, Limits.Epochs.Max}, "off")
 	v.check(t.Patience == 0 || t.EvalEvery <= 1, "training.patience", "needs evaluation every epoch (evalEvery 1), got evalEvery %d", t.EvalEvery)
-	v.check(t.Intervals >= 0, "training.intervals", "must not be negative, got %d", t.Intervals)
+	v.zeroOrInRange("training.intervals", t.Intervals, Limits.Intervals, "the backend's concurrency")
 }
 
 func (b *Backend) validate(v *validator) {
@@ -116,23 +119,23 @@ func (b *Backend) validate(v *validator) {
 	switch b.Kind {
 	case BackendCPU:
 		if v.check(b.CPU != nil, "backend.cpu", "is required for kind %q", b.Kind) {
-			v.check(b.CPU.Workers >= 0, "backend.cpu.workers", "must not be negative, got %d", b.CPU.Workers)
-			v.check(b.CPU.InjectLatency >= 0, "backend.cpu.injectLatency", "must not be negative, got %v", b.CPU.InjectLatency)
+			v.zeroOrInRange("backend.cpu.workers", b.CPU.Workers, Limits.Workers, "one per interval and epoch in flight")
+			v.duration("backend.cpu.injectLatency", b.CPU.InjectLatency, MaxInjectLatency)
 		}
 	case BackendLambda:
 		if v.check(b.Lambda != nil, "backend.lambda", "is required for kind %q", b.Kind) {
 			l := b.Lambda
 			v.nonEmpty("backend.lambda.functionName", l.FunctionName)
 			v.nonEmpty("backend.lambda.region", l.Region)
-			v.check(l.MemoryMB >= 128, "backend.lambda.memoryMB", "must be at least 128, got %d", l.MemoryMB)
-			v.check(l.MaxConcurrency >= 1, "backend.lambda.maxConcurrency", "must be at least 1, got %d", l.MaxConcurrency)
+			v.inRange("backend.lambda.memoryMB", l.MemoryMB, Limits.LambdaMemoryMB)
+			v.inRange("backend.lambda.maxConcurrency", l.MaxConcurrency, Limits.Concurrency)
 			v.check(l.DataPath == DataPathPull || l.DataPath == DataPathInline, "backend.lambda.dataPath", "must be %q or %q, got %q", DataPathPull, DataPathInline, l.DataPath)
 			l.Calls.validate(v, "backend.lambda.calls")
 		}
 	case BackendKnative:
 		if v.check(b.Knative != nil, "backend.knative", "is required for kind %q", b.Kind) {
 			v.nonEmpty("backend.knative.url", b.Knative.URL)
-			v.check(b.Knative.MaxConcurrency >= 1, "backend.knative.maxConcurrency", "must be at least 1, got %d", b.Knative.MaxConcurrency)
+			v.inRange("backend.knative.maxConcurrency", b.Knative.MaxConcurrency, Limits.Concurrency)
 			dp := b.Knative.DataPath
 			v.check(dp == "" || dp == DataPathPull || dp == DataPathInline, "backend.knative.dataPath", "must be %q, %q or empty, got %q", DataPathPull, DataPathInline, dp)
 			b.Knative.Calls.validate(v, "backend.knative.calls")
@@ -146,9 +149,9 @@ func (c *Calls) validate(v *validator, field string) {
 	if c == nil {
 		return
 	}
-	v.check(c.EndpointConcurrency >= 0, field+".endpointConcurrency", "must not be negative, got %d", c.EndpointConcurrency)
-	v.check(c.Timeout >= 0, field+".timeout", "must not be negative, got %v", c.Timeout)
-	v.check(c.StragglerFloor >= 0, field+".stragglerFloor", "must not be negative, got %v", c.StragglerFloor)
+	v.zeroOrInRange(field+".endpointConcurrency", c.EndpointConcurrency, Limits.Concurrency, "any")
+	v.duration(field+".timeout", c.Timeout, MaxCallTimeout)
+	v.duration(field+".stragglerFloor", c.StragglerFloor, MaxCallTimeout)
 }
 
 // validator collects field errors.

@@ -44,15 +44,17 @@ func (c *checkpointOptions) addFlags(f *pflag.FlagSet) {
 }
 
 func (c *checkpointOptions) validate(o trainOptions) error {
-	switch {
-	case c.location == "":
+	if c.location == "" {
 		if c.resume {
 			return errors.New("--resume needs --checkpoint-dir")
 		}
-	case c.every < 1:
-		return fmt.Errorf("--checkpoint-every %d: want at least 1", c.every)
-	case c.keep < 0:
-		return fmt.Errorf("--keep %d: want 0 (all) or more", c.keep)
+		return nil
+	}
+	if err := errors.Join(jobconfig.Limits.CheckpointInterval.Check("--checkpoint-every", c.every),
+		zeroOr(jobconfig.Limits.Epochs, "--keep", c.keep, "all")); err != nil {
+		return err
+	}
+	switch {
 	case o.runs > 1:
 		return fmt.Errorf("--checkpoint-dir with --runs %d: checkpoint one run at a time", o.runs)
 	case o.patience > 0:

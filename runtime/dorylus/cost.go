@@ -55,6 +55,9 @@ func (c *costOptions) list() (cost.Prices, error) {
 
 // validate checks the price list and that the instance types have prices.
 func (c *costOptions) validate() error {
+	if err := jobconfig.Limits.LambdaMemoryMB.Check("--lambda-memory-mb", c.lambdaMemoryMB); err != nil {
+		return err
+	}
 	p, err := c.list()
 	if err != nil {
 		return err

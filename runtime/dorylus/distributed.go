@@ -38,19 +38,63 @@ type distOptions struct {
 func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	d := &distOptions{staleness: jobconfig.MustParseStaleness(jobconfig.DefaultStaleness)}
 	f.IntVar(&d.graphServers, "graph-servers", 0, "run on this many graph-server processes (0: everything in this process)")
-	f.IntVar(&d.paramServers, "param-servers", 1, "with --graph-servers: parameter-server processes (weights sharded by layer)")
-	f.Var(&d.staleness, "staleness", "with --graph-servers: sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
-	f.IntVar(&d.intervals, "intervals", 4, "with --graph-servers: intervals per graph server")
-	f.IntVar(&d.backend.Workers, "workers", 0, "with --graph-servers: concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
-	f.DurationVar(&d.backend.Latency, "inject-latency", 0, "with --graph-servers: latency added to every tensor task")
-	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, "with --graph-servers: how long a server may fail its health checks before the run fails naming it")
-	f.Float64Var(&d.target, "target-accuracy", 0, "with --graph-servers: stop once the validation accuracy reaches this fraction")
-	f.BoolVar(&d.insecure, "insecure", false, "with --graph-servers, debugging only: plaintext gRPC between the servers instead of mutual TLS with a CA made for the run")
+	f.IntVar(&d.paramServers, "param-servers", 1, graphServersOnly+": parameter-server processes (weights sharded by layer)")
+	f.Var(&d.staleness, "staleness", graphServersOnly+": sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
+	f.IntVar(&d.intervals, "intervals", 4, graphServersOnly+": intervals per graph server")
+	f.IntVar(&d.backend.Workers, "workers", 0, graphServersOnly+": concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
+	f.DurationVar(&d.backend.Latency, "inject-latency", 0, graphServersOnly+": latency added to every tensor task")
+	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, graphServersOnly+": how long a server may fail its health checks before the run fails naming it")
+	f.Float64Var(&d.target, "target-accuracy", 0, graphServersOnly+": stop once the validation accuracy reaches this fraction")
+	f.BoolVar(&d.insecure, "insecure", false, graphServersOnly+", debugging only: plaintext gRPC between the servers instead of mutual TLS with a CA made for the run")
 	d.backend.AddFlags(f)
 	return d
 }
 
 func (d *distOptions) enabled() bool { return d.graphServers > 0 }
+
+// graphServersOnly begins the usage of every flag of a run on graph servers.
+const graphServersOnly = "with --graph-servers"
+
+// validate checks the distributed flags of f, once, before anything runs: each in its range
+// (jobconfig.Limits) and, without --graph-servers, none of them set, since the run in one
+// process would ignore them (but --staleness sync, how it trains).
+func (d *distOptions) validate(f *pflag.FlagSet) error {
+	lim := jobconfig.Limits
+	if err := zeroOr(lim.GraphServers, "--graph-servers", d.graphServers, "one process"); err != nil {
+		return err
+	}
+	if !d.enabled() {
+		var set []string
+		f.Visit(func(fl *pflag.Flag) {
+			if strings.HasPrefix(fl.Usage, graphServersOnly) && (fl.Name != "staleness" || d.staleness != jobconfig.Sync) {
+				set = append(set, "--"+fl.Name+" "+fl.Value.String())
+			}
+		})
+		if len(set) > 0 {
+			verb := "needs"
+			if len(set) > 1 {
+				verb = "need"
+			}
+			return fmt.Errorf("%s %s --graph-servers: the run in one process is synchronous and has no servers, intervals or backend to set", strings.Join(set, ", "), verb)
+		}
+		return nil
+	}
+	return errors.Join(lim.ParameterServers.Check("--param-servers", d.paramServers),
+		lim.Intervals.Check("--intervals", d.intervals),
+		lim.Staleness.Check("--staleness", d.staleness.Bound),
+		zeroOr(lim.Workers, "--workers", d.backend.Workers, "one per interval and epoch in flight"),
+		jobconfig.CheckDuration("--inject-latency", d.backend.Latency, 0, jobconfig.MaxInjectLatency),
+		jobconfig.CheckDuration("--dead-after", d.deadAfter, jobconfig.MinDeadAfter, jobconfig.MaxDeadAfter),
+		checkFraction("--target-accuracy", d.target))
+}
+
+// checkFraction checks a flag that is a fraction in [0, 1].
+func checkFraction(flag string, x float64) error {
+	if x >= 0 && x <= 1 {
+		return nil
+	}
+	return fmt.Errorf("%s %g: want a fraction in [0, 1]", flag, x)
+}
 
 // serverStats are what the launcher learns of its servers.
 type serverStats struct {
@@ -61,12 +105,6 @@ type serverStats struct {
 // runDistributed runs `dorylus train` on real graph-server and parameter-server processes on
 // loopback and prints the same report as the single-process path.
 func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, stderr io.Writer) error {
-	switch {
-	case d.paramServers < 1:
-		return fmt.Errorf("--param-servers %d: want at least 1", d.paramServers)
-	case d.intervals < 1:
-		return fmt.Errorf("--intervals %d: want at least 1", d.intervals)
-	}
 	if err := d.backend.Validate(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,6 +73,10 @@ type manifest = export.Manifest
 func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer) error {
 	if o.model == "" || o.output == "" {
 		return fmt.Errorf("predict needs --model and --output-dir")
+	}
+	if err := errors.Join(zeroOr(jobconfig.Limits.Threads, "--threads", o.threads, "GOMAXPROCS"),
+		zeroOr(jobconfig.Limits.GraphServers, "--graph-servers", o.graphServers, "in this process")); err != nil {
+		return err
 	}
 	tensor.SetThreads(o.threads)
 	start := time.Now()

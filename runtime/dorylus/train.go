@@ -69,6 +69,9 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.applyModelDefaults(cmd)
+			if err := dist.validate(cmd.Flags()); err != nil {
+				return err
+			}
 			var err error
 			if o.source, err = source.Parse(o.dataset); err != nil {
 				return fmt.Errorf("--dataset: %w", err)
@@ -141,29 +144,23 @@ func (o *trainOptions) applyModelDefaults(cmd *cobra.Command) {
 }
 
 func (o trainOptions) validate(dist bool) error {
-	switch {
-	case o.model != "gcn" && o.model != "gat":
+	lim := jobconfig.Limits
+	if o.model != "gcn" && o.model != "gat" {
 		return fmt.Errorf("--model %q: want gcn or gat", o.model)
-	case o.layers < 1:
-		return fmt.Errorf("--layers %d: want at least 1", o.layers)
-	case o.hidden < 1:
-		return fmt.Errorf("--hidden %d: want at least 1", o.hidden)
-	case o.heads < 1:
-		return fmt.Errorf("--heads %d: want at least 1", o.heads)
+	}
+	if err := errors.Join(lim.Layers.Check("--layers", o.layers), lim.Hidden.Check("--hidden", o.hidden),
+		lim.Heads.Check("--heads", o.heads), lim.Epochs.Check("--epochs", o.epochs), lim.Runs.Check("--runs", o.runs),
+		lim.Epochs.Check("--eval-every", o.evalEvery), zeroOr(lim.Epochs, "--patience", o.patience, "off"),
+		zeroOr(lim.Threads, "--threads", o.threads, "GOMAXPROCS")); err != nil {
+		return err
+	}
+	switch {
 	case !(o.dropout >= 0 && o.dropout < 1):
 		return fmt.Errorf("--dropout %g: want a rate in [0, 1)", o.dropout)
 	case !(o.lr > 0) || math.IsInf(o.lr, 0):
 		return fmt.Errorf("--lr %g: want a positive learning rate", o.lr)
 	case !(o.weightDecay >= 0) || math.IsInf(o.weightDecay, 0):
 		return fmt.Errorf("--weight-decay %g: want a non-negative number", o.weightDecay)
-	case o.epochs < 1:
-		return fmt.Errorf("--epochs %d: want at least 1", o.epochs)
-	case o.patience < 0:
-		return fmt.Errorf("--patience %d: want 0 (off) or more", o.patience)
-	case o.runs < 1:
-		return fmt.Errorf("--runs %d: want at least 1", o.runs)
-	case o.evalEvery < 1:
-		return fmt.Errorf("--eval-every %d: want at least 1", o.evalEvery)
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("--output %q: want text or json", o.output)
 	}
@@ -179,6 +176,15 @@ func (o trainOptions) validate(dist bool) error {
 		return err
 	}
 	return o.checkpoint.validate(o)
+}
+
+// zeroOr checks a flag whose 0 means what zero says against r: "--threads -1: want 0
+// (GOMAXPROCS) or 1 to 1024".
+func zeroOr(r jobconfig.Range, flag string, n int, zero string) error {
+	if n == 0 || r.Contains(n) {
+		return nil
+	}
+	return fmt.Errorf("%s %d: want 0 (%s) or %d to %d", flag, n, zero, r.Min, r.Max)
 }
 
 // epochRecord is one point of a run's learning curve.

@@ -88,6 +88,42 @@ func TestTrainRefusesBadFlags(t *testing.T) {
 	}
 }
 
+// TestTrainBoundsFlags: every numeric flag outside its range (jobconfig.Limits, the CRD's) is
+// refused before anything loads, naming the flag, the value and the range, and a flag of a run
+// on graph servers given without --graph-servers is refused instead of ignored.
+func TestTrainBoundsFlags(t *testing.T) {
+	cases := map[string][]string{
+		"--graph-servers -1: want 0 (one process) or 1 to 256":                     {"--graph-servers", "-1"},
+		"--graph-servers 1000: want 0 (one process) or 1 to 256":                   {"--graph-servers", "1000"},
+		"--staleness 1 needs --graph-servers":                                      {"--staleness", "1"},
+		"--intervals 8, --param-servers 2 need --graph-servers":                    {"--param-servers", "2", "--intervals", "8"},
+		"--insecure true needs --graph-servers":                                    {"--insecure"},
+		"--threads -1: want 0 (GOMAXPROCS) or 1 to 1024":                           {"--threads", "-1"},
+		"--dead-after 0s: want 1s to 1h0m0s":                                       {"--graph-servers", "2", "--dead-after", "0"},
+		"--hidden 2000000: want 1 to 65536":                                        {"--hidden", "2000000"},
+		"--layers 17: want 1 to 16":                                                {"--layers", "17"},
+		"--heads 65: want 1 to 64":                                                 {"--model", "gat", "--heads", "65"},
+		"--runs 1001: want 1 to 1000":                                              {"--runs", "1001"},
+		"--patience -1: want 0 (off) or 1 to 1000000":                              {"--patience", "-1"},
+		"--staleness 17: want 0 to 16":                                             {"--graph-servers", "2", "--staleness", "17"},
+		"--param-servers 33: want 1 to 32":                                         {"--graph-servers", "2", "--param-servers", "33"},
+		"--intervals 0: want 1 to 65536":                                           {"--graph-servers", "2", "--intervals", "0"},
+		"--workers -1: want 0 (one per interval and epoch in flight) or 1 to 1024": {"--graph-servers", "2", "--workers", "-1"},
+		"--target-accuracy 2: want a fraction in [0, 1]":                           {"--graph-servers", "2", "--target-accuracy", "2"},
+		"--checkpoint-every 0: want 1 to 100000":                                   {"--checkpoint-dir", t.TempDir(), "--checkpoint-every", "0"},
+		"--lambda-memory-mb 64: want 128 to 10240":                                 {"--lambda-memory-mb", "64"},
+	}
+	for want, args := range cases {
+		_, _, err := run(t, append([]string{"train", "--epochs", "1"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("train %v: error %v, want %q", args, err, want)
+		}
+	}
+	if _, _, err := run(t, "train", "--epochs", "1", "--staleness", "sync"); err != nil {
+		t.Errorf("train --staleness sync without --graph-servers (how one process trains): %v", err)
+	}
+}
+
 func TestPrepareThenTrain(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "cora.dorylus")
 	if _, logs, err := run(t, "prepare", "cora", dst); err != nil {

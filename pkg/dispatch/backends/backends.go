@@ -7,6 +7,7 @@ package backends
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -94,17 +95,15 @@ func (b *Options) Validate() error {
 	default:
 		return fmt.Errorf("--backend %q: want cpu, lambda or knative", b.Kind)
 	}
+	c := jobconfig.Limits.Concurrency
 	switch {
-	case b.MaxConcurrency < 0:
-		return fmt.Errorf("--max-concurrency %d: want 0 (the number of intervals) or more", b.MaxConcurrency)
-	case b.PerEndpoint < 0:
-		return fmt.Errorf("--endpoint-concurrency %d: want 0 (any) or more", b.PerEndpoint)
-	case b.CallTimeout < 0:
-		return fmt.Errorf("--call-timeout %v: want 0 (the default) or more", b.CallTimeout)
-	case b.StragglerFloor < 0:
-		return fmt.Errorf("--straggler-floor %v: want 0 (the default) or more", b.StragglerFloor)
+	case b.MaxConcurrency != 0 && !c.Contains(b.MaxConcurrency):
+		return fmt.Errorf("--max-concurrency %d: want 0 (the number of intervals) or %d to %d", b.MaxConcurrency, c.Min, c.Max)
+	case b.PerEndpoint != 0 && !c.Contains(b.PerEndpoint):
+		return fmt.Errorf("--endpoint-concurrency %d: want 0 (any) or %d to %d", b.PerEndpoint, c.Min, c.Max)
 	}
-	return nil
+	return errors.Join(jobconfig.CheckDuration("--call-timeout", b.CallTimeout, 0, jobconfig.MaxCallTimeout),
+		jobconfig.CheckDuration("--straggler-floor", b.StragglerFloor, 0, jobconfig.MaxCallTimeout))
 }
 
 // Pull reports whether the pull data path is chosen.
