@@ -59,34 +59,61 @@ func (e gainEntry) above(o gainEntry) bool {
 
 // bisector computes 2-way cuts of small graphs: the coarsest level's recursive bisection.
 type bisector struct {
-	rng   *rand.Rand
-	tries int // grown bisections per cut; the best after refinement is kept
+	rng      *rand.Rand
+	tries    int    // grown bisections of a graph too small to coarsen; the best after refinement is kept
+	spillDir string // Options.SpillDir, for the coarse graphs of a bisection
 }
 
 // Bisection bounds.
 const (
-	fmPasses     = 8   // FM passes per bisection
-	fmStallMoves = 100 // an FM pass stops after this many moves without a better cut
+	fmPasses        = 8   // FM passes per bisection
+	fmStallMoves    = 100 // an FM pass stops after this many moves without a better cut,
+	fmStallMin      = 15  // or 1% of the vertices if more than this many
+	bisectCoarsenTo = 100 // a bisection coarsens its graph until about this many vertices remain
 )
 
 // bisect cuts g into side 0 of weight about target0 and side 1 with the rest, each side within
 // maxW of weight and holding at least minN vertices, and returns the side of every vertex and
-// the cut weight.
-func (b *bisector) bisect(g *wgraph, target0 int64, maxW [2]int64, minN [2]int) ([]int8, int64) {
+// the cut weight. It is multilevel, as METIS's bisection: a graph of more than bisectCoarsenTo
+// vertices is coarsened by heavy-edge matching, the coarse graph bisected, and the bisection
+// projected back and refined by Fiduccia–Mattheyses passes; a graph that small (or one whose
+// matching stalls) is cut the best way (least overweight, then least cut) of b.tries
+// bisections grown breadth-first, each so refined.
+func (b *bisector) bisect(g *wgraph, target0 int64, maxW [2]int64, minN [2]int) ([]int8, int64, error) {
 	var best []int8
 	bestCut, bestOver := int64(math.MaxInt64), int64(math.MaxInt64)
-	for range b.tries {
-		side := b.grow(g, target0)
+	keep := func(side []int8) {
 		fm2(g, side, target0, maxW)
 		ensureCount(g, side, minN) // may move vertices: the cut is counted after it
 		pw := sideWeights(g, side)
 		over := max(0, pw[0]-maxW[0]) + max(0, pw[1]-maxW[1])
-		cut := cut2(g, side)
-		if over < bestOver || (over == bestOver && cut < bestCut) {
+		if cut := cutWeight(g, side); over < bestOver || (over == bestOver && cut < bestCut) {
 			best, bestCut, bestOver = side, cut, over
 		}
 	}
-	return best, bestCut
+	if g.n() > bisectCoarsenTo {
+		c := &coarsener{rng: b.rng, maxVW: int64(coarseVWFactor * float64(g.tw) / bisectCoarsenTo), spillDir: b.spillDir}
+		cg, cmap, err := c.contract(g, c.match(g), false)
+		if err != nil {
+			return nil, 0, err
+		}
+		if float64(cg.n()) <= coarsenStall*float64(g.n()) && cg.n() >= minN[0]+minN[1] {
+			cside, _, err := b.bisect(cg, target0, maxW, minN)
+			if err != nil {
+				return nil, 0, err
+			}
+			side := make([]int8, g.n())
+			for v, cv := range cmap {
+				side[v] = cside[cv]
+			}
+			keep(side)
+			return best, bestCut, nil
+		}
+	}
+	for range b.tries {
+		keep(b.grow(g, target0))
+	}
+	return best, bestCut, nil
 }
 
 // grow returns a bisection grown breadth-first from a random vertex (and from further random
@@ -135,8 +162,8 @@ func sideWeights(g *wgraph, side []int8) [2]int64 {
 	return pw
 }
 
-// cut2 returns the weight of the edges between the sides.
-func cut2(g *wgraph, side []int8) int64 {
+// cutWeight returns the weight of the edges between the sides (or parts).
+func cutWeight[S int8 | int32](g *wgraph, side []S) int64 {
 	var cut int64
 	for u := range g.n() {
 		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
@@ -166,40 +193,45 @@ func ensureCount(g *wgraph, side []int8, minN [2]int) {
 	}
 }
 
-// fm2 refines a bisection by Fiduccia–Mattheyses passes: each pass moves boundary vertices one
-// at a time, always from the side further above its target, highest gain first, each vertex at
-// most once, and keeps the best prefix of the moves (first least overweight, then least cut).
-// It returns the cut weight.
+// fm2 refines a bisection by Fiduccia–Mattheyses passes, until one gains nothing: each pass
+// moves boundary vertices (those with an edge to the other side, or that get one) one at a
+// time, always from the side further above its target, highest gain first, each vertex at most
+// once, stops stallMoves(n) moves after the best cut so far, and takes back the moves after the
+// best prefix (first least overweight, then least cut). It returns the cut weight.
 func fm2(g *wgraph, side []int8, target0 int64, maxW [2]int64) int64 {
 	n := g.n()
 	target := [2]int64{target0, g.tw - target0}
 	gain := make([]int64, n) // external minus internal edge weight
+	ext := make([]int64, n)  // external edge weight: a vertex with none is not queued
 	locked := make([]bool, n)
 	var cut int64
 	for u := range n {
 		for e := g.xadj[u]; e < g.xadj[u+1]; e++ {
 			if side[g.adj[e]] != side[u] {
 				gain[u] += g.weight(e)
-				cut += g.weight(e)
+				ext[u] += g.weight(e)
 			} else {
 				gain[u] -= g.weight(e)
 			}
 		}
+		cut += ext[u]
 	}
 	cut /= 2
 	pw := sideWeights(g, side)
 	over := func() int64 { return max(0, pw[0]-maxW[0]) + max(0, pw[1]-maxW[1]) }
 	var heaps [2]gainHeap
 	moves := make([]int32, 0, n)
+	stall := stallMoves(n)
 	for range fmPasses {
 		heaps[0], heaps[1] = heaps[0][:0], heaps[1][:0]
 		for u := range n {
-			locked[u] = false
-			heaps[side[u]].push(gainEntry{gain[u], int32(u)})
+			if locked[u] = false; ext[u] > 0 {
+				heaps[side[u]].push(gainEntry{gain[u], int32(u)})
+			}
 		}
 		moves = moves[:0]
 		bestCut, bestOver, bestLen := cut, over(), 0
-		for len(moves)-bestLen < fmStallMoves {
+		for len(moves)-bestLen < stall {
 			from := 0
 			if pw[1]-target[1] > pw[0]-target[0] {
 				from = 1
@@ -223,8 +255,12 @@ func fm2(g *wgraph, side []int8, target0 int64, maxW [2]int64) int64 {
 				u, w := g.adj[e], g.weight(e)
 				if int(side[u]) == to {
 					gain[u] -= 2 * w
+					ext[u] -= w
+					ext[v] -= w
 				} else {
 					gain[u] += 2 * w
+					ext[u] += w
+					ext[v] += w
 				}
 				if !locked[u] {
 					heaps[side[u]].push(gainEntry{gain[u], u})
@@ -247,8 +283,12 @@ func fm2(g *wgraph, side []int8, target0 int64, maxW [2]int64) int64 {
 				u, w := g.adj[e], g.weight(e)
 				if side[u] == to {
 					gain[u] -= 2 * w
+					ext[u] -= w
+					ext[v] -= w
 				} else {
 					gain[u] += 2 * w
+					ext[u] += w
+					ext[v] += w
 				}
 			}
 		}
@@ -259,6 +299,10 @@ func fm2(g *wgraph, side []int8, target0 int64, maxW [2]int64) int64 {
 	}
 	return cut
 }
+
+// stallMoves returns the moves without a better cut after which an FM pass of an n-vertex graph
+// stops: 1% of the vertices, within [fmStallMin, fmStallMoves] (as METIS's).
+func stallMoves(n int) int { return min(max(n/100, fmStallMin), fmStallMoves) }
 
 // popValid pops the best non-stale entry of side s, or returns -1.
 func popValid(h *gainHeap, side []int8, locked []bool, gain []int64, s int8) int32 {
@@ -273,25 +317,31 @@ func popValid(h *gainHeap, side []int8, locked []bool, gain []int64, s int8) int
 
 // recursiveBisect assigns the vertices of g to parts first..first+k-1 by recursive bisection,
 // each cut's sides weighted in proportion to their part counts within the bound ub.
-func (b *bisector) recursiveBisect(g *wgraph, k int, first int32, part []int32, ids []int32, ub float64) {
+func (b *bisector) recursiveBisect(g *wgraph, k int, first int32, part []int32, ids []int32, ub float64) error {
 	if k == 1 {
 		for _, v := range ids {
 			part[v] = first
 		}
-		return
+		return nil
 	}
 	k0 := k / 2
 	target0 := int64(float64(g.tw) * float64(k0) / float64(k))
 	maxW := [2]int64{int64(float64(target0) * ub), int64(float64(g.tw-target0) * ub)}
-	side, _ := b.bisect(g, target0, maxW, [2]int{k0, k - k0})
+	side, _, err := b.bisect(g, target0, maxW, [2]int{k0, k - k0})
+	if err != nil {
+		return err
+	}
 	for s, kk := range [2]int{k0, k - k0} {
 		sub, subIDs := subgraph(g, side, int8(s), ids)
 		off := first
 		if s == 1 {
 			off += int32(k0)
 		}
-		b.recursiveBisect(sub, kk, off, part, subIDs, ub)
+		if err := b.recursiveBisect(sub, kk, off, part, subIDs, ub); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // subgraph returns the subgraph induced by the vertices on side s and their ids (ids[v] of each).

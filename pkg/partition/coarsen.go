@@ -180,7 +180,8 @@ func (c *coarsener) contract(g *wgraph, match []int32, dropInput bool) (*wgraph,
 	for i := range workers {
 		pos := make([]int32, cn) // worker i's, in either wave
 		for w := range waves {
-			waves[w][i] = &contractBlock{pos: pos, adj: make([]int32, 0, 2*contractBlockEntries), ew: make([]int32, 0, 2*contractBlockEntries)}
+			size := min(2*contractBlockEntries, g.xadj[n])
+			waves[w][i] = &contractBlock{pos: pos, adj: make([]int32, 0, size), ew: make([]int32, 0, size)}
 		}
 	}
 	emit := func(wave []*contractBlock) {

@@ -8,8 +8,9 @@
 // A Plan gives every part a contiguous range of vertex ids, possibly after renumbering the
 // graph (Plan.Perm). New computes one by a Method; Default (DefaultMethod) is what every caller
 // that does not choose uses. Multilevel, the default, cuts as METIS's k-way partitioner does:
-// coarsening by heavy-edge matching, recursive bisection of the coarsest graph, greedy boundary
-// refinement while projecting back; vertices weigh 1 + degree, so parts are balanced by edges +
+// coarsening by heavy-edge matching, recursive (multilevel) bisection of the coarsest graph,
+// greedy and Fiduccia–Mattheyses boundary refinement while projecting back, the small levels
+// cut several times and the best kept; vertices weigh 1 + degree, so parts are balanced by edges +
 // vertices within Options.Imbalance (5%). It is deterministic for a seed and renumbers the
 // vertices part by part. Contiguous cuts the rows into ranges of equal weight (adjacency
 // entries + rows) from the row offsets alone. Refine improves a plan by size-constrained label

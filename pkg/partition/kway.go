@@ -183,3 +183,110 @@ func (r *kway) balance(g *wgraph, part []int32) {
 
 // overweight reports whether a part weighs more than maxPW.
 func (r *kway) overweight() bool { return slices.Max(r.pw) > r.maxPW }
+
+// bestMove returns the part v's move lowers the cut most (or raises it least) and by how much:
+// the touched part with room that v has most edge weight to, or -1 when v has none or is alone
+// in its part (the gain is then -internal, that of a move to a part it has no edges to).
+func (r *kway) bestMove(g *wgraph, part []int32, v int32) (gain int64, to int32) {
+	internal := r.connect(g, part, v)
+	gain, to = -internal, r.bestTarget(g.vw[v])
+	if to >= 0 && r.cnt[part[v]] > 1 {
+		gain += r.conn[to]
+	} else {
+		to = -1
+	}
+	r.clear()
+	return gain, to
+}
+
+// fm refines part by up to passes k-way Fiduccia–Mattheyses passes, until one lowers the cut
+// no more: each pass moves boundary vertices one at a time, the one whose move lowers the cut
+// most first (a move may raise it: a hill to climb), each to the adjacent part with room it has
+// most edges to and each at most once, stops stallMoves(n) moves after the best cut so far, and
+// takes back the moves after the best. Part weights stay within maxPW.
+//
+// A move's gain is computed only when its vertex leaves the queue: a move raises each
+// neighbour's key by the most it can raise its gain (twice the edge's weight for a neighbour
+// left behind, once for one in a third part), so keys are upper bounds and the first key found
+// exact is the best move. The first pass starts from every boundary vertex, later ones from
+// the queue the last left, with the vertices it moved. Vertices of more than 4× the mean degree stay put:
+// their gains cost most to compute and rarely pay.
+func (r *kway) fm(g *wgraph, part []int32, passes int) {
+	n := g.n()
+	key := make([]int64, n)    // an upper bound of the vertex's gain
+	locked := make([]int32, n) // the pass that moved the vertex
+	maxDeg := 4*g.xadj[n]/int64(max(n, 1)) + 1
+	var heap gainHeap
+	type move struct{ v, from int32 }
+	var moves []move
+	push := func(v int32) {
+		if g.xadj[v+1]-g.xadj[v] > maxDeg {
+			return
+		}
+		gain, to := r.bestMove(g, part, v)
+		if key[v] = gain; to >= 0 {
+			heap.push(gainEntry{gain, v})
+		}
+	}
+	for v := range int32(n) {
+		push(v)
+	}
+	stall := stallMoves(n)
+	for pass := int32(1); pass <= int32(passes); pass++ {
+		moves = moves[:0]
+		var cur, best int64
+		bestLen := 0
+		for len(heap) > 0 && len(moves)-bestLen < stall {
+			e := heap.pop()
+			v := e.v
+			if locked[v] == pass || e.gain != key[v] {
+				continue
+			}
+			gain, to := r.bestMove(g, part, v)
+			if key[v] = gain; to < 0 {
+				continue
+			}
+			if gain < e.gain {
+				heap.push(gainEntry{gain, v})
+				continue
+			}
+			a := part[v]
+			moves = append(moves, move{v, a})
+			r.move(g, part, v, to)
+			locked[v] = pass
+			if cur += gain; cur > best {
+				best, bestLen = cur, len(moves)
+			}
+			for x := g.xadj[v]; x < g.xadj[v+1]; x++ {
+				u := g.adj[x]
+				q := part[u]
+				if locked[u] == pass || q == to || g.xadj[u+1]-g.xadj[u] > maxDeg {
+					continue
+				}
+				if q == a {
+					key[u] += 2 * g.weight(x)
+				} else {
+					key[u] += g.weight(x)
+				}
+				heap.push(gainEntry{key[u], u})
+			}
+		}
+		for i := len(moves) - 1; i >= bestLen; i-- {
+			r.move(g, part, moves[i].v, moves[i].from)
+		}
+		if bestLen == 0 {
+			return
+		}
+		// The next pass goes on with the queue as it is: taking a move back lowers the gains it
+		// raised, so its keys are still upper bounds. The vertices moved are queued again: those
+		// kept with their new gains, those taken back with the gain they had (every later move
+		// was taken back with them).
+		for i, m := range moves {
+			if i < bestLen {
+				push(m.v)
+			} else {
+				heap.push(gainEntry{key[m.v], m.v})
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -28,13 +29,15 @@ type Options struct {
 
 // Multilevel tuning.
 const (
-	coarsenPerPart  = 40   // coarsening stops at about this many vertices per part
-	coarsenMin      = 200  // and never below this many vertices
-	coarsenStall    = 0.90 // or when a level keeps more than this fraction of the vertices
-	coarseVWFactor  = 1.5  // no coarse vertex weighs more than this × total / coarsening target
-	initialTries    = 8    // grown bisections per cut of the coarsest graph
-	refinePasses    = 8    // greedy k-way passes per level
-	finestMinPasses = 4    // passes at levels of more than finestLarge adjacency entries
+	coarsenPerPart  = 40      // coarsening stops at about this many vertices per part
+	coarsenMin      = 200     // and never below this many vertices
+	coarsenStall    = 0.90    // or when a level keeps more than this fraction of the vertices
+	coarseVWFactor  = 1.5     // no coarse vertex weighs more than this × total / coarsening target
+	initialTries    = 8       // grown bisections per cut of a bisection's coarsest graph
+	multiTries      = 4       // cuts of the small levels, each coarsened anew; the best goes on
+	multiTryEntries = 1 << 16 // a small level has at most this many adjacency entries
+	refinePasses    = 8       // greedy and FM k-way passes per level, at most
+	finestMinPasses = 4       // passes at levels of more than finestLarge adjacency entries
 	finestLarge     = 1 << 26
 	keepFraction    = 0.5
 )
@@ -42,12 +45,17 @@ const (
 // Multilevel returns a plan of parts parts for the symmetric adjacency adj (no self loops), cut
 // the way METIS's k-way partitioner cuts (Karypis and Kumar, 1998): the graph is coarsened by
 // heavy-edge matching (2-hop matching where that stalls, on skewed graphs) until about 40
-// vertices per part remain, the coarsest graph is cut by recursive bisection (graphs grown
-// breadth-first, refined by Fiduccia–Mattheyses, best of several), and the cut is projected
-// back level by level with greedy boundary refinement at each. Vertices weigh 1 + degree, so
-// parts are balanced by edges + vertices (the measure of Quality.Balance): no part weighs more
-// than (1 + Imbalance) × the mean unless a single vertex is heavier. The plan renumbers the
-// vertices part by part, keeping their order within a part.
+// vertices per part remain, the coarsest graph is cut by recursive bisection (each bisection
+// multilevel itself: coarsened further, the best of several grown bisections, refined by
+// Fiduccia–Mattheyses on the way back), and the cut is projected back level by level, refined
+// at each by greedy boundary passes and then k-way Fiduccia–Mattheyses passes (boundary moves
+// in order of gain, hill-climbing, the moves after the best cut taken back) until a pass
+// gains nothing. The small levels (at most 2^16 adjacency entries) are cut 4 times, each time
+// coarsened anew, and the least cut of the 4 goes on: one unlucky matching or bisection does
+// not decide the cut. Vertices weigh 1 + degree, so parts are balanced by edges + vertices (the
+// measure of Quality.Balance): no part weighs more than (1 + Imbalance) × the mean unless a
+// single vertex is heavier. The plan renumbers the vertices part by part, keeping their order
+// within a part.
 //
 // Memory: the input arrays are used in place (with vertex weights, 8 bytes a vertex); a coarse
 // level holds offsets and weights (16 bytes a vertex), neighbours and edge weights (8 bytes an
@@ -98,31 +106,81 @@ func MultilevelOwners(adj *tensor.CSR, parts int, opts Options) ([]int32, error)
 		}
 	}
 	adj.ColIdx = g.adj
-	coarsest := levels[len(levels)-1]
+	// The small levels (of at most multiTryEntries entries each) are cut several times, each
+	// time coarsened anew from the largest of them; the cut of least weight there, within the
+	// balance, goes on up.
+	small := len(levels) - 1
+	for small > 0 && int64(len(levels[small-1].adj)) <= multiTryEntries {
+		small--
+	}
+	tries := 1
+	if int64(len(levels[small].adj)) <= multiTryEntries {
+		tries = multiTries
+	}
+	r := newKway(parts, int64((1+opts.Imbalance)*float64(g.tw)/float64(parts)), rng)
+	b := &bisector{rng: rng, tries: initialTries, spillDir: opts.SpillDir}
+	var part []int32
+	bestCut, bestOver := int64(math.MaxInt64), int64(math.MaxInt64)
+	top, sub, subMaps := levels[small], levels[small:], cmaps[small:]
+	for try := range tries {
+		if try > 0 {
+			if sub, subMaps, err = coarsen(c, top, target, false); err != nil {
+				return nil, err
+			}
+		}
+		p, err := initialPartition(b, r, sub[len(sub)-1], parts, opts.Imbalance)
+		if err != nil {
+			return nil, err
+		}
+		for l := len(sub) - 2; l >= 0; l-- {
+			p = project(r, sub[l], subMaps[l], p)
+		}
+		over := max(0, slices.Max(r.pw)-r.maxPW)
+		if cut := cutWeight(top, p); over < bestOver || (over == bestOver && cut < bestCut) {
+			part, bestCut, bestOver = p, cut, over
+		}
+	}
+	clear(levels[small+1:])
+	clear(cmaps[small:])
+	for l := small - 1; l >= 0; l-- {
+		part = project(r, levels[l], cmaps[l], part)
+		levels[l+1], cmaps[l] = nil, nil
+	}
+	return part, nil
+}
+
+// initialPartition cuts the coarsest level into parts by recursive bisection, each cut within
+// (1 + imbalance)^(1/depth) of its target so that the parts are within 1 + imbalance, and refines
+// the cut.
+func initialPartition(b *bisector, r *kway, coarsest *wgraph, parts int, imbalance float64) ([]int32, error) {
 	part := make([]int32, coarsest.n())
 	ids := make([]int32, coarsest.n())
 	for i := range ids {
 		ids[i] = int32(i)
 	}
-	b := &bisector{rng: rng, tries: initialTries}
 	depth := math.Ceil(math.Log2(float64(parts)))
-	b.recursiveBisect(coarsest, parts, 0, part, ids, math.Pow(1+opts.Imbalance, 1/max(depth, 1)))
-
-	r := newKway(parts, int64((1+opts.Imbalance)*float64(g.tw)/float64(parts)), rng)
-	r.refine(coarsest, part, refinePasses)
-	for l := len(levels) - 2; l >= 0; l-- {
-		fine := make([]int32, levels[l].n())
-		for v, cv := range cmaps[l] {
-			fine[v] = part[cv]
-		}
-		part, levels[l+1], cmaps[l] = fine, nil, nil
-		passes := refinePasses
-		if int64(len(levels[l].adj)) > finestLarge {
-			passes = finestMinPasses
-		}
-		r.refine(levels[l], part, passes)
+	if err := b.recursiveBisect(coarsest, parts, 0, part, ids, math.Pow(1+imbalance, 1/max(depth, 1))); err != nil {
+		return nil, err
 	}
+	r.refine(coarsest, part, refinePasses)
+	r.fm(coarsest, part, refinePasses)
 	return part, nil
+}
+
+// project returns the partition of the level fine whose map to the coarser level of partition
+// coarse is cmap, refined: greedy passes, then Fiduccia–Mattheyses passes.
+func project(r *kway, fine *wgraph, cmap, coarse []int32) []int32 {
+	part := make([]int32, fine.n())
+	for v, cv := range cmap {
+		part[v] = coarse[cv]
+	}
+	passes := refinePasses
+	if int64(len(fine.adj)) > finestLarge {
+		passes = finestMinPasses
+	}
+	r.refine(fine, part, passes)
+	r.fm(fine, part, passes)
+	return part
 }
 
 // coarsen builds the levels from g until about target vertices remain or matching stalls, and

@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/partition/metis"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
@@ -64,7 +64,7 @@ func main() {
 		metisGraph := ""
 		if gpmetis != "" {
 			metisGraph = filepath.Join(tmp, "graph")
-			if err := writeMetis(metisGraph, adj); err != nil {
+			if err := metis.WriteGraph(metisGraph, adj); err != nil {
 				fail(err)
 			}
 		}
@@ -112,62 +112,13 @@ func load(spec string) (*tensor.CSR, string, error) {
 	return d.Adj, d.Name, nil
 }
 
-// writeMetis writes adj in METIS's graph format with vertex weights 1 + degree (fmt 010).
-func writeMetis(path string, adj *tensor.CSR) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	fmt.Fprintf(w, "%d %d 010\n", adj.Rows, adj.NNZ()/2)
-	buf := make([]byte, 0, 64)
-	for v := range adj.Rows {
-		buf = strconv.AppendInt(buf[:0], int64(adj.Degree(v))+1, 10)
-		for _, c := range adj.ColIdx[adj.RowPtr[v]:adj.RowPtr[v+1]] {
-			buf = append(buf, ' ')
-			buf = strconv.AppendInt(buf, int64(c)+1, 10)
-		}
-		buf = append(buf, '\n')
-		if _, err := w.Write(buf); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // runMetis runs gpmetis on the graph file for k parts and measures its cut on adj.
 func runMetis(gpmetis, path string, adj *tensor.CSR, k int) (partition.Quality, float64, error) {
 	start := time.Now()
-	if k == 1 {
-		return partition.Quality{}, 0, fmt.Errorf("gpmetis needs at least 2 parts")
-	}
-	out, err := exec.Command(gpmetis, "-ufactor=50", path, strconv.Itoa(k)).CombinedOutput()
+	owner, err := metis.Run(gpmetis, path, adj.Rows, k, 50)
 	secs := time.Since(start).Seconds()
 	if err != nil {
-		return partition.Quality{}, 0, fmt.Errorf("gpmetis: %v\n%s", err, out)
-	}
-	partFile := fmt.Sprintf("%s.part.%d", path, k)
-	defer os.Remove(partFile)
-	data, err := os.ReadFile(partFile)
-	if err != nil {
 		return partition.Quality{}, 0, err
-	}
-	fields := strings.Fields(string(data))
-	if len(fields) != adj.Rows {
-		return partition.Quality{}, 0, fmt.Errorf("%s: %d lines for %d vertices", partFile, len(fields), adj.Rows)
-	}
-	owner := make([]int32, adj.Rows)
-	for v, s := range fields {
-		q, err := strconv.Atoi(s)
-		if err != nil {
-			return partition.Quality{}, 0, fmt.Errorf("%s line %d: %v", partFile, v+1, err)
-		}
-		owner[v] = int32(q)
 	}
 	plan, err := partition.FromOwners(owner, k)
 	if err != nil {
