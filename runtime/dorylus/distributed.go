@@ -204,7 +204,7 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 	if err != nil {
 		return res, err
 	}
-	run, err := launcher.Launch(cfg, launcher.Options{Exe: exe, Work: work, Trace: o.trace != "" && seed == o.seed, Log: stderr})
+	run, err := launcher.Launch(ctx, cfg, launcher.Options{Exe: exe, Work: work, Trace: o.trace != "" && seed == o.seed, Log: stderr})
 	if err != nil {
 		return res, err
 	}

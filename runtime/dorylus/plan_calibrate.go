@@ -290,7 +290,7 @@ func epochSeconds(ctx context.Context, exe, work string, o trainOptions, d distO
 	if err != nil {
 		return nil, err
 	}
-	run, err := launcher.Launch(cfg, launcher.Options{Exe: exe, Work: work, Log: io.Discard})
+	run, err := launcher.Launch(ctx, cfg, launcher.Options{Exe: exe, Work: work, Log: io.Discard})
 	if err != nil {
 		return nil, err
 	}

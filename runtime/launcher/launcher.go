@@ -53,8 +53,9 @@ type Run struct {
 // inference): it gives each a loopback address (SetAddresses), issues the run's credentials
 // into o.Work when cfg is secure and names none, writes the config there and starts the
 // servers, the parameter servers first. cfg itself is not changed. Stop the run whatever
-// happens.
-func Launch(cfg *jobconfig.RunConfig, o Options) (*Run, error) {
+// happens. Once ctx ends (the launcher's SIGTERM or SIGINT) it starts no more: it stops those
+// it started and returns ctx's error.
+func Launch(ctx context.Context, cfg *jobconfig.RunConfig, o Options) (*Run, error) {
 	c := *cfg
 	n, m := c.GraphServers.Replicas, c.ParameterServers.Replicas
 	lis, err := Listen(n + m)
@@ -78,6 +79,9 @@ func Launch(cfg *jobconfig.RunConfig, o Options) (*Run, error) {
 	}
 	r := &Run{seed: seed, exited: make(chan *Process, n+m), reports: NewReports()}
 	for s := range m {
+		if err := r.stopped(ctx, fmt.Sprintf("param-server %d", s)); err != nil {
+			return nil, err
+		}
 		p, err := StartServer(o.Exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, o.Log, r.exited,
 			"param-server", "--config", path, "--shard", strconv.Itoa(s), "--advertise-address", addrs[n+s])
 		if err != nil {
@@ -96,6 +100,9 @@ func Launch(cfg *jobconfig.RunConfig, o Options) (*Run, error) {
 		if o.Trace {
 			args = append(args, "--trace", TracePath(o.Work, q))
 		}
+		if err := r.stopped(ctx, fmt.Sprintf("graph-server %d", q)); err != nil {
+			return nil, err
+		}
 		p, err := StartServer(o.Exe, fmt.Sprintf("graph-server %d", q), lis[q], out, o.Log, r.exited, args...)
 		if err != nil {
 			r.Stop()
@@ -104,6 +111,16 @@ func Launch(cfg *jobconfig.RunConfig, o Options) (*Run, error) {
 		r.procs = append(r.procs, p)
 	}
 	return r, nil
+}
+
+// stopped stops the servers started so far and returns an error once ctx has ended, before
+// the server named next would start.
+func (r *Run) stopped(ctx context.Context, next string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	r.Stop()
+	return fmt.Errorf("training stopped before %s started (seed %d): %w", next, r.seed, ctx.Err())
 }
 
 // issueCredentials makes a run's credentials, with an ephemeral CA, in a new folder of work

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// marked returns the processes whose environment holds marker (which a launcher's servers
+// inherit from it), as "pid: command line".
+func marked(marker string) []string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var found []string
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil || !bytes.Contains(env, []byte("\x00"+marker+"\x00")) && !bytes.HasPrefix(env, []byte(marker+"\x00")) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		found = append(found, filepath.Base(d)+": "+strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " "))
+	}
+	return found
+}
+
+// TestTrainStopsEveryServerOnSignal: dorylus train --graph-servers 12, sent SIGTERM or SIGINT
+// at moments from its start (the dataset loading, the partitions being cut, the servers
+// starting and loading them) to training, exits within seconds, and not one process it started
+// is left.
+func TestTrainStopsEveryServerOnSignal(t *testing.T) {
+	const servers = 12
+	started := 0 // signals that found servers running
+	for i, tc := range []struct {
+		sig   syscall.Signal
+		after time.Duration
+	}{
+		{syscall.SIGTERM, 100 * time.Millisecond},
+		{syscall.SIGTERM, 600 * time.Millisecond},
+		{syscall.SIGINT, 1200 * time.Millisecond},
+		{syscall.SIGTERM, 2500 * time.Millisecond},
+		{syscall.SIGTERM, 6 * time.Second},
+	} {
+		marker := fmt.Sprintf("DORYLUS_SIGNAL_TEST=%d-%d", os.Getpid(), i)
+		cmd := exec.Command(dorylusBin, "train", "--graph-servers", fmt.Sprint(servers), "--intervals", "1",
+			"--epochs", "100000", "--eval-every", "100000")
+		cmd.Env = append(os.Environ(), marker)
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		var status error // of the launcher, once exited is closed
+		go func() { status = cmd.Wait(); close(exited) }()
+		time.Sleep(tc.after)
+		running := len(marked(marker)) - 1 // but the launcher
+		if running > 0 {
+			started++
+		}
+		sent := time.Now()
+		if err := cmd.Process.Signal(tc.sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("%v after %v (%d servers running): the launcher still ran 15 s later\n%s", tc.sig, tc.after, running, logs.String())
+		}
+		took := time.Since(sent)
+		var left []string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if left = marked(marker); len(left) == 0 {
+				break
+			}
+		}
+		t.Logf("%v after %v: %d servers running, the launcher exited %v later (%v)", tc.sig, tc.after, running, took.Round(10*time.Millisecond), status)
+		if len(left) > 0 {
+			t.Errorf("%v after %v: %d processes left 5 s after the launcher exited: %s\n%s", tc.sig, tc.after, len(left), strings.Join(left, "; "), logs.String())
+			for _, p := range left {
+				var pid int
+				if _, err := fmt.Sscan(strings.SplitN(p, ":", 2)[0], &pid); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	if started == 0 {
+		t.Errorf("no signal found the servers running: the moments test nothing of their start-up")
+	}
+}
