@@ -57,7 +57,7 @@ func TestResolveRunConfig(t *testing.T) {
 			j.Spec.Training.Intervals = ptr.To[int32](32)
 			j.Spec.Training.WeightDecay = "5e-4"
 		}, func(c *jobconfig.RunConfig) {
-			c.Training.Staleness.Bound, c.Training.TargetAccuracy, c.Training.Intervals, c.Training.WeightDecay = 2, 0.81, 32, 5e-4
+			c.Training.Staleness, c.Training.TargetAccuracy, c.Training.Intervals, c.Training.WeightDecay = jobconfig.Bounded(2), 0.81, 32, 5e-4
 		}},
 		{"s3 dataset with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{Format: dorylusv1alpha1.DatasetFormatText, S3: &dorylusv1alpha1.S3Location{

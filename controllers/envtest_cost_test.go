@@ -15,6 +15,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
@@ -54,7 +55,7 @@ func TestBudgetFromTheGraphServers(t *testing.T) {
 			return cpu.New(cpu.Options{Workers: 4, Latency: 20 * time.Millisecond})
 		},
 		Train: graphserver.Config{Intervals: 2, Layers: 2, Hidden: 16, Dropout: 0.5, LearningRate: 0.01, Epochs: cfg.Training.Epochs,
-			Seed: 1, Sync: true, EvalEvery: cfg.Training.Epochs, Cost: cfg.CostRun(), Status: reporter}})
+			Seed: 1, Staleness: jobconfig.Sync, EvalEvery: cfg.Training.Epochs, Cost: cfg.CostRun(), Status: reporter}})
 	if err != nil {
 		t.Fatalf("the run: %v", err)
 	}

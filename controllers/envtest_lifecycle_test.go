@@ -176,7 +176,7 @@ func TestSuspendResumeAsyncCheckpointed(t *testing.T) {
 	cfg := runConfigOf(t, ns, "async-pause")
 	uid := string(getJob(t, ns, "async-pause").UID)
 	want := &jobconfig.Checkpoint{IntervalEpochs: 5, RunID: uid, Path: jobconfig.CheckpointMountPath + "/async/" + jobconfig.RunFolder(uid)}
-	if diff := cmp.Diff(want, cfg.Checkpoint); diff != "" || cfg.Training.Staleness != (jobconfig.Staleness{Bound: 1}) {
+	if diff := cmp.Diff(want, cfg.Checkpoint); diff != "" || cfg.Training.Staleness != jobconfig.Bounded(1) {
 		t.Errorf("resumed run config: staleness %v, checkpoint (-want +got):\n%s", cfg.Training.Staleness, diff)
 	}
 }

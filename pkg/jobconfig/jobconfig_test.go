@@ -1,6 +1,7 @@
 package jobconfig
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -92,7 +93,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"GCN with heads", func(c *RunConfig) { c.Model.Heads = 4 }, "model.heads"},
 		{"zero epochs", func(c *RunConfig) { c.Training.Epochs = 0 }, "training.epochs"},
 		{"zero learning rate", func(c *RunConfig) { c.Training.LearningRate = 0 }, "training.learningRate"},
-		{"negative staleness", func(c *RunConfig) { c.Training.Staleness.Bound = -1 }, "training.staleness"},
+		{"negative staleness", func(c *RunConfig) { c.Training.Staleness.bound = -1 }, "training.staleness"},
 		{"peers mismatch", func(c *RunConfig) { c.GraphServers.Peers = c.GraphServers.Peers[:1] }, "graphServers.peers"},
 		{"bad port", func(c *RunConfig) { c.GraphServers.Port = 0 }, "graphServers.port"},
 		{"no ps service", func(c *RunConfig) { c.ParameterServers.Service = "" }, "parameterServers.service"},
@@ -132,7 +133,7 @@ func TestStaleness(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want Staleness
-	}{{"sync", Sync}, {"0", Staleness{}}, {"3", Staleness{Bound: 3}}} {
+	}{{"sync", Sync}, {"0", Staleness{}}, {"3", Bounded(3)}} {
 		got, err := ParseStaleness(tc.in)
 		if err != nil || got != tc.want || got.String() != tc.in {
 			t.Errorf("ParseStaleness(%q) = %+v (%q), %v; want %+v", tc.in, got, got.String(), err, tc.want)
@@ -148,11 +149,47 @@ func TestStaleness(t *testing.T) {
 	}
 }
 
+// TestStalenessOf: the two fields of the wire forms make a staleness only when they agree; a
+// staleness is "sync" or the number S in JSON, as the CRD spells it.
+func TestStalenessOf(t *testing.T) {
+	for _, tc := range []struct {
+		sync  bool
+		bound int
+		want  Staleness
+		err   string
+	}{{true, 0, Sync, ""}, {false, 0, Staleness{}, ""}, {false, 2, Bounded(2), ""},
+		{true, 1, Staleness{}, "must be 0 with sync, got 1"}, {false, -1, Staleness{}, "must not be negative, got -1"}} {
+		got, err := StalenessOf(tc.sync, tc.bound)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
+			t.Errorf("StalenessOf(%v, %d) = %v, %v; want %v, %q", tc.sync, tc.bound, got, err, tc.want, tc.err)
+		}
+		if err == nil && (got.Sync() != tc.sync || got.Bound() != tc.bound) {
+			t.Errorf("StalenessOf(%v, %d) reads back as %v, %d", tc.sync, tc.bound, got.Sync(), got.Bound())
+		}
+	}
+	for _, tc := range []struct {
+		st   Staleness
+		json string
+	}{{Sync, `"sync"`}, {Bounded(0), `0`}, {Bounded(3), `3`}} {
+		data, err := json.Marshal(tc.st)
+		var back Staleness
+		if err != nil || string(data) != tc.json || json.Unmarshal(data, &back) != nil || back != tc.st {
+			t.Errorf("%v in JSON: %s, %v; read back as %v; want %s", tc.st, data, err, back, tc.json)
+		}
+	}
+	for _, bad := range []string{`-1`, `"async"`, `1.5`, `true`} {
+		var st Staleness
+		if err := json.Unmarshal([]byte(bad), &st); err == nil {
+			t.Errorf("staleness %s read as %v, want an error", bad, st)
+		}
+	}
+}
+
 // TestStalenessWireForm: the staleness travels as the two fields the operator has always
 // written, and a config of an older operator reads the same.
 func TestStalenessWireForm(t *testing.T) {
 	c := validConfig()
-	c.Training.Staleness = Staleness{Bound: 2}
+	c.Training.Staleness = Bounded(2)
 	data, err := Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +209,10 @@ func TestStalenessWireForm(t *testing.T) {
 	bad := strings.Replace(sync, `"staleness": 0`, `"staleness": 1`, 1)
 	if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "training.staleness") {
 		t.Errorf("sync with S = 1: %v, want ErrInvalid naming training.staleness", err)
+	}
+	negative := strings.Replace(string(data), `"staleness": 2`, `"staleness": -1`, 1)
+	if _, err := Parse([]byte(negative)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "training.staleness") {
+		t.Errorf("S = -1: %v, want ErrInvalid naming training.staleness", err)
 	}
 }
 

@@ -121,7 +121,7 @@ func TestValidateRefusesOutOfRange(t *testing.T) {
 		{"model.hidden", Limits.Hidden, false, func(c *RunConfig, n int) { c.Model.Hidden = n }},
 		{"model.heads", Limits.Heads, false, func(c *RunConfig, n int) { c.Model.Architecture, c.Model.Heads = ArchitectureGAT, n }},
 		{"training.epochs", Limits.Epochs, false, func(c *RunConfig, n int) { c.Training.Epochs = n }},
-		{"training.staleness", Limits.Staleness, false, func(c *RunConfig, n int) { c.Training.Staleness = Staleness{Bound: n} }},
+		{"training.staleness", Limits.Staleness, false, func(c *RunConfig, n int) { c.Training.Staleness = Staleness{bound: n} }},
 		{"training.intervals", Limits.Intervals, true, func(c *RunConfig, n int) { c.Training.Intervals = n }},
 		{"training.evalEvery", Range{1, Limits.Epochs.Max}, true, func(c *RunConfig, n int) { c.Training.EvalEvery = n }},
 		{"graphServers.replicas", Limits.GraphServers, false, func(c *RunConfig, n int) {

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"testing"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // BenchmarkSchedulerOverhead measures the scheduler's cost per task (one Start and one Done,
@@ -19,7 +21,7 @@ func BenchmarkSchedulerOverhead(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			const perEpoch = 4 * 64 * (6*2 + 2)
 			cfg := Config{Partitions: 4, Intervals: 64, Layers: 2, Epochs: b.N/perEpoch + 2,
-				Sync: m.sync, Staleness: m.stale}
+				Staleness: staleness(m.sync, m.stale)}
 			s, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)
@@ -55,7 +57,7 @@ func BenchmarkSchedulerOverhead(b *testing.B) {
 
 // BenchmarkReady measures one Ready call over 256 intervals.
 func BenchmarkReady(b *testing.B) {
-	s, err := New(Config{Partitions: 4, Intervals: 64, Layers: 2, Epochs: 10, Staleness: 1})
+	s, err := New(Config{Partitions: 4, Intervals: 64, Layers: 2, Epochs: 10, Staleness: jobconfig.Bounded(1)})
 	if err != nil {
 		b.Fatal(err)
 	}

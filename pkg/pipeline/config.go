@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // GradientFlow says which backward task reads other intervals' gradient rows.
@@ -55,12 +57,10 @@ type Config struct {
 	// a checkpoint taken after FirstEpoch epochs. In synchronous mode the weight version starts
 	// at FirstEpoch too, the version a checkpoint of that epoch holds.
 	FirstEpoch int
-	// Sync selects synchronous training: a barrier after every SC_l (and every gradient
-	// exchange), one weight update per epoch. Staleness must then be 0.
-	Sync bool
-	// Staleness is the bound S ≥ 0 of asynchronous mode: no interval starts epoch e unless
-	// e ≤ LowestUnfinished() + S.
-	Staleness int
+	// Staleness is synchronous training — a barrier after every SC_l (and every gradient
+	// exchange), one weight update per epoch — or the bound S ≥ 0 of asynchronous mode: no
+	// interval starts epoch e unless e ≤ LowestUnfinished() + S.
+	Staleness jobconfig.Staleness
 	// DrainEvery, N ≥ 1 in asynchronous mode, drains the pipeline every N epochs: no interval
 	// starts an epoch that is a multiple of N until every interval has finished the epoch
 	// before it, so that the weights are those after a common epoch boundary, where a
@@ -146,12 +146,6 @@ func (c *Config) Validate() error {
 	}
 	if c.FirstEpoch < 0 || c.FirstEpoch >= c.Epochs {
 		return bad("first epoch %d, want 0..%d", c.FirstEpoch, c.Epochs-1)
-	}
-	if c.Staleness < 0 {
-		return bad("staleness %d, want at least 0", c.Staleness)
-	}
-	if c.Sync && c.Staleness != 0 {
-		return bad("staleness %d given with synchronous mode", c.Staleness)
 	}
 	if c.DrainEvery < 0 {
 		return bad("drain every %d epochs, want at least 0", c.DrainEvery)

@@ -101,7 +101,7 @@ func driveDistributed(cfg Config, seed uint64, st *stats) error {
 			if err := truth.finish(t); err != nil {
 				return fmt.Errorf("step %d: truth: %w", step, err)
 			}
-			if t.Kind == KindWU && cfg.ExternalVersions && (!cfg.Sync || truth.wuDone[t.Epoch] == truth.n()) {
+			if t.Kind == KindWU && cfg.ExternalVersions && (!cfg.Staleness.Sync() || truth.wuDone[t.Epoch] == truth.n()) {
 				// The parameter server applies the gradient (sync: the epoch's last one) and
 				// answers the pushing server at once; the others hear of it later.
 				psVersion++
@@ -195,12 +195,12 @@ func checkTruth(truth *oracle, t Task, got Started) error {
 			return fmt.Errorf("%v reads epoch %d of %v, which has produced only up to %d", t, r.Epoch, r.From, truth.latest[f][h])
 		}
 		age := t.Epoch - r.Epoch
-		if age > truth.stale+1 || (truth.cfg.Sync && age != 0) {
+		if age > truth.stale+1 || (truth.cfg.Staleness.Sync() && age != 0) {
 			return fmt.Errorf("staleness bound broken: %v reads epoch %d of %v", t, r.Epoch, r.From)
 		}
 		truth.maxAge = max(truth.maxAge, age)
 	}
-	if truth.cfg.Sync && f >= 0 && truth.produced[[2]int{f, t.Epoch}] != truth.n() {
+	if truth.cfg.Staleness.Sync() && f >= 0 && truth.produced[[2]int{f, t.Epoch}] != truth.n() {
 		return fmt.Errorf("sync barrier broken: %v starts before every interval produced its rows", t)
 	}
 	if !truth.isTail(t) && truth.epochOf(truth.index[t.ID()]) < t.Epoch {
@@ -232,7 +232,7 @@ func TestDistributedSchedules(t *testing.T) {
 								seed := uint64(seed)*7_000_003 + uint64(P*100+I*10+L) + uint64(flow)<<40
 								rng := rand.New(rand.NewPCG(seed, 2))
 								cfg := Config{Partitions: P, Intervals: I, Layers: L, Epochs: m.stale + 3,
-									Sync: m.sync, Staleness: m.stale, Gradients: flow,
+									Staleness: staleness(m.sync, m.stale), Gradients: flow,
 									ExternalVersions: !m.sync || rng.IntN(2) == 0, TailOverlap: rng.IntN(2) == 0, DrainEvery: rng.IntN(3)}
 								if rng.IntN(3) == 0 {
 									cfg.Reads = randomReads(rng, cfg.intervalCounts())

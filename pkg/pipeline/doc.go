@@ -29,9 +29,9 @@
 //
 // # Synchronous mode
 //
-// With Config.Sync a task that reads other intervals' rows of layer l at epoch e waits until
-// every interval of every partition has produced its layer-l rows of epoch e: a barrier after
-// every Scatter (and every gradient exchange). Every read is of the same epoch, there is one
+// With Config.Staleness synchronous (jobconfig.Sync) a task that reads other intervals' rows of
+// layer l at epoch e waits until every interval of every partition has produced its layer-l
+// rows of epoch e: a barrier after every Scatter (and every gradient exchange). Every read is of the same epoch, there is one
 // weight version per epoch, and the data flow is exactly that of full-graph training.
 //
 // # Asynchronous mode and the staleness bound

@@ -46,9 +46,7 @@ func newOracle(cfg Config) *oracle {
 	o := &oracle{cfg: cfg, seq: Sequence(cfg.Layers), index: map[IntervalID]int{},
 		started: map[Task]bool{}, done: map[Task]bool{}, produced: map[[2]int]int{},
 		wuDone: map[int]int{}, pins: map[[2]int]int{}, stopAt: -1, last: cfg.Epochs - 1}
-	if !cfg.Sync {
-		o.stale = cfg.Staleness
-	}
+	o.stale = cfg.Staleness.Bound()
 	o.split = 3*cfg.Layers + 1 // after AV_L
 	if cfg.TailOverlap && o.stale > 0 {
 		o.lead = 1
@@ -236,7 +234,7 @@ func (o *oracle) depsMet(t Task) (bool, string) {
 		if o.drains(t.Epoch) {
 			return false, "drain"
 		}
-		if o.cfg.Sync && t.Epoch > 0 {
+		if o.cfg.Staleness.Sync() && t.Epoch > 0 {
 			if o.wuDone[t.Epoch-1] != o.n() {
 				return false, "sync: previous epoch not finished everywhere"
 			}
@@ -249,7 +247,7 @@ func (o *oracle) depsMet(t Task) (bool, string) {
 	if f < 0 {
 		return true, ""
 	}
-	if o.cfg.Sync {
+	if o.cfg.Staleness.Sync() {
 		if o.produced[[2]int{f, t.Epoch}] != o.n() {
 			return false, "sync barrier"
 		}
@@ -267,7 +265,7 @@ func (o *oracle) depsMet(t Task) (bool, string) {
 // drains reports whether epoch e may not start yet because the pipeline drains before it.
 func (o *oracle) drains(e int) bool {
 	d := o.cfg.DrainEvery
-	return !o.cfg.Sync && d > 0 && e%d == 0 && e > o.minUnf()
+	return !o.cfg.Staleness.Sync() && d > 0 && e%d == 0 && e > o.minUnf()
 }
 
 // readyLocal returns the tasks Ready must return, in its order.
@@ -309,7 +307,7 @@ func (o *oracle) start(t Task, got Started, version int) error {
 			o.gateEdge++
 		}
 		o.pins[[2]int{g, t.Epoch}] = version
-		if o.cfg.Sync && t.Epoch > 0 {
+		if o.cfg.Staleness.Sync() && t.Epoch > 0 {
 			if prev := o.pins[[2]int{g, t.Epoch - 1}]; version <= prev {
 				return fmt.Errorf("sync: %v pins version %d, not newer than last epoch's %d", t, version, prev)
 			}
@@ -350,7 +348,7 @@ func (o *oracle) start(t Task, got Started, version int) error {
 				return fmt.Errorf("%v reads epoch %d of %v, not the freshest %d", t, r.Epoch, r.From, o.latest[f][h])
 			}
 			age := t.Epoch - r.Epoch
-			if o.cfg.Sync && age != 0 {
+			if o.cfg.Staleness.Sync() && age != 0 {
 				return fmt.Errorf("sync: %v reads epoch %d of %v", t, r.Epoch, r.From)
 			}
 			if age > o.stale+1 {
@@ -358,7 +356,7 @@ func (o *oracle) start(t Task, got Started, version int) error {
 			}
 			o.maxAge = max(o.maxAge, age)
 		}
-		if o.cfg.Sync && o.produced[[2]int{f, t.Epoch}] != o.n() {
+		if o.cfg.Staleness.Sync() && o.produced[[2]int{f, t.Epoch}] != o.n() {
 			return fmt.Errorf("sync barrier broken: %v starts with %d of %d producers done", t, o.produced[[2]int{f, t.Epoch}], o.n())
 		}
 	}
@@ -396,7 +394,7 @@ func (o *oracle) finish(t Task) error {
 	}
 	if t.Kind == KindWU {
 		o.wuDone[t.Epoch]++
-		if !o.cfg.Sync || o.wuDone[t.Epoch] == o.n() {
+		if !o.cfg.Staleness.Sync() || o.wuDone[t.Epoch] == o.n() {
 			o.version++
 		}
 	}

@@ -260,7 +260,7 @@ func TestRandomSchedules(t *testing.T) {
 								seed := uint64(seed)*1_000_003 + uint64(P*100+I*10+L) + uint64(flow)<<40
 								rng := rand.New(rand.NewPCG(seed, 1))
 								cfg := Config{Partitions: P, Intervals: I, Layers: L, Epochs: m.stale + 3 + rng.IntN(2),
-									Sync: m.sync, Staleness: m.stale, Gradients: flow}
+									Staleness: staleness(m.sync, m.stale), Gradients: flow}
 								if rng.IntN(3) == 0 {
 									cfg.IntervalsOf = make([]int, P)
 									for p := range cfg.IntervalsOf {

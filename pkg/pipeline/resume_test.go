@@ -3,6 +3,8 @@ package pipeline
 import (
 	"errors"
 	"testing"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // TestFirstEpoch checks a run resumed after 3 of 5 epochs, synchronous, with the scheduler's
@@ -10,7 +12,7 @@ import (
 // and the next version 4, and the run finishes after epoch 4.
 func TestFirstEpoch(t *testing.T) {
 	for _, external := range []bool{false, true} {
-		s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 2, Epochs: 5, FirstEpoch: 3, Sync: true, ExternalVersions: external})
+		s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 2, Epochs: 5, FirstEpoch: 3, Staleness: jobconfig.Sync, ExternalVersions: external})
 		if s.WeightVersion() != 3 || s.LowestUnfinished() != 3 {
 			t.Fatalf("external %v: version %d, lowest unfinished %d; want 3 and 3", external, s.WeightVersion(), s.LowestUnfinished())
 		}
@@ -37,7 +39,7 @@ func TestFirstEpoch(t *testing.T) {
 		}
 	}
 	for _, first := range []int{-1, 5} {
-		if _, err := New(Config{Partitions: 1, Intervals: 1, Layers: 1, Epochs: 5, FirstEpoch: first, Sync: true}); !errors.Is(err, ErrConfig) {
+		if _, err := New(Config{Partitions: 1, Intervals: 1, Layers: 1, Epochs: 5, FirstEpoch: first, Staleness: jobconfig.Sync}); !errors.Is(err, ErrConfig) {
 			t.Errorf("first epoch %d of 5: %v, want ErrConfig", first, err)
 		}
 	}

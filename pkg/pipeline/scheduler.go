@@ -62,12 +62,12 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Scheduler{layers: cfg.Layers, epochs: cfg.Epochs, sync: cfg.Sync, stale: cfg.Staleness,
+	s := &Scheduler{layers: cfg.Layers, epochs: cfg.Epochs, sync: cfg.Staleness.Sync(), stale: cfg.Staleness.Bound(),
 		external: cfg.ExternalVersions, last: cfg.Epochs - 1, minUnf: cfg.FirstEpoch,
 		wu: [2]epochCount{{-1, 0}, {-1, 0}}}
 	s.layout(&cfg)
 	s.steps, s.split = buildSteps(cfg.Layers, cfg.Gradients)
-	if cfg.TailOverlap && !cfg.Sync && cfg.Staleness > 0 {
+	if cfg.TailOverlap && !cfg.Staleness.Sync() && cfg.Staleness.Bound() > 0 {
 		s.lead = 1
 	}
 	s.fl = newFlows(&cfg, s.ids, s.offset)
@@ -76,7 +76,7 @@ func New(cfg Config) (*Scheduler, error) {
 		s.iv[g] = newIvState(cfg.FirstEpoch, s.split)
 	}
 	s.atMin = s.n
-	if cfg.Sync {
+	if cfg.Staleness.Sync() {
 		s.version = cfg.FirstEpoch
 	} else {
 		s.drain = cfg.DrainEvery

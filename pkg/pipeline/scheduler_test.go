@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 func mustNew(t *testing.T, cfg Config) *Scheduler {
@@ -95,7 +97,7 @@ func TestSequence(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	ok := Config{Partitions: 2, Intervals: 2, Layers: 2, Epochs: 3, Staleness: 1}
+	ok := Config{Partitions: 2, Intervals: 2, Layers: 2, Epochs: 3, Staleness: jobconfig.Bounded(1)}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
@@ -107,8 +109,6 @@ func TestConfigErrors(t *testing.T) {
 		{"intervals of value", func(c *Config) { c.IntervalsOf = []int{1, 0} }, "partition 1 has 0 intervals"},
 		{"layers", func(c *Config) { c.Layers = 0 }, "layers 0"},
 		{"epochs", func(c *Config) { c.Epochs = 0 }, "epochs 0"},
-		{"staleness", func(c *Config) { c.Staleness = -1 }, "staleness -1"},
-		{"sync staleness", func(c *Config) { c.Sync = true }, "staleness 1 given with synchronous mode"},
 		{"drain", func(c *Config) { c.DrainEvery = -1 }, "drain every -1 epochs"},
 		{"flow", func(c *Config) { c.Gradients = 7 }, "unknown gradient flow"},
 		{"reads key", func(c *Config) { c.Reads = map[IntervalID][]IntervalID{{2, 0}: nil} }, "Reads has interval p2/i0"},
@@ -137,7 +137,7 @@ func TestConfigErrors(t *testing.T) {
 
 // With S = 1 an interval may run one epoch ahead of the slowest, and no further.
 func TestStalenessOneRunsOneEpochAhead(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: 1, Reads: selfOnly(1, 2)})
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: jobconfig.Bounded(1), Reads: selfOnly(1, 2)})
 	i0, i1 := IntervalID{0, 0}, IntervalID{0, 1}
 	runUntil(t, s, i0, 0, nil)
 	runUntil(t, s, i0, 1, nil) // epoch 1 while i1 has not started epoch 0
@@ -181,7 +181,7 @@ func TestStalenessZeroIsAnEpochBarrier(t *testing.T) {
 // With S = 1 and a drain every 2 epochs, an interval runs ahead into epoch 1 but not into
 // epoch 2 until every interval has finished epoch 1; past the drain it runs ahead again.
 func TestDrainEmptiesThePipeline(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: 1, DrainEvery: 2,
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: jobconfig.Bounded(1), DrainEvery: 2,
 		Reads: selfOnly(1, 2), TailOverlap: true})
 	i0, i1 := IntervalID{0, 0}, IntervalID{0, 1}
 	runUntil(t, s, i0, 1, nil) // epoch 1 while i1 has not started epoch 0: no drain before it
@@ -210,7 +210,7 @@ func TestDrainEmptiesThePipeline(t *testing.T) {
 // GA reads the freshest rows present, which may be S + 1 epochs old but no older; the
 // backward pass reads gradient contributions the same way.
 func TestAsyncReadsFreshestRows(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: 1})
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 4, Staleness: jobconfig.Bounded(1)})
 	i0, i1 := IntervalID{0, 0}, IntervalID{0, 1}
 	// Epoch 0 in lockstep: GA_0 of each needs the other's SC_0.
 	runUntil(t, s, i0, 0, &Step{KindGA, 0})
@@ -250,7 +250,7 @@ func TestAsyncReadsFreshestRows(t *testing.T) {
 // An interval's backward pass uses the version its AV_0 pinned, while other intervals' updates
 // move the newest version on; PinnedVersions lists exactly the versions in use.
 func TestWeightStashing(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 2, Epochs: 3, Staleness: 1, Reads: selfOnly(1, 2)})
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 2, Epochs: 3, Staleness: jobconfig.Bounded(1), Reads: selfOnly(1, 2)})
 	i0, i1 := IntervalID{0, 0}, IntervalID{0, 1}
 	if got := run(t, s, task(0, 0, 0, KindAV, 0)); got.Weights != 0 {
 		t.Fatalf("AV_0 pinned %d", got.Weights)
@@ -294,7 +294,7 @@ func TestWeightStashing(t *testing.T) {
 func TestSyncIsFullGraphTraining(t *testing.T) {
 	for _, flow := range []GradientFlow{PushGradients, PullGradients} {
 		for seed := uint64(0); seed < 50; seed++ {
-			cfg := Config{Partitions: 2, Intervals: 3, Layers: 2, Epochs: 3, Sync: true, Gradients: flow}
+			cfg := Config{Partitions: 2, Intervals: 3, Layers: 2, Epochs: 3, Staleness: jobconfig.Sync, Gradients: flow}
 			if err := checkFullGraph(cfg, seed); err != nil {
 				t.Fatalf("%v seed %d: %v", flow, seed, err)
 			}
@@ -451,7 +451,7 @@ func TestErrors(t *testing.T) {
 
 // StopAfter ends the run after an epoch even when some intervals have gone past it.
 func TestStopAfter(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 5, Staleness: 2, Reads: selfOnly(1, 2)})
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 5, Staleness: jobconfig.Bounded(2), Reads: selfOnly(1, 2)})
 	i0, i1 := IntervalID{0, 0}, IntervalID{0, 1}
 	runUntil(t, s, i0, 1, nil)
 	ga := task(0, 0, 2, KindGA, 0)
@@ -491,7 +491,7 @@ func TestStopAfter(t *testing.T) {
 
 // A coordinator runs no partition and follows the epoch gate from progress reports.
 func TestCoordinator(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 2, Intervals: 2, Layers: 2, Epochs: 2, Staleness: 1, Local: []int{}})
+	s := mustNew(t, Config{Partitions: 2, Intervals: 2, Layers: 2, Epochs: 2, Staleness: jobconfig.Bounded(1), Local: []int{}})
 	if len(s.Ready()) != 0 || s.Finished() {
 		t.Fatal("coordinator has work or is finished")
 	}
@@ -519,7 +519,7 @@ func TestCoordinator(t *testing.T) {
 
 // With external versions, synchronous mode waits for the caller to report the update.
 func TestSyncExternalVersions(t *testing.T) {
-	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 2, Sync: true, ExternalVersions: true})
+	s := mustNew(t, Config{Partitions: 1, Intervals: 2, Layers: 1, Epochs: 2, Staleness: jobconfig.Sync, ExternalVersions: true})
 	for _, st := range Sequence(1) {
 		for i := 0; i < 2; i++ {
 			run(t, s, task(0, i, 0, st.Kind, st.Layer))
@@ -545,7 +545,7 @@ func TestTailOverlap(t *testing.T) {
 	i0 := IntervalID{0, 0}
 	seq := Sequence(1) // AV_0 SC_0 GA_0 AV_1 | ∇GA_0 ∇SC_0 ∇AV_0 WU
 	for _, stale := range []int{0, 1} {
-		s := mustNew(t, Config{Partitions: 1, Intervals: 1, Layers: 1, Epochs: 4, Staleness: stale, TailOverlap: true})
+		s := mustNew(t, Config{Partitions: 1, Intervals: 1, Layers: 1, Epochs: 4, Staleness: jobconfig.Bounded(stale), TailOverlap: true})
 		runUntil(t, s, i0, 0, &Step{KindBackGA, 0})
 		want := []Task{task(0, 0, 0, KindBackGA, 0)}
 		if stale == 1 {
@@ -645,4 +645,12 @@ func TestBlocked(t *testing.T) {
 	if got := s.Blocked(0, 0); got != WaitGate {
 		t.Fatalf("Blocked after epoch 0 with p1 behind (S = 0) = %v, want WaitGate", got)
 	}
+}
+
+// staleness returns synchronous training, or the asynchronous bound s.
+func staleness(sync bool, s int) jobconfig.Staleness {
+	if sync {
+		return jobconfig.Sync
+	}
+	return jobconfig.Bounded(s)
 }

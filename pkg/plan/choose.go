@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // Space is the set of configurations the planner weighs.
@@ -18,8 +19,8 @@ type Space struct {
 	// ConcurrencyPerInterval are the functions' concurrencies, as multiples of the intervals
 	// (1: a call per interval; 2: also the next epoch's with staleness 1).
 	ConcurrencyPerInterval []int
-	MemoriesMB             []int // Lambda's function memories
-	Staleness              int   // every configuration's staleness bound S
+	MemoriesMB             []int               // Lambda's function memories
+	Staleness              jobconfig.Staleness // every configuration's staleness bound S
 }
 
 // DefaultSpace is the space dorylus plan searches: 1 to 16 graph servers, 1 to 32 intervals,
@@ -30,7 +31,7 @@ var DefaultSpace = Space{
 	Intervals:              []int{1, 2, 4, 8, 16, 32},
 	ConcurrencyPerInterval: []int{1, 2},
 	MemoriesMB:             []int{1769, 3008, 5120, 10240},
-	Staleness:              1,
+	Staleness:              jobconfig.Bounded(1),
 }
 
 // Configs returns every configuration of s.
@@ -192,8 +193,8 @@ func (s Space) Validate() error {
 			return fmt.Errorf("%w: %s %v: want at least one, each at least 1", ErrConfig, name, l)
 		}
 	}
-	if s.Staleness < 0 {
-		return fmt.Errorf("%w: staleness %d: want 0 or more", ErrConfig, s.Staleness)
+	if s.Staleness.Sync() {
+		return fmt.Errorf("%w: staleness %v: the synchronous mode is not modelled, want a bound S", ErrConfig, s.Staleness)
 	}
 	if len(s.Backends) == 0 {
 		return fmt.Errorf("%w: no backend: want cpu, lambda or knative", ErrConfig)

@@ -1,5 +1,7 @@
 package plan
 
+import "github.com/dorylus-gnn/dorylus/runtime/graphserver"
+
 // GraphServerBytes predicts the resident memory of the graph server that holds the heaviest
 // part of w in configuration c: the buffers of its rows, term by term as the README's "Memory
 // of a graph server" lists them, and the graph, times unaccounted: what the terms leave out
@@ -9,7 +11,8 @@ package plan
 // but w_0 and A their sum but w_L; the part owns v vertices, holds g ghosts and e entries of Â;
 // R epochs of P_l and dZ_l are kept — a GCN's 2 (its writers wait for the Gathers of the epoch
 // they overwrite), a GAT's 2S+2 — and π = 2 epochs of Z_l (but the logits, w_L wide) and the
-// kept activations when a GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1.
+// kept activations when a GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1:
+// R and π as the graph server keeps them (graphserver.Slots and EpochsInFlight).
 func (w Workload) GraphServerBytes(c Config) float64 {
 	p := w.Part(c.GraphServers)
 	v, g, e := float64(p.Vertices), float64(p.Ghosts), float64(p.Entries)
@@ -24,13 +27,12 @@ func (w Workload) GraphServerBytes(c Config) float64 {
 			A += float64(x)
 		}
 	}
-	R, pi, out := float64(2*c.Staleness+2), 1.0, float64(ws[len(ws)-1])
-	if w.Model.Architecture == GCN {
-		R = 2
-		if c.Staleness > 0 {
-			pi = 2
-		}
+	heads := 0 // the graph server's Config.Heads: 0 trains a GCN
+	if w.Model.Architecture == GAT {
+		heads = max(w.Model.Heads, 1)
 	}
+	R, pi := float64(graphserver.Slots(c.Staleness, heads)), float64(graphserver.EpochsInFlight(c.Staleness, heads))
+	out := float64(ws[len(ws)-1])
 	features, nnz := 4*v*float64(w.Features), 0.0
 	if w.FeatureEntries > 0 { // sparse: a column and a value per non-zero, and its activation's values
 		nnz = float64(w.FeatureEntries) * v / float64(w.Vertices)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // Backend is where the tensor tasks run.
@@ -33,13 +35,13 @@ type Config struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	MemoryMB    int `json:"memoryMB,omitempty"` // Lambda's function memory
 	// Staleness is the bound S of the asynchronous pipeline: an interval has up to S+1
-	// epochs in flight.
-	Staleness int `json:"staleness"`
+	// epochs in flight. The synchronous mode is not modelled.
+	Staleness jobconfig.Staleness `json:"staleness"`
 }
 
 // String names the configuration on one line.
 func (c Config) String() string {
-	s := fmt.Sprintf("%s gs=%d intervals=%d S=%d", c.Backend, c.GraphServers, c.Intervals, c.Staleness)
+	s := fmt.Sprintf("%s gs=%d intervals=%d S=%v", c.Backend, c.GraphServers, c.Intervals, c.Staleness)
 	switch c.Backend {
 	case Lambda:
 		s += fmt.Sprintf(" concurrency=%d memory=%dMB", c.Concurrency, c.MemoryMB)
@@ -78,8 +80,8 @@ var ErrConfig = errors.New("plan: invalid configuration")
 
 func (c Config) validate(m Machine) error {
 	switch {
-	case c.GraphServers < 1 || c.Intervals < 1 || c.Staleness < 0:
-		return fmt.Errorf("%w: %d graph servers, %d intervals, staleness %d: want at least 1 server and interval, staleness 0 or more", ErrConfig, c.GraphServers, c.Intervals, c.Staleness)
+	case c.GraphServers < 1 || c.Intervals < 1 || c.Staleness.Sync():
+		return fmt.Errorf("%w: %d graph servers, %d intervals, staleness %v: want at least 1 server and interval, a staleness bound S (the synchronous mode is not modelled)", ErrConfig, c.GraphServers, c.Intervals, c.Staleness)
 	case c.Backend != CPU && c.Backend != Lambda && c.Backend != Knative:
 		return fmt.Errorf("%w: backend %q: want cpu, lambda or knative", ErrConfig, c.Backend)
 	case c.Backend != CPU && c.Concurrency < 1:
@@ -279,7 +281,7 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	// run that stage of all), with S+1 epochs in flight. The gate opens an epoch once an
 	// interval's WU is done, and its first AV waits for the pull of the version WU made: no
 	// work overlaps those.
-	inFlight := 1 / float64(c.Staleness+1)
+	inFlight := 1 / float64(c.Staleness.Bound()+1)
 	scatters := sum(term(roundTripC, n.Scatters/I), term(roundTripByteC, n.GhostBytes/I))
 	b.chain = sum(scatters, latency.times(n.Calls/I), b.work).times(inFlight)
 	b.gate = sum(term(roundTripC, n.RoundTrips/I), term(roundTripByteC, n.RoundTripBytes/I)).times(inFlight)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // tiny is a workload whose counts are worked out by hand below: 2 layers 8 → 4 → 2, the
@@ -65,7 +66,7 @@ func TestPredict(t *testing.T) {
 		// 0.224/8/2 = 0.014 s each; chain (an interval's 4 scatters of 0.01 s, carrying 96
 		// bytes of 1e-4 s, + the work)/(S+1) = (0.04 + 0.0096 + 0.824)/2 = 0.4368; gate (2
 		// round trips carrying 320 bytes)/(S+1) = 0.026; parameter servers 2·0.08/4.
-		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: 1}, m: cluster,
+		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: jobconfig.Bounded(1)}, m: cluster,
 		want: Prediction{EpochSeconds: 1.35, WorkSeconds: 0.824, ParamSeconds: 0.04, ChainSeconds: 0.4368, GateSeconds: 0.026, Calls: 16, CallSeconds: 0.014},
 	}, {
 		// a call: 0.1 + overhead 0.02 + 2560/8·1e-5 + 0.224/8 on one vCPU = 0.1512; calls
@@ -114,7 +115,7 @@ func TestPredictRejects(t *testing.T) {
 		"unknown model":    {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: "mlp", Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
 		"gat no heads":     {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: GAT, Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
 		"no intervals":     {tiny, Config{Backend: CPU, GraphServers: 1}, m, ErrConfig},
-		"staleness":        {tiny, Config{Backend: CPU, GraphServers: 1, Intervals: 1, Staleness: -1}, m, ErrConfig},
+		"staleness":        {tiny, Config{Backend: CPU, GraphServers: 1, Intervals: 1, Staleness: jobconfig.Sync}, m, ErrConfig},
 		"no concurrency":   {tiny, Config{Backend: Knative, GraphServers: 1, Intervals: 1}, m, ErrConfig},
 		"memory":           {tiny, Config{Backend: Lambda, GraphServers: 1, Intervals: 1, Concurrency: 1, MemoryMB: 64}, m, ErrConfig},
 		"backend":          {tiny, Config{Backend: "gpu", GraphServers: 1, Intervals: 1}, m, ErrConfig},
@@ -179,7 +180,7 @@ func TestLatencyOverlaps(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct{ intervals, staleness int }{{2, 1}, {8, 1}, {2, 0}, {2, 3}} {
-		c := Config{Backend: CPU, GraphServers: 1, Intervals: tc.intervals, Staleness: tc.staleness}
+		c := Config{Backend: CPU, GraphServers: 1, Intervals: tc.intervals, Staleness: jobconfig.Bounded(tc.staleness)}
 		work := predict(c, 0, cal).WorkSeconds
 		inFlight := float64(tc.staleness + 1)
 		// 4 calls an interval (AV and ∇AV of 2 layers)
@@ -231,10 +232,10 @@ func TestFit(t *testing.T) {
 	wide := small
 	wide.Model.Hidden = 64
 	cpu := func(w Workload, p, i int) (Workload, Config) {
-		return w, Config{Backend: CPU, GraphServers: p, Intervals: i, Staleness: 1}
+		return w, Config{Backend: CPU, GraphServers: p, Intervals: i, Staleness: jobconfig.Bounded(1)}
 	}
 	fn := func(w Workload, p, i int) (Workload, Config) {
-		return w, Config{Backend: Lambda, GraphServers: p, Intervals: i, Concurrency: i, MemoryMB: 3008, Staleness: 1}
+		return w, Config{Backend: Lambda, GraphServers: p, Intervals: i, Concurrency: i, MemoryMB: 3008, Staleness: jobconfig.Bounded(1)}
 	}
 	var runs []Run
 	bound := map[string]bool{}
@@ -380,13 +381,13 @@ func TestGraphServerBytes(t *testing.T) {
 	w := Workload{Vertices: 1_000_000, Entries: 20_000_000, Features: 32, Classes: 16,
 		Model: Model{Architecture: GCN, Layers: 2, Hidden: 32},
 		Cuts:  map[int]Part{4: {Vertices: 563_500, Entries: 4_700_000, Ghosts: 173_000}}}
-	c := Config{Backend: CPU, GraphServers: 4, Intervals: 4, Staleness: 1}
+	c := Config{Backend: CPU, GraphServers: 4, Intervals: 4, Staleness: jobconfig.Bounded(1)}
 	got := w.GraphServerBytes(c)
 	if got < 1.4*(1<<30) || got > 1.75*(1<<30) {
 		t.Errorf("graph server 3 of R-MAT 1M/20M on 4 parts: %.2f GiB predicted, 1.56 GiB measured", got/(1<<30))
 	}
 	sync := c
-	sync.Staleness = 0
+	sync.Staleness = jobconfig.Bounded(0)
 	wide := w
 	wide.Model.Hidden = 64
 	if s := w.GraphServerBytes(sync); s >= got {

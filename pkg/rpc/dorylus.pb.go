@@ -890,16 +890,18 @@ func (x *ExportedFile) GetSha256() string {
 
 // InitRequest describes the model; every graph server sends it, and all must agree.
 type InitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GraphServer   uint32                 `protobuf:"varint,1,opt,name=graph_server,json=graphServer,proto3" json:"graph_server,omitempty"`
-	Dims          []uint32               `protobuf:"varint,2,rep,packed,name=dims,proto3" json:"dims,omitempty"` // layer widths: input, hidden…, classes
-	Seed          uint64                 `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
-	LearningRate  float32                `protobuf:"fixed32,4,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
-	WeightDecay   float32                `protobuf:"fixed32,5,opt,name=weight_decay,json=weightDecay,proto3" json:"weight_decay,omitempty"` // on layer 0
-	Sync          bool                   `protobuf:"varint,6,opt,name=sync,proto3" json:"sync,omitempty"`
-	Contributions uint32                 `protobuf:"varint,7,opt,name=contributions,proto3" json:"contributions,omitempty"` // gradients per epoch: intervals of all graph servers
-	GraphServers  uint32                 `protobuf:"varint,8,opt,name=graph_servers,json=graphServers,proto3" json:"graph_servers,omitempty"`
-	Run           string                 `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	GraphServer  uint32                 `protobuf:"varint,1,opt,name=graph_server,json=graphServer,proto3" json:"graph_server,omitempty"`
+	Dims         []uint32               `protobuf:"varint,2,rep,packed,name=dims,proto3" json:"dims,omitempty"` // layer widths: input, hidden…, classes
+	Seed         uint64                 `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	LearningRate float32                `protobuf:"fixed32,4,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
+	WeightDecay  float32                `protobuf:"fixed32,5,opt,name=weight_decay,json=weightDecay,proto3" json:"weight_decay,omitempty"` // on layer 0
+	// sync and staleness are the run's jobconfig.Staleness (jobconfig.StalenessOf reads them):
+	// synchronous training, staleness 0; or the bound S of the asynchronous pipeline.
+	Sync          bool   `protobuf:"varint,6,opt,name=sync,proto3" json:"sync,omitempty"`
+	Contributions uint32 `protobuf:"varint,7,opt,name=contributions,proto3" json:"contributions,omitempty"` // gradients per epoch: intervals of all graph servers
+	GraphServers  uint32 `protobuf:"varint,8,opt,name=graph_servers,json=graphServers,proto3" json:"graph_servers,omitempty"`
+	Run           string `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
 	// GAT, when heads > 0: dims are then input, heads·hidden…, classes, and the shard holds the
 	// parameter tensors W, a_dst, a_src, bias of every layer (pkg/model GATParams.Tensors order),
 	// numbered as layers 4l..4l+3; weight_decay applies to every tensor.
@@ -909,6 +911,7 @@ type InitRequest struct {
 	// checkpoint; 0: the initial weights): graph servers send it when they find the shards at
 	// different epochs, one of them restarted from an older checkpoint.
 	RewindTo      *uint64 `protobuf:"varint,12,opt,name=rewind_to,json=rewindTo,proto3,oneof" json:"rewind_to,omitempty"`
+	Staleness     uint32  `protobuf:"varint,13,opt,name=staleness,proto3" json:"staleness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1023,6 +1026,13 @@ func (x *InitRequest) GetOutHeads() uint32 {
 func (x *InitRequest) GetRewindTo() uint64 {
 	if x != nil && x.RewindTo != nil {
 		return *x.RewindTo
+	}
+	return 0
+}
+
+func (x *InitRequest) GetStaleness() uint32 {
+	if x != nil {
+		return x.Staleness
 	}
 	return 0
 }
@@ -1734,7 +1744,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"\fExportedFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xf4\x02\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\x92\x03\n" +
 	"\vInitRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\rR\x04dims\x12\x12\n" +
@@ -1748,7 +1758,8 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x05heads\x18\n" +
 	" \x01(\rR\x05heads\x12\x1b\n" +
 	"\tout_heads\x18\v \x01(\rR\boutHeads\x12 \n" +
-	"\trewind_to\x18\f \x01(\x04H\x00R\brewindTo\x88\x01\x01B\f\n" +
+	"\trewind_to\x18\f \x01(\x04H\x00R\brewindTo\x88\x01\x01\x12\x1c\n" +
+	"\tstaleness\x18\r \x01(\rR\tstalenessB\f\n" +
 	"\n" +
 	"_rewind_to\"q\n" +
 	"\tInitReply\x12\x16\n" +

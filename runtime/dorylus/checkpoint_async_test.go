@@ -71,7 +71,7 @@ func TestAsyncFaultsSurvived(t *testing.T) {
 	data := coraPartitions(t)
 	for _, bound := range []int{0, 1} {
 		t.Run(fmt.Sprintf("staleness-%d", bound), func(t *testing.T) {
-			staleness := jobconfig.Staleness{Bound: bound}
+			staleness := jobconfig.Bounded(bound)
 			c := newPodCluster(t, data, t.TempDir(), asyncEpochs, staleness)
 			want, _ := c.train(-1, 0)
 			launcher.StopAll(c.children)

@@ -81,7 +81,7 @@ func (d *distOptions) validate(f *pflag.FlagSet) error {
 	}
 	return errors.Join(lim.ParameterServers.Check("--param-servers", d.paramServers),
 		lim.Intervals.Check("--intervals", d.intervals),
-		lim.Staleness.Check("--staleness", d.staleness.Bound),
+		lim.Staleness.Check("--staleness", d.staleness.Bound()),
 		zeroOr(lim.Workers, "--workers", d.backend.Workers, "one per interval and epoch in flight"),
 		jobconfig.CheckDuration("--inject-latency", d.backend.Latency, 0, jobconfig.MaxInjectLatency),
 		jobconfig.CheckDuration("--dead-after", d.deadAfter, jobconfig.MinDeadAfter, jobconfig.MaxDeadAfter),

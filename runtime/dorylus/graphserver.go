@@ -327,7 +327,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	}
 	workers := b.Workers
 	if workers == 0 {
-		workers = cfg.Intervals * graphserver.EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads)
+		workers = cfg.Intervals * graphserver.EpochsInFlight(cfg.Staleness, cfg.Heads)
 	}
 	var pull *remote.Store
 	if b.Pull() {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
@@ -124,7 +125,7 @@ type planOptions struct {
 	intervals              []int
 	concurrencyPerInterval []int
 	memoriesMB             []int
-	staleness              int
+	staleness              jobconfig.Staleness
 	local                  bool
 	callLatency            time.Duration
 	instance, psInstance   string
@@ -136,7 +137,7 @@ type planOptions struct {
 }
 
 func newPlanCommand() *cobra.Command {
-	o := planOptions{}
+	o := planOptions{staleness: plan.DefaultSpace.Staleness}
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Predict epoch time and cost of each backend and server configuration and pick the best value",
@@ -181,7 +182,7 @@ staleness, the functions' concurrency and memory); the table goes to standard er
 	f.IntSliceVar(&o.intervals, "intervals", plan.DefaultSpace.Intervals, "intervals per graph server to consider")
 	f.IntSliceVar(&o.concurrencyPerInterval, "concurrency-per-interval", plan.DefaultSpace.ConcurrencyPerInterval, "lambda, knative: calls in flight per graph server to consider, as multiples of the intervals")
 	f.IntSliceVar(&o.memoriesMB, "memory-mb", plan.DefaultSpace.MemoriesMB, "lambda: function memories to consider")
-	f.IntVar(&o.staleness, "staleness", plan.DefaultSpace.Staleness, "staleness bound S the run will use (the synchronous mode is not modelled)")
+	f.Var(&o.staleness, "staleness", "staleness bound S the run will use (the synchronous mode is not modelled)")
 	f.BoolVar(&o.local, "local", false, "predict runs on this machine: every graph server and function shares its cores (--cores)")
 	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "with --local: the cores of this machine")
 	f.DurationVar(&o.callLatency, "call-latency", 0, "latency added to every tensor call: the network to the functions, or dorylus train --inject-latency")

@@ -63,7 +63,7 @@ var calibrationRuns = []struct {
 const tinyGraph = "rmat:nodes=4000,edges=20000,features=8,classes=4,seed=2"
 
 // calibrationStaleness is the staleness bound of the calibration runs.
-const calibrationStaleness = 1
+var calibrationStaleness = jobconfig.Bounded(1)
 
 // calibrationEndpoints returns the least number of emulators the lambda runs need: one per
 // interval of the largest.
@@ -249,7 +249,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 	var to trainOptions
 	d := addTrainFlags(pflag.NewFlagSet("train", pflag.ContinueOnError), &to) // dorylus train's defaults
 	to.hidden, to.epochs, to.evalEvery = hidden, o.epochs, 1_000_000
-	d.graphServers, d.intervals, d.staleness = c.GraphServers, c.Intervals, jobconfig.Staleness{Bound: c.Staleness}
+	d.graphServers, d.intervals, d.staleness = c.GraphServers, c.Intervals, c.Staleness
 	if lambda != "" {
 		b := &d.backend
 		b.Kind, b.LambdaFunction, b.LambdaRegion, b.PerEndpoint, b.LambdaEndpoints = jobconfig.BackendLambda, "function", "us-east-1", 1, lambda

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
 
@@ -97,12 +97,18 @@ func (m jobManifest) applyTo(o *planOptions, flags *pflag.FlagSet) error {
 		o.deadline = time.Duration(*spec.RunPolicy.ActiveDeadlineSeconds) * time.Second
 	}
 	if !set("staleness") {
-		// Unset, staleness reads as 0, not as the "sync" the API server defaults it to.
-		s := spec.Training.Staleness
-		if !m.writes("spec", "training", "staleness") || s.Type == intstr.String {
+		// Unset, staleness is the "sync" the API server defaults it to.
+		st := jobconfig.MustParseStaleness(jobconfig.DefaultStaleness)
+		if m.writes("spec", "training", "staleness") {
+			var err error
+			if st, err = jobconfig.ParseStaleness(spec.Training.Staleness.String()); err != nil {
+				return fmt.Errorf("--job: spec.training.staleness: %w", err)
+			}
+		}
+		if st.Sync() {
 			return fmt.Errorf("--job: spec.training.staleness is sync (its default), which the planner does not model: give --staleness S, and the plan writes it into the job")
 		}
-		o.staleness = s.IntValue()
+		o.staleness = st
 	}
 	b := m.backend()
 	if set("backends") && (len(o.backends) != 1 || o.backends[0] != string(b)) {

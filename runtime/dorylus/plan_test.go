@@ -70,15 +70,17 @@ func TestPlanFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"dataset and size": {append([]string{"--dataset", "cora"}, size...), "give the dataset or its size"},
-		"no size":          {nil, "want at least one vertex"},
-		"backend":          {append([]string{"--backends", "gpu"}, size...), `backend "gpu"`},
-		"graph servers":    {append([]string{"--graph-servers", "0"}, size...), "graph servers [0]"},
-		"objective":        {append([]string{"--objective", "speed"}, size...), `objective "speed"`},
-		"budget":           {append([]string{"--budget", "-1"}, size...), "no negative limit"},
-		"model":            {append([]string{"--model", "mlp"}, size...), `model "mlp"`},
-		"calibration":      {append([]string{"--calibration", bad}, size...), "elementSeconds -1"},
-		"cores":            {append([]string{"--local", "--cores", "0"}, size...), "--cores 0"},
+		"dataset and size":   {append([]string{"--dataset", "cora"}, size...), "give the dataset or its size"},
+		"no size":            {nil, "want at least one vertex"},
+		"backend":            {append([]string{"--backends", "gpu"}, size...), `backend "gpu"`},
+		"graph servers":      {append([]string{"--graph-servers", "0"}, size...), "graph servers [0]"},
+		"objective":          {append([]string{"--objective", "speed"}, size...), `objective "speed"`},
+		"budget":             {append([]string{"--budget", "-1"}, size...), "no negative limit"},
+		"model":              {append([]string{"--model", "mlp"}, size...), `model "mlp"`},
+		"calibration":        {append([]string{"--calibration", bad}, size...), "elementSeconds -1"},
+		"cores":              {append([]string{"--local", "--cores", "0"}, size...), "--cores 0"},
+		"negative staleness": {append([]string{"--staleness", "-1"}, size...), `staleness "-1": want sync or a bound`},
+		"sync staleness":     {append([]string{"--staleness", "sync"}, size...), "the synchronous mode is not modelled"},
 	} {
 		_, err := runPlanCommand(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -39,8 +40,9 @@ type Config struct {
 	WeightDecay      float64
 	Epochs           int
 	Seed             uint64
-	Sync             bool
-	Staleness        int
+	// Staleness is synchronous training or the bound S of the asynchronous pipeline
+	// (pipeline.Config.Staleness).
+	Staleness jobconfig.Staleness
 	// DrainEvery, in asynchronous mode, drains the pipeline every this many epochs
 	// (pipeline.Config.DrainEvery): the epoch boundaries where the parameter servers take their
 	// checkpoints. 0 never drains.
@@ -120,10 +122,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%d intervals on %d partitions: want 1 or more, at most %d in all", c.Intervals, c.Partitions, maxSources)
 	case c.Epochs < 1:
 		return fmt.Errorf("%d epochs", c.Epochs)
-	case c.Sync && c.Staleness != 0:
-		return errors.New("staleness given with synchronous mode")
-	case c.Staleness < 0:
-		return fmt.Errorf("staleness %d", c.Staleness)
 	case c.DrainEvery < 0:
 		return fmt.Errorf("drain every %d epochs", c.DrainEvery)
 	case c.EvalEvery < 1:
@@ -141,24 +139,29 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// slots returns R, the number of epochs of P_l and dZ_l kept: 1 in synchronous mode; 2 for an
-// asynchronous GCN, whose writers wait for the Gathers that read the epoch they overwrite
+// Slots returns R, the number of epochs of P_l and dZ_l a graph server keeps under staleness st
+// for a model of heads attention heads (Config.Heads; 0: a GCN): 1 in synchronous mode; 2 for
+// an asynchronous GCN, whose writers wait for the Gathers that read the epoch they overwrite
 // (guard.go); 2S+2 for an asynchronous GAT with staleness S, whose backward pass reads the rows
 // its forward pass read (a reader at epoch e reads no older than e-S-1, and no interval runs
 // past e+S meanwhile).
-func (c *Config) slots() int {
+func Slots(st jobconfig.Staleness, heads int) int {
 	switch {
-	case c.Sync:
+	case st.Sync():
 		return 1
-	case c.guardsSlots():
+	case guardsSlots(st, heads):
 		return 2
 	}
-	return 2*c.Staleness + 2
+	return 2*st.Bound() + 2
 }
 
-// guardsSlots reports whether the run keeps its rows in two slots under a slotGuard: an
+func (c *Config) slots() int { return Slots(c.Staleness, c.Heads) }
+
+// guardsSlots reports whether a run keeps its rows in two slots under a slotGuard: an
 // asynchronous GCN.
-func (c *Config) guardsSlots() bool { return !c.Sync && c.Heads == 0 }
+func guardsSlots(st jobconfig.Staleness, heads int) bool { return !st.Sync() && heads == 0 }
+
+func (c *Config) guardsSlots() bool { return guardsSlots(c.Staleness, c.Heads) }
 
 // gradients returns the backward pass's cut: a GCN pulls gradients (dZ rows shipped to ghosts,
 // as P rows are), a GAT pushes contributions.
@@ -173,8 +176,8 @@ func (c *Config) gradients() pipeline.GradientFlow {
 // the backward pass of an epoch overlaps the next forward pass (pipeline.Config.TailOverlap: a
 // GCN, heads == 0, in asynchronous mode with staleness ≥ 1), so that an interval may have two
 // tensor tasks in flight; otherwise 1.
-func EpochsInFlight(sync bool, staleness, heads int) int {
-	if !sync && staleness > 0 && heads == 0 {
+func EpochsInFlight(st jobconfig.Staleness, heads int) int {
+	if !st.Sync() && st.Bound() > 0 && heads == 0 {
 		return 2
 	}
 	return 1

@@ -199,7 +199,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		if d.Evaluate {
 			row.pending = true
 			v := uint64(version)
-			if c.cfg.Sync {
+			if c.cfg.Staleness.Sync() {
 				v = uint64(e + 1) // the weights after epoch e's update
 			}
 			c.pins.pin(v)

@@ -18,6 +18,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/internal/hostile"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -105,7 +106,7 @@ func fuzzConfigs(t testing.TB) [2]Config {
 	var out [2]Config
 	for p := range out {
 		c := Config{Partition: p, Partitions: 2, Intervals: 2, Peers: []string{closed, closed}, ParamServers: []string{closed}, Run: "fuzz",
-			Layers: 2, Hidden: 4, LearningRate: 0.01, Epochs: 3, Seed: 1, Staleness: 1, EvalEvery: 1, Backend: backend}
+			Layers: 2, Hidden: 4, LearningRate: 0.01, Epochs: 3, Seed: 1, Staleness: jobconfig.Bounded(1), EvalEvery: 1, Backend: backend}
 		if c.Data, err = partition.DatasetPart(d, plan, p); err != nil {
 			t.Fatal(err)
 		}

@@ -112,7 +112,7 @@ func newPart(cfg *Config) (*partition.Part, []partition.Interval, error) {
 // newLayout sets up the intervals of cuts and the buffers of every layer of a model of shape sh.
 func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh modelShape) *layout {
 	b := &layout{self: cfg.Partition, parts: cfg.Partitions, intervals: cfg.Intervals, part: part,
-		slots: cfg.slots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Sync, cfg.Staleness, cfg.Heads),
+		slots: cfg.slots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Staleness, cfg.Heads),
 		gradients: cfg.gradients()}
 	L, R, n := len(sh.dims)-1, b.slots, part.Owned
 	rows := n + len(part.Ghosts)

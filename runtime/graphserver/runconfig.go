@@ -18,13 +18,12 @@ func FromRunConfig(c *jobconfig.RunConfig, partition int) (Config, error) {
 	if partition < 0 || partition >= len(peers) {
 		return Config{}, fmt.Errorf("partition %d: the run config has partitions 0..%d", partition, len(peers)-1)
 	}
-	st := c.Training.Staleness
 	cfg := Config{
 		Partition: partition, Partitions: len(peers), Intervals: intervalsOf(c),
 		Peers: peers, ParamServers: c.ParameterServers.Shards, Run: c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID,
 		Layers: c.Model.Layers, Hidden: c.Model.Hidden, Dropout: c.Model.Dropout, AttentionDropout: c.Model.Dropout,
 		LearningRate: c.Training.LearningRate, WeightDecay: c.Training.WeightDecay,
-		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Sync: st.Sync, Staleness: st.Bound,
+		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Staleness: c.Training.Staleness,
 		TargetAccuracy: c.Training.TargetAccuracy, EvalEvery: max(c.Training.EvalEvery, 1), Patience: c.Training.Patience,
 		DeadAfter: time.Duration(c.GraphServers.DeadAfter),
 	}
@@ -34,7 +33,7 @@ func FromRunConfig(c *jobconfig.RunConfig, partition int) (Config, error) {
 	if c.Model.Architecture == jobconfig.ArchitectureGAT {
 		cfg.Heads, cfg.OutHeads = c.Model.Heads, 1
 	}
-	if c.Checkpoint != nil && !st.Sync {
+	if c.Checkpoint != nil && !c.Training.Staleness.Sync() {
 		cfg.DrainEvery = c.Checkpoint.IntervalEpochs // the parameter servers checkpoint there
 	}
 	return cfg, nil

@@ -20,7 +20,7 @@ func runConfig() *jobconfig.RunConfig {
 		Dataset: jobconfig.Dataset{Source: jobconfig.SourceBuiltin, Name: "cora"},
 		Model:   jobconfig.Model{Architecture: jobconfig.ArchitectureGCN, Layers: 3, Hidden: 32, Dropout: 0.4},
 		Training: jobconfig.Training{Epochs: 50, LearningRate: 0.02, WeightDecay: 1e-4, TargetAccuracy: 0.8,
-			Staleness: jobconfig.Staleness{Bound: 2}, EvalEvery: 5, Intervals: 3, Seed: 7},
+			Staleness: jobconfig.Bounded(2), EvalEvery: 5, Intervals: 3, Seed: 7},
 		GraphServers: jobconfig.GraphServers{Replicas: 2, Port: jobconfig.GraphServerPort,
 			Peers: []string{"gs-0:5000", "gs-1:5000"}, DeadAfter: jobconfig.Duration(9 * time.Second)},
 		ParameterServers: jobconfig.ParameterServers{Replicas: 2, Port: jobconfig.ParamServerPort,
@@ -37,7 +37,7 @@ func TestFromRunConfig(t *testing.T) {
 		Partition: 1, Partitions: 2, Intervals: 3, Peers: []string{"gs-0:5000", "gs-1:5000"},
 		ParamServers: []string{"ps-0:5100", "ps-1:5100"}, Run: "ml/cora/u-1",
 		Layers: 3, Hidden: 32, Dropout: 0.4, AttentionDropout: 0.4, LearningRate: 0.02, WeightDecay: 1e-4,
-		Epochs: 50, Seed: 7, Staleness: 2, TargetAccuracy: 0.8, EvalEvery: 5, DeadAfter: 9 * time.Second,
+		Epochs: 50, Seed: 7, Staleness: jobconfig.Bounded(2), TargetAccuracy: 0.8, EvalEvery: 5, DeadAfter: 9 * time.Second,
 	}
 	for _, c := range []struct {
 		name      string
@@ -47,7 +47,7 @@ func TestFromRunConfig(t *testing.T) {
 	}{
 		{"as written", 1, func(*jobconfig.RunConfig) {}, func(*Config) {}},
 		{"sync", 1, func(r *jobconfig.RunConfig) { r.Training.Staleness = jobconfig.Sync },
-			func(c *Config) { c.Sync, c.Staleness = true, 0 }},
+			func(c *Config) { c.Staleness = jobconfig.Sync }},
 		{"gat", 1, func(r *jobconfig.RunConfig) { r.Model.Architecture, r.Model.Heads = jobconfig.ArchitectureGAT, 8 },
 			func(c *Config) { c.Heads, c.OutHeads = 8, 1 }},
 		{"patience", 1, func(r *jobconfig.RunConfig) { r.Training.Patience, r.Training.EvalEvery = 10, 0 },
@@ -57,7 +57,7 @@ func TestFromRunConfig(t *testing.T) {
 		}, func(c *Config) { c.DrainEvery = 4 }},
 		{"sync checkpoints do not drain", 1, func(r *jobconfig.RunConfig) {
 			r.Checkpoint, r.Training.Staleness = &jobconfig.Checkpoint{IntervalEpochs: 4, Path: "/ckpt"}, jobconfig.Sync
-		}, func(c *Config) { c.Sync, c.Staleness = true, 0 }},
+		}, func(c *Config) { c.Staleness = jobconfig.Sync }},
 		{"intervals from cpu workers", 1, func(r *jobconfig.RunConfig) { r.Training.Intervals = 0 },
 			func(c *Config) { c.Intervals = 6 }},
 		{"intervals from lambda concurrency", 1, func(r *jobconfig.RunConfig) {

@@ -135,7 +135,7 @@ func (s *server) begin(first int) error {
 	var err error
 	s.sched, err = pipeline.New(pipeline.Config{
 		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.cfg.Layers, Epochs: s.cfg.Epochs,
-		FirstEpoch: first, Sync: s.cfg.Sync, Staleness: s.cfg.Staleness, DrainEvery: s.cfg.DrainEvery,
+		FirstEpoch: first, Staleness: s.cfg.Staleness, DrainEvery: s.cfg.DrainEvery,
 		Gradients: s.lay.gradients, Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
 	})
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *server) connect(ctx context.Context) error {
 		return nil // inference: no parameter servers
 	}
 	req := &rpc.InitRequest{GraphServer: uint32(c.Partition), Seed: c.Seed, LearningRate: float32(c.LearningRate),
-		WeightDecay: float32(c.WeightDecay), Sync: c.Sync, Contributions: uint32(c.Partitions * c.Intervals),
+		WeightDecay: float32(c.WeightDecay), Sync: c.Staleness.Sync(), Staleness: uint32(c.Staleness.Bound()), Contributions: uint32(c.Partitions * c.Intervals),
 		GraphServers: uint32(c.Partitions), Run: c.Run, Dims: s.shape.initDims, Heads: s.shape.heads, OutHeads: s.shape.outHeads}
 	if err := s.shards.init(ctx, req, len(s.shape.params), c.Startup); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
@@ -333,7 +334,7 @@ func tryCora(t *testing.T, sh *paramserver.Shard, epochs int, f *fakeReporter) (
 		Partition: 0, Partitions: 1, Intervals: 2, Data: data,
 		Peers: []string{lis.Addr().String()}, ParamServers: []string{plis.Addr().String()}, Run: "status-test",
 		Layers: 2, Hidden: 16, Dropout: 0.5, LearningRate: 0.01, WeightDecay: 5e-4, Epochs: epochs, Seed: 1,
-		Sync: true, EvalEvery: 1, Backend: backend, Startup: 30 * time.Second,
+		Staleness: jobconfig.Sync, EvalEvery: 1, Backend: backend, Startup: 30 * time.Second,
 		Events: &events, Log: &log, Status: f, StatusInterval: time.Millisecond,
 	}
 	runCtx, stop := context.WithCancel(ctx)

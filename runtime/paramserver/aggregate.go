@@ -3,6 +3,7 @@ package paramserver
 import (
 	"google.golang.org/grpc/codes"
 
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -37,11 +38,11 @@ type aggregation interface {
 	undo(epoch int, newest uint64) *lastStep
 }
 
-// newAggregation returns the aggregation of the run req describes; alloc makes a set of
-// buffers shaped like the held layers.
-func newAggregation(id int, req *rpc.InitRequest, alloc func() []*tensor.Dense) aggregation {
+// newAggregation returns the aggregation of the run req describes, of staleness st (req's);
+// alloc makes a set of buffers shaped like the held layers.
+func newAggregation(id int, st jobconfig.Staleness, req *rpc.InitRequest, alloc func() []*tensor.Dense) aggregation {
 	n := int(req.Contributions)
-	if req.Sync {
+	if st.Sync() {
 		return &synchronous{id: id, contributions: n, perServer: n / int(req.GraphServers), alloc: alloc,
 			pending: map[int][]*tensor.Dense{}, have: map[int]bool{}}
 	}

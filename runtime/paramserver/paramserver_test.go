@@ -131,6 +131,26 @@ func mustShard(t *testing.T, id, n int) *Shard {
 
 // TestAsyncVersionsAndCollection applies each push at once and drops versions no graph server
 // may still read.
+// TestInitStaleness: an Init carries the run's staleness bound, not only its mode: a bound
+// given with sync is refused, and a graph server whose bound differs from the first's
+// describes another run.
+func TestInitStaleness(t *testing.T) {
+	bad := initReq(0, true)
+	bad.Staleness = 1
+	if _, err := mustShard(t, 0, 1).Init(context.Background(), bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "staleness must be 0 with sync, got 1") {
+		t.Errorf("sync with staleness 1: %v, want InvalidArgument naming the staleness", err)
+	}
+	s := mustShard(t, 0, 1)
+	first, second := initReq(0, false), initReq(1, false)
+	first.Staleness, second.Staleness = 1, 2
+	if _, err := s.Init(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Init(context.Background(), second); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "describes another run") {
+		t.Errorf("graph server 1 with staleness 2 after graph server 0's 1: %v, want InvalidArgument", err)
+	}
+}
+
 func TestAsyncVersionsAndCollection(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	s := mustShard(t, 0, 1)

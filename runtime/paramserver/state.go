@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -128,7 +129,10 @@ func (st *state) restartable() bool { return st.agg.restartable() || st.ckpt != 
 // setup initialises the shard from the first Init.
 func (st *state) setup(req *rpc.InitRequest) error {
 	L := len(req.Dims) - 1
+	staleness, err := jobconfig.StalenessOf(req.Sync, int(req.Staleness))
 	switch {
+	case err != nil:
+		return fmt.Errorf("staleness %w", err)
 	case L < 1:
 		return fmt.Errorf("model with %d layer widths", len(req.Dims))
 	case req.GraphServer >= req.GraphServers:
@@ -142,7 +146,7 @@ func (st *state) setup(req *rpc.InitRequest) error {
 	case !(req.LearningRate > 0) || !(req.WeightDecay >= 0):
 		return fmt.Errorf("learning rate %g, weight decay %g", req.LearningRate, req.WeightDecay)
 	}
-	st.agg = newAggregation(st.id, req, st.alloc)
+	st.agg = newAggregation(st.id, staleness, req, st.alloc)
 	held, adam, err := st.fresh(req)
 	first := 0
 	if err == nil && st.ckpt != nil && st.ckpt.Resume {

@@ -24,7 +24,7 @@ func writeRunConfig(t *testing.T, b jobconfig.Backend) string {
 		Job:          jobconfig.JobRef{Name: "cora", Namespace: "ml", UID: "u-1"},
 		Dataset:      jobconfig.Dataset{Source: jobconfig.SourceBuiltin, Name: "cora"},
 		Model:        jobconfig.Model{Architecture: jobconfig.ArchitectureGCN, Layers: 2, Hidden: 16, Dropout: 0.5},
-		Training:     jobconfig.Training{Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Staleness: jobconfig.Staleness{Bound: 1}, Seed: 1},
+		Training:     jobconfig.Training{Epochs: 200, LearningRate: 0.01, WeightDecay: 5e-4, Staleness: jobconfig.Bounded(1), Seed: 1},
 		GraphServers: jobconfig.GraphServers{Replicas: 1, Port: jobconfig.GraphServerPort, Peers: []string{"cora-gs-0.cora-gs.ml.svc:5000"}},
 		ParameterServers: jobconfig.ParameterServers{Replicas: 1, Port: jobconfig.ParamServerPort,
 			Service: "cora-ps.ml.svc:5100", Shards: []string{"cora-ps-0.cora-ps.ml.svc:5100"}},

@@ -196,7 +196,7 @@ func (o *Options) backend(p int, c *graphserver.Config) (dispatch.Backend, error
 	}
 	workers := o.Workers
 	if workers == 0 {
-		workers = c.Intervals * graphserver.EpochsInFlight(c.Sync, c.Staleness, c.Heads)
+		workers = c.Intervals * graphserver.EpochsInFlight(c.Staleness, c.Heads)
 	}
 	return cpu.New(cpu.Options{Workers: workers})
 }

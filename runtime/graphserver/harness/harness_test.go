@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
@@ -26,14 +27,14 @@ func cora(t *testing.T) *graph.Dataset {
 // gcnConfig is Cora's GCN as `dorylus train` trains it by default.
 func gcnConfig(epochs int) graphserver.Config {
 	return graphserver.Config{Intervals: 3, Layers: 2, Hidden: 16, Dropout: 0.5, LearningRate: 0.01, WeightDecay: 5e-4,
-		Epochs: epochs, Seed: 1, Sync: true, EvalEvery: epochs}
+		Epochs: epochs, Seed: 1, Staleness: jobconfig.Sync, EvalEvery: epochs}
 }
 
 // gatConfig is a GAT of the paper's shape: 8 heads of 8 features, dropout 0.6 on inputs and
 // attention coefficients.
 func gatConfig(epochs int) graphserver.Config {
 	return graphserver.Config{Intervals: 3, Layers: 2, Hidden: 8, Heads: 8, OutHeads: 1, Dropout: 0.6, AttentionDropout: 0.6,
-		LearningRate: 0.005, WeightDecay: 5e-4, Epochs: epochs, Seed: 1, Sync: true, EvalEvery: 10}
+		LearningRate: 0.005, WeightDecay: 5e-4, Epochs: epochs, Seed: 1, Staleness: jobconfig.Sync, EvalEvery: 10}
 }
 
 // singleProcess trains c with pkg/model's single-process trainer and returns every epoch's
@@ -154,7 +155,7 @@ func TestAsyncLearns(t *testing.T) {
 	}{{"gcn-S0", gcnConfig(12), 0}, {"gcn-S1", gcnConfig(12), 1}, {"gat-S1", gatConfig(8), 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
-			cfg.Sync, cfg.Staleness, cfg.EvalEvery = false, c.s, 4
+			cfg.Staleness, cfg.EvalEvery = jobconfig.Bounded(c.s), 4
 			// Both servers record into one recorder, so that the race detector sees the
 			// tracing of tasks, waits and the loop.
 			cfg.Trace = trace.New(0, 1<<12)
@@ -208,7 +209,7 @@ func TestAsyncAccuracy(t *testing.T) {
 	for _, s := range []int{0, 1} {
 		acc := mean(func(seed uint64) float64 {
 			c := gcnConfig(200)
-			c.Seed, c.Sync, c.Staleness = seed, false, s
+			c.Seed, c.Staleness = seed, jobconfig.Bounded(s)
 			return train(t, c, 2, 2).Final.TestAcc
 		})
 		t.Logf("staleness %d: test accuracy %.4f, single process %.4f", s, acc, base)
