@@ -270,6 +270,7 @@ func (l *textLoader) open(file string) (*textFile, error) {
 		return nil, &ParseError{File: name, Line: 1, Msg: "not a gzip file, or its header is truncated or corrupt", Err: err}
 	}
 	tf.lineReader = newLineReader(zr, name)
+	tf.gz = true
 	return tf, nil
 }
 

@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"io/fs"
 	"os"
@@ -85,6 +87,21 @@ func TestLoadTextMalformed(t *testing.T) {
 			return b[:len(b)*2/3]
 		}
 	}
+	// corruptGz stores s uncompressed, so that the data is the text itself, and alters its first
+	// byte equal to from into to: the stream decompresses, to garbled text, up to the checksum.
+	corruptGz := func(s string, from, to byte) func(t *testing.T) []byte {
+		return func(t *testing.T) []byte {
+			var b bytes.Buffer
+			w, _ := gzip.NewWriterLevel(&b, gzip.NoCompression)
+			if _, err := w.Write([]byte(s)); err != nil || w.Close() != nil {
+				t.Fatal(err)
+			}
+			data := b.Bytes()
+			i := bytes.Index(data, []byte(s)) + strings.IndexByte(s, from)
+			data[i] = to
+			return data
+		}
+	}
 	meta := func(old, new string) string {
 		if !strings.Contains(tinyMeta, old) {
 			panic("tinyMeta has no " + old)
@@ -144,6 +161,10 @@ func TestLoadTextMalformed(t *testing.T) {
 		{name: "too few feature lines", file: "features.txt.gz", content: "0:1\n\n1:3\n", line: 4, want: "file ends after 3 lines"},
 		{name: "too many feature lines", file: "features.txt.gz", content: "0:1\n\n1:3\n3:-2.25\n0:1\n1:1\n", line: 6, want: "more than num_nodes"},
 		{name: "features truncated gzip", file: "features.txt.gz", gen: truncGz(tinyFeatures), line: 0, want: "truncated"},
+		{name: "features corrupt gzip", file: "features.txt.gz", gen: corruptGz(tinyFeatures, ':', ';'), line: 1,
+			want: "corrupt gzip data (it decompressed to a line that does not parse: expected col:value, got \"0;1\"): gzip: invalid checksum"},
+		{name: "edges corrupt gzip", file: "edges.txt.gz", gen: corruptGz(tinyEdges, '\n', ' '), metaJSON: meta(`"edges.txt"`, `"edges.txt.gz"`),
+			line: 1, want: "corrupt gzip data (it decompressed to a line that does not parse"},
 		{name: "features missing", file: "features.txt.gz", line: -1, want: "missing"},
 		{name: "feature nonzeros mismatch", file: "features.txt.gz", content: "0:1\n\n1:3\n3:-2.25\n0:1 1:1 2:1 3:1\n",
 			errFile: "meta.json", line: 8, want: "num_feature_nonzeros is 8, but features.txt.gz has 7"},

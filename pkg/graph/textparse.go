@@ -22,6 +22,7 @@ type lineReader struct {
 	name string // file name used in errors
 	line int    // 1-based number of the line last returned
 	long []byte // reused buffer for lines longer than the bufio buffer
+	gz   bool   // br decompresses a gzip stream
 }
 
 func newLineReader(r io.Reader, name string) *lineReader {
@@ -93,7 +94,33 @@ func (lr *lineReader) errf(col int, format string, args ...any) error {
 }
 
 func (lr *lineReader) errAt(line, col int, format string, args ...any) error {
-	return &ParseError{File: lr.name, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)}
+	msg := fmt.Sprintf(format, args...)
+	if err := lr.corrupt(); err != nil {
+		what := "corrupt gzip data"
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			what = "truncated gzip data"
+		}
+		return &ParseError{File: lr.name, Line: line, Msg: what + " (it decompressed to a line that does not parse: " + msg + ")", Err: err}
+	}
+	return &ParseError{File: lr.name, Line: line, Column: col, Msg: msg}
+}
+
+// corrupt returns the error of a gzipped file's stream, nil for a plain file or a sound
+// stream. Corrupt compressed data may decompress to garbage, which fails to parse before the
+// stream's checksum, at its end, fails: a line that does not parse is checked so, by reading
+// the rest of the stream, once, so that the error says the file is corrupt, not which column
+// the garbage broke.
+func (lr *lineReader) corrupt() error {
+	if !lr.gz {
+		return nil
+	}
+	lr.gz = false
+	_, err := io.Copy(io.Discard, lr.br)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, new(flate.CorruptInputError)):
+		return err
+	}
+	return nil
 }
 
 // maxParsedInt bounds every integer the parsers accept, far above any valid id, so that the
