@@ -12,32 +12,9 @@ import (
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/partition/shapes"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
-
-// symmetricCSR builds the adjacency of the undirected edges (both directions, sorted rows).
-func symmetricCSR(n int, edges [][2]int32) *tensor.CSR {
-	adj := &tensor.CSR{Rows: n, Cols: n, RowPtr: make([]int64, n+1)}
-	for _, e := range edges {
-		adj.RowPtr[e[0]+1]++
-		adj.RowPtr[e[1]+1]++
-	}
-	for v := range n {
-		adj.RowPtr[v+1] += adj.RowPtr[v]
-	}
-	adj.ColIdx = make([]int32, adj.RowPtr[n])
-	next := slices.Clone(adj.RowPtr[:n])
-	for _, e := range edges {
-		adj.ColIdx[next[e[0]]] = e[1]
-		next[e[0]]++
-		adj.ColIdx[next[e[1]]] = e[0]
-		next[e[1]]++
-	}
-	for v := range n {
-		slices.Sort(adj.ColIdx[adj.RowPtr[v]:adj.RowPtr[v+1]])
-	}
-	return adj
-}
 
 // ringOfClusters returns clusters circulant graphs of size vertices each (vertex i joined to
 // i±1..i±reach within its cluster, so every vertex has degree 2·reach), with cluster c joined to
@@ -57,7 +34,7 @@ func ringOfClusters(clusters, size, reach int, seed uint64) (*tensor.CSR, []int3
 		next := (c + 1) % clusters
 		edges = append(edges, [2]int32{int32(id[c*size]), int32(id[next*size+size/2])})
 	}
-	return symmetricCSR(n, edges), cluster
+	return shapes.FromEdges(n, edges), cluster
 }
 
 // TestMultilevelCutsAlongClusters: 8 dense clusters joined in a ring by one edge each are cut

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -47,32 +48,34 @@ func WriteGraph(path string, adj *tensor.CSR) error {
 
 // Run runs gpmetis on the graph file path (written by WriteGraph for a graph of n vertices) for
 // k ≥ 2 parts, each at most ufactor/1000 above the mean weight (gpmetis -ufactor), and returns
-// the part of every vertex.
-func Run(gpmetis, path string, n, k, ufactor int) ([]int32, error) {
+// the part of every vertex and the CPU time (user + system) gpmetis took.
+func Run(gpmetis, path string, n, k, ufactor int) ([]int32, time.Duration, error) {
 	if k < 2 {
-		return nil, fmt.Errorf("metis: gpmetis needs at least 2 parts, not %d", k)
+		return nil, 0, fmt.Errorf("metis: gpmetis needs at least 2 parts, not %d", k)
 	}
-	out, err := exec.Command(gpmetis, "-ufactor="+strconv.Itoa(ufactor), path, strconv.Itoa(k)).CombinedOutput()
+	cmd := exec.Command(gpmetis, "-ufactor="+strconv.Itoa(ufactor), path, strconv.Itoa(k))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("metis: %s %s %d: %v\n%s", gpmetis, filepath.Base(path), k, err, out)
+		return nil, 0, fmt.Errorf("metis: %s %s %d: %v\n%s", gpmetis, filepath.Base(path), k, err, out)
 	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	partFile := fmt.Sprintf("%s.part.%d", path, k)
 	defer os.Remove(partFile)
 	data, err := os.ReadFile(partFile)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	fields := strings.Fields(string(data))
 	if len(fields) != n {
-		return nil, fmt.Errorf("metis: %s: %d lines for %d vertices", partFile, len(fields), n)
+		return nil, 0, fmt.Errorf("metis: %s: %d lines for %d vertices", partFile, len(fields), n)
 	}
 	owner := make([]int32, n)
 	for v, s := range fields {
 		q, err := strconv.Atoi(s)
 		if err != nil || q < 0 || q >= k {
-			return nil, fmt.Errorf("metis: %s line %d: %q is not a part of %d", partFile, v+1, s, k)
+			return nil, 0, fmt.Errorf("metis: %s line %d: %q is not a part of %d", partFile, v+1, s, k)
 		}
 		owner[v] = int32(q)
 	}
-	return owner, nil
+	return owner, cpu, nil
 }
