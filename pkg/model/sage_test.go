@@ -175,21 +175,7 @@ func TestSAGEWholeModelGradient(t *testing.T) {
 	if tr.adj.Equal(tr.adjT) {
 		t.Fatal("M equals its transpose")
 	}
-	const epoch = 2
-	lossAt := func() float64 {
-		if err := tr.forward(epoch, true); err != nil {
-			t.Fatal(err)
-		}
-		l, err := LossForward(tr.z[len(tr.z)-1], d.Labels, d.Train, len(d.Train), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	tr.adam.cfg.LR = 0 // one epoch leaves the weights in place and the gradients in grads
-	if _, err := tr.Epoch(epoch); err != nil {
-		t.Fatal(err)
-	}
+	lossAt := gradientEpoch(t, tr, d, 2)
 	for l, w := range tr.weights {
 		if w.Rows != 2*cfg.GCN.Dims()[l] {
 			t.Fatalf("W%d is %dx%d", l, w.Rows, w.Cols)
