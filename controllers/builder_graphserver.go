@@ -69,8 +69,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 	}
 	vs, ms = outputVolumes(job)
 	volumes, mounts = append(volumes, vs...), append(mounts, ms...)
-	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)),
-		fieldEnv(jobconfig.EnvAttempt, fmt.Sprintf("metadata.labels['%s']", LabelRun)))
+	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)))
 
 	container := corev1ac.Container().
 		WithName(RoleGraphServer).

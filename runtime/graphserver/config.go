@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
@@ -28,7 +31,6 @@ type Config struct {
 	Peers                 []string             // address of the graph server of every partition (own included)
 	ParamServers          []string             // address of every parameter-server shard
 	Run                   string               // the run's identity, shared by all its servers
-	Attempt               int                  // the job's restart this server was started in (Hello)
 
 	Layers, Hidden int
 	// Heads > 0 trains a GAT (pkg/model): Heads attention heads of Hidden features in every
@@ -108,6 +110,28 @@ type Config struct {
 	// its partition.
 	Metrics prometheus.Registerer
 }
+
+// Export has a run write its model and per-vertex outputs at the end (pkg/export): after the
+// final evaluation, every graph server runs one more pass with the weights that evaluation
+// reported (with Config.Patience, those of the kept epoch) and writes its own vertices'
+// predictions, probabilities and embeddings with their dataset ids; graph server 0 then
+// writes the weights, the index of the partitions' files, the history, the curves and, last,
+// the card, and reports an EventExported.
+//
+// With Config.Weights (an inference), graph server 0 writes the index and a manifest
+// (predict.json) instead of the model.
+type Export struct {
+	Store checkpoint.Store
+	// Card describes the model; graph server 0 adds the seed, epochs, accuracies and files.
+	// For an inference it is the card of the model run.
+	Card export.Card
+	// Model says where an inference's model was read from, for the manifest.
+	Model string
+}
+
+// maxSources bounds the intervals of a run (partitions × intervals), whose indices, and one
+// more, layout.source holds.
+const maxSources = math.MaxUint16
 
 func (c *Config) validate() error {
 	switch {

@@ -1,10 +1,10 @@
 package graphserver
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -19,13 +19,14 @@ import (
 )
 
 // coordinator is graph server 0's bookkeeping of the whole run; loop goroutine only. It does
-// no I/O but the progress it writes: its methods return the commands to send every graph
-// server, and an error that ends the run.
+// no I/O: its methods return the commands to send every graph server and an error that ends
+// the run, and add the reports to write (progress lines, status, warnings) to out.
 type coordinator struct {
 	cfg     *Config
 	totals  [3]int // train, val, test sizes of the whole graph
 	pins    *keeper
-	enc     *json.Encoder
+	out     *effects
+	now     func() time.Time // the clock of the epochs' times and the cost
 	start   time.Time
 	reports map[int]*epochAgg
 	next    int        // the next epoch to complete
@@ -33,8 +34,7 @@ type coordinator struct {
 	evals   map[uint32]*evalAgg
 	queue   []*rpc.Evaluate // evaluations not yet started; one runs at a time
 	running bool
-	// status, when set, receives the progress; progress is the last one given to it.
-	status   *statusReporter
+	// progress is the last one reported (Config.Status).
 	progress jobstatus.Progress
 	// policy says when to evaluate and when the run ends (pkg/runpolicy); it selects by
 	// validation with Config.Patience.
@@ -50,8 +50,6 @@ type coordinator struct {
 	calls     cost.Calls
 	cost      float64
 	epochCost float64
-	// metrics, when set, receives the progress as Prometheus series.
-	metrics *metrics
 }
 
 type epochAgg struct {
@@ -87,8 +85,10 @@ type evalAgg struct {
 	loss    [2]float64
 }
 
-func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
-	c := &coordinator{cfg: cfg, totals: totals, pins: pins, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}}
+// newCoordinator returns the coordinator of a run of cfg over a graph of totals (train, val,
+// test), pinning the versions it evaluates in pins and adding its reports to out.
+func newCoordinator(cfg *Config, totals [3]int, pins *keeper, out *effects) *coordinator {
+	c := &coordinator{cfg: cfg, totals: totals, pins: pins, out: out, now: time.Now, reports: map[int]*epochAgg{}, evals: map[uint32]*evalAgg{}}
 	pc := runpolicy.Config{Epochs: cfg.Epochs, EvalEvery: cfg.EvalEvery, TargetAccuracy: cfg.TargetAccuracy}
 	if cfg.Patience > 0 && cfg.Weights == nil { // selection is training's
 		pc.Patience = cfg.Patience
@@ -97,22 +97,16 @@ func newCoordinator(cfg *Config, totals [3]int, pins *keeper) *coordinator {
 		pc.BudgetUSD = cfg.Cost.BudgetUSD
 	}
 	c.policy = runpolicy.New(pc)
-	if cfg.Events != nil {
-		c.enc = json.NewEncoder(cfg.Events)
-	}
-	if cfg.Status != nil {
-		c.status = newStatusReporter(cfg.Status, cfg.StatusInterval, cfg.Log)
-	}
 	c.started, c.cost, c.epochCost = cfg.Started, cfg.CostBefore, cfg.CostBefore
 	if c.started.IsZero() {
-		c.started = time.Now()
+		c.started = c.now()
 	}
 	return c
 }
 
 // begin starts the clock of the run's first epoch, first.
 func (c *coordinator) begin(first int) {
-	c.next, c.progress.Epoch, c.start = first, first, time.Now()
+	c.next, c.progress.Epoch, c.start = first, first, c.now()
 }
 
 // admitEpoch says why the coordinator cannot take r (wrapping errRefused), or nil: an epoch
@@ -167,7 +161,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			return cmds, nil
 		}
 		delete(c.reports, c.next)
-		now := time.Now()
+		now := c.now()
 		e := c.next
 		c.next++
 		before := c.progress // the progress a failure reports
@@ -177,10 +171,8 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		d := c.policy.Epoch(runpolicy.Report{Epoch: e + 1, Loss: a.loss, CostUSD: c.cost})
 		if d.Stop == runpolicy.NotFinite {
 			err := fmt.Errorf("epoch %d: the training loss is %v (AV_%d, the loss task); lower the learning rate", e+1, a.loss, c.cfg.Layers)
-			if c.status != nil {
-				before.Epoch, before.Loss, before.FailureMessage = e+1, a.loss, err.Error() // jobstatus drops the non-finite loss
-				c.status.update(before, true)
-			}
+			before.Epoch, before.Loss, before.FailureMessage = e+1, a.loss, err.Error() // jobstatus drops the non-finite loss
+			c.updateStatus(before, true)
 			return cmds, err
 		}
 		row := epochRow{ev: Event{Event: EventEpoch, Epoch: e + 1, Loss: a.loss, Seconds: now.Sub(c.start).Seconds(), Bytes: a.bytes,
@@ -208,9 +200,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			cmds = c.startNext(cmds)
 		}
 		c.lines = append(c.lines, row)
-		if err := c.flush(); err != nil {
-			return cmds, err
-		}
+		c.flush()
 	}
 }
 
@@ -231,12 +221,8 @@ func (c *coordinator) price(now time.Time) error {
 
 // reachedBudget logs that the cost reached the budget, and reports the progress at once.
 func (c *coordinator) reachedBudget() {
-	if c.cfg.Log != nil {
-		fmt.Fprintf(c.cfg.Log, "graph server 0: the cost $%.6f reached the budget $%g\n", c.cost, c.cfg.Cost.BudgetUSD)
-	}
-	if c.status != nil {
-		c.status.update(c.progress, true)
-	}
+	c.out.writeLogs = append(c.out.writeLogs, fmt.Sprintf("graph server 0: the cost $%.6f reached the budget $%g", c.cost, c.cfg.Cost.BudgetUSD))
+	c.updateStatus(c.progress, true)
 }
 
 // last returns the run's last epoch (0-based): the policy's.
@@ -305,26 +291,35 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 	if d.Stop != runpolicy.None {
 		cmds = append(cmds, c.stop(e))
 	}
-	if err := c.flush(); err != nil {
-		return cmds, err
+	c.flush()
+	if e != c.last() {
+		return c.startNext(cmds), nil
 	}
-	if e == c.last() {
-		if !c.policy.OverBudget() { // a run the budget stopped reports the cost that reached it
-			if err := c.price(time.Now()); err != nil {
-				return cmds, err
-			}
-		}
-		res := Event{Event: EventResult, Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
-		if c.policy.Selects() {
-			res.Selected, m = c.policy.Best()
-		}
-		res.ValAcc, res.TrainAcc, res.TestAcc, res.TrainLoss, res.ValLoss = &m.ValAcc, m.TrainAcc, m.TestAcc, m.TrainLoss, m.ValLoss
-		if err := c.emit(res); err != nil || c.cfg.Export == nil {
-			return cmds, err
-		}
-		return append(cmds, c.startExport(res, a.version)), nil
+	x, err := c.result(e, m, a.version)
+	if x != nil {
+		cmds = append(cmds, x)
 	}
-	return c.startNext(cmds), nil
+	return cmds, err
+}
+
+// result reports the run's result after the evaluation m of its last epoch e, at version v,
+// and returns the command of the export pass, with Config.Export.
+func (c *coordinator) result(e int, m model.Metrics, v uint64) (*rpc.CommandRequest, error) {
+	if !c.policy.OverBudget() { // a run the budget stopped reports the cost that reached it
+		if err := c.price(c.now()); err != nil {
+			return nil, err
+		}
+	}
+	res := Event{Event: EventResult, Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
+	if c.policy.Selects() {
+		res.Selected, m = c.policy.Best()
+	}
+	res.ValAcc, res.TrainAcc, res.TestAcc, res.TrainLoss, res.ValLoss = &m.ValAcc, m.TrainAcc, m.TestAcc, m.TrainLoss, m.ValLoss
+	c.emit(res)
+	if c.cfg.Export == nil {
+		return nil, nil
+	}
+	return c.startExport(res, v), nil
 }
 
 // startExport returns the command of the export pass with the weights res reports: those of
@@ -343,13 +338,14 @@ func (c *coordinator) startExport(res Event, v uint64) *rpc.CommandRequest {
 	return &rpc.CommandRequest{Evaluate: &rpc.Evaluate{Id: id, Version: v, Export: true}}
 }
 
-// takeExport returns the export pass once every partition has written its share, once.
+// takeExport returns the export pass once every partition has written its share, once, with
+// the learning curve.
 func (c *coordinator) takeExport() *pendingExport {
 	if c.exp == nil || !c.exp.done {
 		return nil
 	}
 	x := c.exp
-	c.exp.done = false
+	c.exp.done, x.curve = false, slices.Clone(c.curve)
 	return x
 }
 
@@ -376,34 +372,30 @@ func (c *coordinator) stop(e int) *rpc.CommandRequest {
 }
 
 // flush writes the completed epochs in order, each once its evaluation (if any) is in.
-func (c *coordinator) flush() error {
+func (c *coordinator) flush() {
 	for len(c.lines) > 0 && !c.lines[0].pending {
-		if err := c.emit(c.lines[0].ev); err != nil {
-			return err
-		}
+		c.emit(c.lines[0].ev)
 		c.lines = c.lines[1:]
 	}
-	return nil
 }
 
-func (c *coordinator) emit(ev Event) error {
+// emit writes ev as a progress line, and the progress after it into the status.
+func (c *coordinator) emit(ev Event) {
 	if ev.Event == EventEpoch && c.cfg.Export != nil {
 		c.curve = append(c.curve, export.Point{Epoch: ev.Epoch, Loss: ev.Loss, ValAcc: ev.ValAcc, Seconds: ev.Seconds})
 	}
 	c.report(ev)
-	c.metrics.progress(ev)
-	if c.enc == nil {
-		return nil
-	}
-	if err := c.enc.Encode(ev); err != nil {
-		return fmt.Errorf("write progress: %w", err)
-	}
-	return nil
+	c.out.writeLines = append(c.out.writeLines, ev)
 }
 
-// report hands the progress after ev to the status reporter; the result is the final report.
+// updateStatus reports p into the job's status; a final report goes at once.
+func (c *coordinator) updateStatus(p jobstatus.Progress, final bool) {
+	c.out.writeStatus = append(c.out.writeStatus, statusUpdate{p, final})
+}
+
+// report writes the progress after ev into the status; the result is the final report.
 func (c *coordinator) report(ev Event) {
-	if c.status == nil || ev.Event == EventExported {
+	if ev.Event == EventExported {
 		return
 	}
 	p := &c.progress
@@ -417,35 +409,42 @@ func (c *coordinator) report(ev Event) {
 	} else {
 		p.Loss = ev.Loss
 	}
-	c.status.update(*p, final)
+	c.updateStatus(*p, final)
 }
 
 // checkpointed reports that every parameter server has a checkpoint of epoch e (0: none yet).
 func (c *coordinator) checkpointed(e int) {
-	if c.status == nil || e == 0 || (c.progress.LastCheckpointEpoch != nil && *c.progress.LastCheckpointEpoch == e) {
+	if e == 0 || (c.progress.LastCheckpointEpoch != nil && *c.progress.LastCheckpointEpoch == e) {
 		return
 	}
 	c.progress.LastCheckpointEpoch = &e
-	c.status.update(c.progress, false)
+	c.updateStatus(c.progress, false)
 }
 
-// finish reports err, which stopped the run, as its failure when no restart can help — a
-// parameter server lost its checkpoints (codes.DataLoss) or refuses the run as it stands
-// (codes.FailedPrecondition: a rewind it cannot make), or the export failed (ErrExport) — and
-// waits at most flush for the last status report. The loop has ended. A run a server's failure
-// ended (a peer restarted in an asynchronous run without checkpoints: codes.Aborted) is not
-// reported: the operator sees that failure and names the server.
-func (c *coordinator) finish(err error, flush time.Duration) {
-	if c.status == nil {
-		return
+// exported reports the export pass x done, files written: as an event, and into the job's
+// status at once.
+func (c *coordinator) exported(x *pendingExport, files []string) {
+	acc := x.accuracy()
+	p := c.progress
+	p.Outputs = files
+	if c.cfg.Weights != nil { // an inference reports its accuracies here, training in its result
+		p.TrainAccuracy, p.ValAccuracy, p.TestAccuracy = acc.Train, acc.Val, acc.Test
 	}
-	if code := status.Code(err); code == codes.DataLoss || code == codes.FailedPrecondition || errors.Is(err, ErrExport) {
-		p := c.progress
-		p.FailureMessage = err.Error()
-		c.status.update(p, true)
+	c.updateStatus(p, true)
+	c.emit(Event{Event: EventExported, Files: len(files), TrainAcc: acc.Train, ValAcc: &acc.Val, TestAcc: acc.Test})
+}
+
+// failure returns the progress that reports err, which stopped the run, as its failure when no
+// restart can help — a parameter server lost its checkpoints (codes.DataLoss) or refuses the
+// run as it stands (codes.FailedPrecondition: a rewind it cannot make), or the export failed
+// (ErrExport) — and nil otherwise. The loop has ended. A run a server's failure ended (a peer
+// restarted in an asynchronous run without checkpoints: codes.Aborted) is not reported: the
+// operator sees that failure and names the server.
+func (c *coordinator) failure(err error) *jobstatus.Progress {
+	if code := status.Code(err); code != codes.DataLoss && code != codes.FailedPrecondition && !errors.Is(err, ErrExport) {
+		return nil
 	}
-	if flush <= 0 {
-		flush = DefaultStatusFlush
-	}
-	c.status.close(flush)
+	p := c.progress
+	p.FailureMessage = err.Error()
+	return &p
 }

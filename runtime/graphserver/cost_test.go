@@ -34,7 +34,8 @@ func TestBudgetStopsTheRun(t *testing.T) {
 	started := time.Now()
 	cfg := &Config{Partitions: 2, Epochs: 10, EvalEvery: 10, Status: f, StatusInterval: time.Hour, Cost: run, Started: started,
 		Log: &log, Events: &events}
-	c := newCoordinator(cfg, [3]int{2, 2, 2}, newKeeper())
+	out := &effects{}
+	c, rep := newCoordinator(cfg, [3]int{2, 2, 2}, newKeeper(), out), newReports(cfg, nil)
 	c.begin(0)
 	var cmds []*rpc.CommandRequest
 	for e := range 4 {
@@ -43,6 +44,7 @@ func TestBudgetStopsTheRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			carried(t, rep, out)
 			cmds = append(cmds, got...)
 		}
 		if e == 0 || e == 3 {
@@ -57,6 +59,7 @@ func TestBudgetStopsTheRun(t *testing.T) {
 		if _, err := c.evalDone(&rpc.EvalReport{From: uint32(p), Id: 3, Correct: []uint64{1, 1, 1}, Loss: []float64{0, 0}}); err != nil {
 			t.Fatal(err)
 		}
+		carried(t, rep, out)
 	}
 	f.wait(t) // the result
 	f.mu.Lock()
@@ -82,7 +85,7 @@ func TestBudgetStopsTheRun(t *testing.T) {
 	if c.calls != wantCalls {
 		t.Errorf("calls %+v, want %+v", c.calls, wantCalls)
 	}
-	c.status.close(time.Second)
+	rep.status.close(time.Second)
 }
 
 // near reports a ≈ b to 1e-9 relative.
@@ -98,11 +101,13 @@ func TestCostGoesOn(t *testing.T) {
 	}
 	var events bytes.Buffer
 	cfg := &Config{Partitions: 1, Epochs: 10, EvalEvery: 10, Cost: run, CostBefore: 0.75, Events: &events}
-	c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper())
+	out := &effects{}
+	c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper(), out)
 	c.begin(0)
 	if _, err := c.epochDone(&rpc.EpochReport{Epoch: 0, Calls: 4, BilledNs: uint64(4 * 25 * time.Millisecond)}, 0); err != nil {
 		t.Fatal(err)
 	}
+	carried(t, newReports(cfg, nil), out)
 	var ev Event
 	if err := json.Unmarshal(events.Bytes(), &ev); err != nil {
 		t.Fatal(err)

@@ -11,15 +11,20 @@
 //
 // One goroutine owns the scheduler and the run's bookkeeping (loop.go). Everything else — RPC
 // handlers (service.go), task completions, version streams, evaluation passes — turns what
-// happened into a typed event and posts it; step(event) in loop.go says, top to bottom, what the
-// server does about each. Every goroutine is started in one errgroup, so Run returns only once
-// all of them have ended. The files each hold one concern, and none uses a name of a file that
-// uses one of its own: server.go builds and starts the server, layout.go holds the partition, its
+// happened into a typed event and posts it. step(event) in loop.go says, top to bottom, what the
+// server does about each, and returns it as effects (effects.go): the tasks to start, the
+// messages to send, the reports to write, as raft's Ready; it does no I/O and starts no
+// goroutine, so a test steps it through an epoch by hand. The driver (drive.go) steps the loop on
+// every event and carries the effects out, every goroutine in one errgroup, so Run returns only
+// once all of them have ended. The files each hold one concern, and none uses a name of a file
+// that uses one of its own: server.go builds and starts the server, drive.go carries out what
+// the loop asks, reports.go writes graph server 0's progress, layout.go holds the partition, its
 // buffers and the mixed-epoch reads of them, guard.go when a GCN's two slots may be written and
 // read, rows.go the rows peers push, tasks.go the tasks common to both models, model.go the
 // interface behind which gcn.go and gat.go differ, peers.go and shards.go the connections,
 // weights.go and keep.go the weight versions in use, coord.go graph server 0's bookkeeping,
-// eval.go the evaluation pass, and status.go the reports into the GNNTrainingJob's status.
+// eval.go the evaluation pass, export.go the writes of the export, and status.go the reports
+// into the GNNTrainingJob's status.
 //
 // # Buffers
 //

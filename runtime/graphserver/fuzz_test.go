@@ -119,8 +119,9 @@ func fuzzConfigs(t testing.TB) [2]Config {
 }
 
 // fuzzRun is one script's graph server: built by newServer and trained from epoch 0, its
-// service served by current, and a loop that steps on every event the handlers post but
-// starts no task (its peers and parameter server are not there).
+// service served by current, and a loop that steps on every event the handlers post and
+// carries out what each step asks but its tasks (its peers and parameter server are not
+// there).
 type fuzzRun struct {
 	s      *server
 	v      *service
@@ -135,7 +136,7 @@ func startFuzzRun(ctx context.Context, t testing.TB, cfg Config) *fuzzRun {
 	r := &fuzzRun{cancel: cancel, loop: make(chan error, 1), g: &errgroup.Group{}}
 	s, err := newServer(ctx, r.g, cfg) // the group has no context: a failed evaluation ends nothing here
 	if err == nil {
-		err = s.begin(0)
+		err = r.step(s, training{0})
 	}
 	if err != nil {
 		cancel()
@@ -152,14 +153,14 @@ func (r *fuzzRun) steps(ctx context.Context) error {
 	for {
 		select {
 		case ev := <-r.s.events:
-			if err := r.s.step(ev); err != nil {
+			if err := r.step(r.s, ev); err != nil {
 				return err
 			}
 		case <-ctx.Done():
 			for {
 				select {
 				case ev := <-r.s.events:
-					if err := r.s.step(ev); err != nil {
+					if err := r.step(r.s, ev); err != nil {
 						return err
 					}
 				default:
@@ -168,6 +169,16 @@ func (r *fuzzRun) steps(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// step steps s's loop on ev and carries out what it asks but the tasks.
+func (r *fuzzRun) step(s *server, ev event) error {
+	out, err := s.loop.step(ev)
+	out.runTasks = nil
+	if werr := s.carry(out); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // stop ends the run and returns the loop's error.
@@ -209,7 +220,7 @@ func (r *fuzzRun) call(ctx context.Context, client rpc.GraphServerClient, c host
 		m.Loss = finite(m.Loss)
 		if c.Method == callEpochDone {
 			_, err = client.EpochDone(ctx, m)
-		} else if r.s.coord != nil && r.local < r.s.cfg.Epochs {
+		} else if r.s.loop.coord != nil && r.local < r.s.cfg.Epochs {
 			r.s.post(epochReported{rep: &rpc.EpochReport{From: 0, Epoch: uint32(r.local), Loss: m.Loss}})
 			r.local++
 		}

@@ -2,7 +2,6 @@ package graphserver
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -328,10 +327,6 @@ func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipel
 	}
 	return comp, func() { pool.put(comp) }
 }
-
-// maxSources bounds the intervals of a run (partitions × intervals), whose indices, and one
-// more, layout.source holds.
-const maxSources = math.MaxUint16
 
 func fillSource(dst []uint16, g int) {
 	for i := range dst {

@@ -1,28 +1,21 @@
 package graphserver
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"time"
 
-	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
-	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
-	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
 // event is something that happened, handed to the loop; the types below are all there are.
 type event interface{ isEvent() }
 
 type (
+	// training: the run trains from epoch first (the loop's first event).
+	training struct{ first int }
+	// inference: the run is an inference (the loop's first event).
+	inference struct{}
 	// taskDone: a local task finished at end (the trace's clock; loss: the output layer's AV's).
 	taskDone struct {
 		task pipeline.Task
@@ -59,6 +52,8 @@ type (
 	}
 )
 
+func (training) isEvent()      {}
+func (inference) isEvent()     {}
 func (taskDone) isEvent()      {}
 func (rowsArrived) isEvent()   {}
 func (progressed) isEvent()    {}
@@ -69,165 +64,197 @@ func (epochReported) isEvent() {}
 func (evalReported) isEvent()  {}
 func (exported) isEvent()      {}
 
-// server is one graph server.
-type server struct {
-	cfg Config
-
-	// What it trains: the partition's buffers, the model, and the tasks over both.
-	lay   *layout
-	model variant
-	shape modelShape
-	tasks *runner
-	eval  *evaluator
-
-	// Whom it talks to, and the weight versions in use.
-	peers   *peers
-	shards  *shards
-	weights *weightCache
+// loop is the graph server's state machine: the scheduler and the run's bookkeeping, which
+// only the loop goroutine touches. step takes one event and returns the effects to carry out —
+// messages to send, reports to write, tasks to start — as raft's Ready; it does no I/O and
+// starts no goroutine, so that the driver (drive.go) carries them out and a test can step a
+// server through a run by hand.
+type loop struct {
+	cfg  *Config
+	pipe pipeline.Config // the scheduler's, but for the first epoch
+	// The weight versions in use, and the shards' versions and checkpoints as last heard.
 	keep    *keeper
-	// What its tensor calls were billed, handed to its epoch and evaluation reports.
-	billing *billing
-	metrics *metrics
+	weights *weightCache
+	shards  *shards
+	coord   *coordinator // graph server 0 only
+	// measure reads what an epoch report carries from outside the loop.
+	measure func() usage
 
-	// The loop (loop.go): the goroutines' owner, the events, and the state only the loop touches.
-	g      *errgroup.Group
-	ctx    context.Context
-	events chan event
-	sched  *pipeline.Scheduler
+	sched  *pipeline.Scheduler // nil before training, and in an inference
 	epochs map[int]*epochTally
-	coord  *coordinator // graph server 0 only
 	idle   *idleTracker // with Config.Trace
+	ready  []pipeline.Task
+	out    effects
 }
 
-// drive is the loop: it starts every ready task, steps on every event, and never blocks on
-// I/O. It returns when ctx ends (nil if it was cancelled) or a step fails.
-func (s *server) drive(ctx context.Context) error {
-	var ready []pipeline.Task
-	for {
-		if s.sched != nil { // an inference runs no tasks
-			ready = s.sched.AppendReady(ready[:0])
-		}
-		for _, t := range ready {
-			st, err := s.sched.Start(t)
-			if err != nil {
-				return err
-			}
-			if t.Kind == pipeline.KindAV && t.Layer == 0 {
-				s.publishKeep() // the epoch pinned a version
-			}
-			s.idle.started(st)
-			s.spawn(func(ctx context.Context) error { return s.exec(ctx, st) })
-		}
-		select {
-		case ev := <-s.events:
-			if err := s.step(ev); err != nil {
-				return err
-			}
-			if s.sched != nil {
-				s.idle.observe(s.sched)
-			}
-		case <-ctx.Done():
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return cause
-			}
-			return nil
-		}
+// usage is what a partition's epoch report carries from outside the loop: the tensor calls
+// billed and the tensor payload bytes sent to peers since the last epoch, and the process's
+// peak resident memory.
+type usage struct {
+	calls   cost.Calls
+	sent    uint64
+	peakRSS uint64
+}
+
+// newLoop returns the loop of a server of cfg whose scheduler will run pipe; graph server 0's
+// coordinates a graph of totals (train, val, test).
+func newLoop(cfg *Config, pipe pipeline.Config, totals [3]int, keep *keeper, weights *weightCache, shards *shards, measure func() usage) *loop {
+	l := &loop{cfg: cfg, pipe: pipe, keep: keep, weights: weights, shards: shards, measure: measure, epochs: map[int]*epochTally{}}
+	if cfg.Partition == 0 {
+		l.coord = newCoordinator(cfg, totals, keep, &l.out)
 	}
+	return l
 }
 
-// step does what the server does about ev.
-func (s *server) step(ev event) error {
+// step does what the server does about ev, and starts every task that became ready. It returns
+// what the driver is to carry out, also when it fails (the run then ends once that is done).
+func (l *loop) step(ev event) (effects, error) {
+	l.out.reset()
+	err := l.take(ev)
+	if err == nil && l.sched != nil {
+		l.idle.observe(l.sched)
+		err = l.startReady()
+	}
+	return l.out, err
+}
+
+// take changes the state as ev says.
+func (l *loop) take(ev event) error {
 	switch ev := ev.(type) {
+	case training:
+		return l.begin(ev.first)
+	case inference:
+		if l.coord != nil { // the export pass with the loaded weights, version 0
+			return l.command([]*rpc.CommandRequest{l.coord.startExport(Event{}, 0)}, nil)
+		}
 	case taskDone:
-		if err := s.sched.Done(ev.task); err != nil {
-			return err
-		}
-		t := ev.task
-		s.idle.done(t, ev.end)
-		if t.Kind == pipeline.KindAV && t.Layer == s.lay.layers() {
-			s.tally(t.Epoch).loss += ev.loss
-		}
-		if t.Kind == pipeline.KindWU {
-			s.publishKeep()
-			s.weights.release(s.keep.load())
-			s.broadcastProgress(t)
-			a := s.tally(t.Epoch)
-			if a.n++; a.n == s.cfg.Intervals {
-				delete(s.epochs, t.Epoch)
-				calls := s.billing.take()
-				return s.reportEpoch(&rpc.EpochReport{From: uint32(s.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss,
-					BytesSent: s.peers.sent.Swap(0), Calls: uint64(calls.Requests), BilledNs: uint64(calls.Billed),
-					PeakRssBytes: uint64(procmem.Self().Peak)})
-			}
-		}
+		return l.done(ev)
 	case rowsArrived:
-		return s.sched.Observe(ev.task)
+		return l.sched.Observe(ev.task)
 	case progressed:
 		for _, t := range ev.tasks {
-			if err := s.sched.Observe(t); err != nil {
+			if err := l.sched.Observe(t); err != nil {
 				return err
 			}
 		}
 	case shardMoved:
-		sh := s.shards.list[ev.shard]
+		sh := l.shards.list[ev.shard]
 		sh.checkpoint = max(sh.checkpoint, ev.checkpoint)
-		if s.coord != nil {
-			s.coord.checkpointed(s.shards.lowest(func(sh *shard) int { return sh.checkpoint }))
+		if l.coord != nil {
+			l.coord.checkpointed(l.shards.lowest(func(sh *shard) int { return sh.checkpoint }))
 		}
-		return s.shardVersion(ev.shard, ev.version)
+		return l.shardVersion(ev.shard, ev.version)
 	case commanded:
-		return s.apply(ev.cmd)
+		return l.apply(ev.cmd)
 	case evalFinished:
-		s.keep.unpin(ev.version)
-		s.publishKeep()
+		l.keep.unpin(ev.version)
+		l.publishKeep()
 	case epochReported:
-		if ok, err := admit(s.coord.admitEpoch(ev.rep), ev.verdict); !ok {
-			return err
-		}
-		cmds, err := s.coord.epochDone(ev.rep, s.sched.WeightVersion())
-		return s.command(cmds, err)
+		return l.epochReport(ev.rep, ev.verdict)
 	case evalReported:
-		if ok, err := admit(s.coord.admitEval(ev.rep), ev.verdict); !ok {
+		if ok, err := l.admit(l.coord.admitEval(ev.rep), ev.verdict); !ok {
 			return err
 		}
-		cmds, err := s.coord.evalDone(ev.rep)
-		if x := s.coord.takeExport(); x != nil {
-			s.spawn(func(ctx context.Context) error { return s.writeModel(ctx, x) })
-		}
-		return s.command(cmds, err)
+		cmds, err := l.coord.evalDone(ev.rep)
+		l.out.writeExport = l.coord.takeExport()
+		return l.command(cmds, err)
 	case exported:
-		s.keep.unpin(ev.x.version)
-		s.publishKeep()
-		return s.coord.exported(ev.x, ev.files)
+		l.keep.unpin(ev.x.version)
+		l.publishKeep()
+		l.coord.exported(ev.x, ev.files)
 	default:
 		return fmt.Errorf("unknown event %T", ev)
 	}
 	return nil
 }
 
+// begin makes the scheduler of training from epoch first at the shards' weight version, and
+// starts the coordinator's clock.
+func (l *loop) begin(first int) error {
+	pc := l.pipe
+	pc.FirstEpoch = first
+	var err error
+	if l.sched, err = pipeline.New(pc); err != nil {
+		return err
+	}
+	if err := l.sched.SetWeightVersion(l.shards.lowest(func(sh *shard) int { return sh.version })); err != nil {
+		return err
+	}
+	if l.coord != nil {
+		l.coord.begin(first)
+	}
+	l.idle = newIdleTracker(l.cfg.Trace, l.cfg.Partition, l.cfg.Intervals)
+	return nil
+}
+
+// startReady starts every ready task in the scheduler, for the driver to run.
+func (l *loop) startReady() error {
+	l.ready = l.sched.AppendReady(l.ready[:0])
+	for _, t := range l.ready {
+		st, err := l.sched.Start(t)
+		if err != nil {
+			return err
+		}
+		if t.Kind == pipeline.KindAV && t.Layer == 0 {
+			l.publishKeep() // the epoch pinned a version
+		}
+		l.idle.started(st)
+		l.out.runTasks = append(l.out.runTasks, st)
+	}
+	return nil
+}
+
+// done records a local task's end: the output layer's AV adds its loss to the epoch's, and a
+// WU tells every peer and, the epoch's last, reports the partition's epoch.
+func (l *loop) done(ev taskDone) error {
+	t := ev.task
+	if err := l.sched.Done(t); err != nil {
+		return err
+	}
+	l.idle.done(t, ev.end)
+	if t.Kind == pipeline.KindAV && t.Layer == l.pipe.Layers {
+		l.tally(t.Epoch).loss += ev.loss
+	}
+	if t.Kind != pipeline.KindWU {
+		return nil
+	}
+	l.publishKeep()
+	l.weights.release(l.keep.load())
+	l.out.sendProgress = append(l.out.sendProgress, &rpc.ProgressReport{From: uint32(l.cfg.Partition), Done: []*rpc.TaskRef{taskRef(t)}})
+	a := l.tally(t.Epoch)
+	if a.n++; a.n < l.cfg.Intervals {
+		return nil
+	}
+	delete(l.epochs, t.Epoch)
+	u := l.measure()
+	r := &rpc.EpochReport{From: uint32(l.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss, BytesSent: u.sent,
+		Calls: uint64(u.calls.Requests), BilledNs: uint64(u.calls.Billed), PeakRssBytes: u.peakRSS}
+	if l.coord == nil {
+		l.out.sendReports = append(l.out.sendReports, r)
+		return nil
+	}
+	return l.epochReport(r, nil)
+}
+
+// epochReport hands a partition's epoch report to the coordinator, and its commands to every
+// server; verdict, if not nil, waits for the coordinator's verdict on a peer's report.
+func (l *loop) epochReport(r *rpc.EpochReport, verdict chan<- error) error {
+	if ok, err := l.admit(l.coord.admitEpoch(r), verdict); !ok {
+		return err
+	}
+	cmds, err := l.coord.epochDone(r, l.sched.WeightVersion())
+	return l.command(cmds, err)
+}
+
 // admit hands refused, the coordinator's verdict on a report, to the peer that waits for it
-// (verdict not nil), and reports whether the report is taken; a refused report of the
+// on to (if not nil), and reports whether the report is taken; a refused report of the
 // coordinator's own ends the run.
-func admit(refused error, verdict chan<- error) (bool, error) {
-	if verdict != nil {
-		verdict <- refused
+func (l *loop) admit(refused error, to chan<- error) (bool, error) {
+	if to != nil {
+		l.out.answers = append(l.out.answers, verdict{to, refused})
 		return refused == nil, nil
 	}
 	return refused == nil, refused
-}
-
-// ask posts ev, a peer's report, and returns the verdict the loop sends on verdict: nil, an
-// error wrapping errRefused, or a status error when ctx ends or the server stops first.
-func (s *server) ask(ctx context.Context, ev event, verdict <-chan error) error {
-	s.post(ev)
-	select {
-	case err := <-verdict:
-		return err
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	case <-s.ctx.Done():
-		return status.Errorf(codes.Unavailable, "graph server %d is stopping", s.cfg.Partition)
-	}
 }
 
 // epochTally is a local epoch's training loss and finished WUs, until all intervals' are in.
@@ -236,185 +263,62 @@ type epochTally struct {
 	n    int
 }
 
-func (s *server) tally(e int) *epochTally {
-	a := s.epochs[e]
+func (l *loop) tally(e int) *epochTally {
+	a := l.epochs[e]
 	if a == nil {
 		a = &epochTally{}
-		s.epochs[e] = a
+		l.epochs[e] = a
 	}
 	return a
-}
-
-// billing hands out a backend's billed calls in parts, each call in one part, to the
-// server's epoch and evaluation reports.
-type billing struct {
-	mu    sync.Mutex
-	b     dispatch.Biller // nil: the backend bills nothing
-	taken cost.Calls
-}
-
-func newBilling(b dispatch.Backend) *billing {
-	bl, _ := b.(dispatch.Biller)
-	return &billing{b: bl}
-}
-
-// take returns the calls billed since the last take.
-func (b *billing) take() cost.Calls {
-	if b.b == nil {
-		return cost.Calls{}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.b.Billing()
-	d := cost.Calls{Requests: now.Requests - b.taken.Requests, Billed: now.Billed - b.taken.Billed}
-	b.taken = now
-	return d
 }
 
 // shardVersion records a shard's newest version; the weight version is the lowest over the
 // shards. It is pulled only when an interval pins it (weightCache.at): every graph server's
 // pushes make versions, so pulling each as it appears would pull every version to every graph
 // server, graph servers times more than their intervals pin.
-func (s *server) shardVersion(i, v int) error {
-	s.shards.list[i].version = max(s.shards.list[i].version, v)
-	low := s.shards.lowest(func(sh *shard) int { return sh.version })
-	if low <= s.sched.WeightVersion() {
+func (l *loop) shardVersion(i, v int) error {
+	l.shards.list[i].version = max(l.shards.list[i].version, v)
+	low := l.shards.lowest(func(sh *shard) int { return sh.version })
+	if low <= l.sched.WeightVersion() {
 		return nil
 	}
-	if err := s.sched.SetWeightVersion(low); err != nil {
+	if err := l.sched.SetWeightVersion(low); err != nil {
 		return err
 	}
-	s.publishKeep()
+	l.publishKeep()
 	return nil
 }
 
-// apply carries out a coordinator's command.
-func (s *server) apply(r *rpc.CommandRequest) error {
+// apply carries out a coordinator's command here.
+func (l *loop) apply(r *rpc.CommandRequest) error {
 	if r.Stop {
-		if err := s.sched.StopAfter(int(r.StopAfter)); err != nil {
+		if err := l.sched.StopAfter(int(r.StopAfter)); err != nil {
 			return err
 		}
 	}
 	if ev := r.Evaluate; ev != nil {
-		s.keep.pin(ev.Version)
-		s.publishKeep()
-		s.spawn(func(ctx context.Context) error { return s.evaluate(ctx, ev) })
+		l.keep.pin(ev.Version)
+		l.publishKeep()
+		l.out.runPasses = append(l.out.runPasses, ev)
 	}
 	return nil
 }
 
 // command sends the coordinator's commands to every peer and applies them here; err, the
 // coordinator's, then ends the run.
-func (s *server) command(cmds []*rpc.CommandRequest, err error) error {
-	s.publishKeep() // the coordinator pins and unpins evaluations' versions
+func (l *loop) command(cmds []*rpc.CommandRequest, err error) error {
+	l.publishKeep() // the coordinator pins and unpins evaluations' versions
 	for _, r := range cmds {
-		s.spawn(func(ctx context.Context) error {
-			return s.peers.each(ctx, "command", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
-				_, err := c.Command(ctx, r)
-				return err
-			})
-		})
-		if err := s.apply(r); err != nil {
+		l.out.sendCommands = append(l.out.sendCommands, r)
+		if err := l.apply(r); err != nil {
 			return err
 		}
 	}
 	return err
 }
 
-func (s *server) publishKeep() {
-	if s.sched != nil { // an inference has no weight versions to keep
-		s.keep.publish(s.sched.WeightVersion(), s.sched.PinnedVersions())
+func (l *loop) publishKeep() {
+	if l.sched != nil { // an inference has no weight versions to keep
+		l.keep.publish(l.sched.WeightVersion(), l.sched.PinnedVersions())
 	}
-}
-
-// spawn runs f in the run's group; an error of f ends the run, unless the run is ending anyway.
-func (s *server) spawn(f func(ctx context.Context) error) {
-	s.g.Go(func() error {
-		if err := f(s.ctx); err != nil && s.ctx.Err() == nil {
-			return err
-		}
-		return nil
-	})
-}
-
-// post hands ev to the loop.
-func (s *server) post(ev event) {
-	select {
-	case s.events <- ev:
-	case <-s.ctx.Done():
-	}
-}
-
-// exec runs one task and reports its completion to the loop.
-func (s *server) exec(ctx context.Context, st pipeline.Started) error {
-	start, begin := time.Now(), s.cfg.Trace.Now()
-	loss, bytes, err := s.tasks.run(ctx, st)
-	s.metrics.finished(st, time.Since(start))
-	if err != nil {
-		return fmt.Errorf("%v: %w", st.Task, err)
-	}
-	end := s.cfg.Trace.Now()
-	if s.cfg.Trace != nil {
-		sp := taskSpan(st, trace.Kind(st.Task.Kind))
-		sp.Start, sp.End, sp.Bytes = begin, end, bytes
-		s.cfg.Trace.Add(sp)
-	}
-	s.post(taskDone{st.Task, loss, end})
-	return nil
-}
-
-// evaluate runs an evaluation pass beside training, or the export pass, and reports it.
-func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
-	defer func(begin int64) {
-		s.cfg.Trace.Add(trace.Span{Start: begin, End: s.cfg.Trace.Now(), Kind: trace.Eval, Lane: trace.EvalLane, Epoch: int32(ev.Id), Version: int32(ev.Version)})
-	}(s.cfg.Trace.Now())
-	var publish sharePublisher
-	if ev.Export {
-		if s.cfg.Export == nil {
-			return fmt.Errorf("graph server %d has no output location for the export pass", s.cfg.Partition)
-		}
-		publish = s.publishShare
-	}
-	rep, err := s.eval.run(ctx, ev.Id, ev.Version, publish)
-	if err != nil && ev.Export {
-		return fmt.Errorf("%w: the export pass: %w", ErrExport, err)
-	} else if err != nil {
-		return fmt.Errorf("evaluation after epoch %d: %w", ev.Id+1, err)
-	}
-	calls := s.billing.take()
-	rep.Calls, rep.BilledNs = uint64(calls.Requests), uint64(calls.Billed)
-	s.post(evalFinished{ev.Version})
-	if s.coord != nil {
-		s.post(evalReported{rep: rep})
-		return nil
-	}
-	return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
-		_, err := c.EvalDone(ctx, rep)
-		return err
-	})
-}
-
-// reportEpoch sends the partition's epoch report to the coordinator, or steps on it here.
-func (s *server) reportEpoch(r *rpc.EpochReport) error {
-	if s.coord != nil {
-		return s.step(epochReported{rep: r})
-	}
-	s.spawn(func(ctx context.Context) error {
-		return s.peers.call(ctx, 0, "report", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
-			_, err := c.EpochDone(ctx, r)
-			return err
-		})
-	})
-	return nil
-}
-
-// broadcastProgress tells every peer that t is done.
-func (s *server) broadcastProgress(t pipeline.Task) {
-	r := &rpc.ProgressReport{From: uint32(s.cfg.Partition), Done: []*rpc.TaskRef{taskRef(t)}}
-	s.spawn(func(ctx context.Context) error {
-		return s.peers.each(ctx, "progress", func(ctx context.Context, _ int, c rpc.GraphServerClient) error {
-			_, err := c.Progress(ctx, r)
-			return err
-		})
-	})
 }

@@ -10,9 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
-	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
@@ -42,8 +40,8 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	err = g.Wait()
 	s.peers.close()
 	s.shards.close()
-	if s.coord != nil {
-		s.coord.finish(err, cfg.StatusFlush)
+	if c := s.loop.coord; c != nil {
+		s.reports.finish(c.failure(err), cfg.StatusFlush)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("graph server %d: %w", cfg.Partition, err)
@@ -74,8 +72,7 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), epochs: map[int]*epochTally{},
-		billing: newBilling(cfg.Backend)}
+	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), billing: newBilling(cfg.Backend)}
 	if s.metrics, err = newMetrics(cfg.Metrics, cfg.Partition, cfg.Partition == 0, cfg.Backend); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -106,10 +103,8 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	s.tasks = &runner{lay: s.lay, model: s.model, peers: s.peers, shards: s.shards, keep: s.keep,
 		pushed: func(i, v, ck int) { s.post(shardMoved{i, v, ck}) }}
 	s.eval = newEvaluator(s.lay, s.model, s.peers, s.weights)
-	if cfg.Partition == 0 {
-		s.coord = newCoordinator(&s.cfg, part.Totals, s.keep)
-		s.coord.metrics = s.metrics
-	}
+	s.loop = newLoop(&s.cfg, s.pipeline(), part.Totals, s.keep, s.weights, s.shards, s.measure)
+	s.reports = newReports(&s.cfg, s.metrics)
 	return s, nil
 }
 
@@ -119,38 +114,23 @@ func (s *server) run(ctx context.Context) error {
 		return err
 	}
 	if s.cfg.Weights != nil {
-		return s.infer(ctx)
+		return s.drive(ctx, inference{})
 	}
 	first, err := s.shards.firstEpoch(s.cfg.Epochs)
 	if err != nil {
 		return err
 	}
-	if err := s.begin(first); err != nil {
-		return err
-	}
-	return s.drive(ctx)
+	return s.drive(ctx, training{first})
 }
 
-// begin makes the scheduler of training from epoch first at the shards' weight version, and
-// starts the coordinator's clock.
-func (s *server) begin(first int) error {
-	var err error
-	s.sched, err = pipeline.New(pipeline.Config{
-		Partitions: s.cfg.Partitions, Intervals: s.cfg.Intervals, Layers: s.cfg.Layers, Epochs: s.cfg.Epochs,
-		FirstEpoch: first, Staleness: s.cfg.Staleness, DrainEvery: s.cfg.DrainEvery,
-		Gradients: s.lay.gradients, Local: []int{s.cfg.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
-	})
-	if err != nil {
-		return err
+// pipeline returns the configuration of the scheduler of s's training, from epoch 0.
+func (s *server) pipeline() pipeline.Config {
+	c := &s.cfg
+	return pipeline.Config{
+		Partitions: c.Partitions, Intervals: c.Intervals, Layers: c.Layers, Epochs: c.Epochs,
+		Staleness: c.Staleness, DrainEvery: c.DrainEvery,
+		Gradients: s.lay.gradients, Local: []int{c.Partition}, ExternalVersions: true, TailOverlap: s.lay.parities > 1,
 	}
-	if err := s.sched.SetWeightVersion(s.shards.lowest(func(sh *shard) int { return sh.version })); err != nil {
-		return err
-	}
-	if s.coord != nil {
-		s.coord.begin(first)
-	}
-	s.idle = newIdleTracker(s.cfg.Trace, s.cfg.Partition, s.cfg.Intervals)
-	return nil
 }
 
 // connect waits for every peer and shard, checks that the peers agree on the run and the
@@ -165,7 +145,12 @@ func (s *server) connect(ctx context.Context) error {
 		return err
 	}
 	c := &s.cfg
-	if err := s.hello(ctx); err != nil {
+	err := s.peers.each(ctx, "hello", func(ctx context.Context, q int, pc rpc.GraphServerClient) error {
+		_, err := pc.Hello(ctx, &rpc.HelloRequest{From: uint32(c.Partition), Partitions: uint32(c.Partitions),
+			Intervals: uint32(c.Intervals), Ghosts: uint64(s.lay.part.GhostsOf(q)), Run: c.Run})
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if c.Weights != nil {
@@ -189,35 +174,6 @@ func (s *server) connect(ctx context.Context) error {
 		})
 	}
 	return nil
-}
-
-// hello checks with every peer that both belong to the same run and attempt and agree on the
-// partitioning. A peer of another attempt (Aborted) is one a restart deleted and that is still
-// terminating, or one whose replacement has not come yet: it is asked again until the right
-// one answers, within the startup timeout.
-func (s *server) hello(ctx context.Context) error {
-	c := &s.cfg
-	if c.Startup > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Startup)
-		defer cancel()
-	}
-	hello := func(ctx context.Context, q int, pc rpc.GraphServerClient) error {
-		_, err := pc.Hello(ctx, &rpc.HelloRequest{From: uint32(c.Partition), Partitions: uint32(c.Partitions), Intervals: uint32(c.Intervals),
-			Ghosts: uint64(s.lay.part.GhostsOf(q)), Run: c.Run, Attempt: uint32(c.Attempt)})
-		return err
-	}
-	for {
-		err := s.peers.each(ctx, "hello", hello)
-		if status.Code(err) != codes.Aborted {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(rpc.CheckEvery):
-		}
-	}
 }
 
 // monitorPeer is rpc.Monitor for another graph server. A peer that stopped serving has mostly

@@ -410,13 +410,13 @@ func TestStatusCheckpointStoreGone(t *testing.T) {
 // finished export are reported first.
 func TestStatusExportFailure(t *testing.T) {
 	f := newFake()
-	c := newCoordinator(&Config{Epochs: 3, Status: f, StatusInterval: time.Millisecond}, [3]int{1, 1, 1}, newKeeper())
+	cfg, out := &Config{Epochs: 3, Status: f, StatusInterval: time.Millisecond}, &effects{}
+	c, rep := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper(), out), newReports(cfg, nil)
 	x := &pendingExport{metrics: model.Metrics{TestAcc: 0.5}}
-	if err := c.exported(x, []string{"model.safetensors", "model.json"}); err != nil {
-		t.Fatal(err)
-	}
+	c.exported(x, []string{"model.safetensors", "model.json"})
+	carried(t, rep, out)
 	f.wait(t)
-	c.finish(fmt.Errorf("%w: write model.json: disk full", ErrExport), time.Second)
+	rep.finish(c.failure(fmt.Errorf("%w: write model.json: disk full", ErrExport)), time.Second)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n := len(f.reports); n != 2 || !slices.Equal(f.reports[0].Outputs, []string{"model.safetensors", "model.json"}) ||
@@ -441,8 +441,9 @@ func TestStatusFinishReportsWhatNoRestartHelps(t *testing.T) {
 		{status.Error(codes.Unavailable, "error reading from server: EOF"), false},
 	} {
 		f := newFake()
-		c := newCoordinator(&Config{Epochs: 3, Status: f, StatusInterval: time.Millisecond}, [3]int{1, 1, 1}, newKeeper())
-		c.finish(tc.err, time.Second)
+		cfg := &Config{Epochs: 3, Status: f, StatusInterval: time.Millisecond}
+		c := newCoordinator(cfg, [3]int{1, 1, 1}, newKeeper(), &effects{})
+		newReports(cfg, nil).finish(c.failure(tc.err), time.Second)
 		f.mu.Lock()
 		reported := len(f.reports) > 0 && strings.HasSuffix(f.reports[len(f.reports)-1].FailureMessage, status.Convert(tc.err).Message())
 		f.mu.Unlock()
