@@ -11,6 +11,7 @@ import (
 type Parameters struct {
 	Shapes [][2]int // rows and columns of each tensor
 	gcn    *GCNConfig
+	sage   bool // gcn's widths, GraphSAGE's weights
 	gat    *GATConfig
 }
 
@@ -43,6 +44,26 @@ func ParametersOf(dims []int, heads, outHeads int) (Parameters, error) {
 		}
 		return p, nil
 	}
+	return gcnParameters(dims)
+}
+
+// SAGEParametersOf returns the parameters of the GraphSAGE network with layer widths dims: a
+// GCN's widths, each layer's weight [W_self; W_neigh] of 2·dims[l] × dims[l+1].
+func SAGEParametersOf(dims []int) (Parameters, error) {
+	p, err := gcnParameters(dims)
+	if err != nil {
+		return p, err
+	}
+	p.sage, p.Shapes = true, p.gcn.SAGEShapes()
+	return p, nil
+}
+
+// gcnParameters returns the parameters of the GCN with layer widths dims.
+func gcnParameters(dims []int) (Parameters, error) {
+	L := len(dims) - 1
+	if L < 1 {
+		return Parameters{}, fmt.Errorf("model with %d layer widths", len(dims))
+	}
 	c := GCNConfig{InDim: dims[0], Classes: dims[L], Layers: L}
 	if L > 1 {
 		c.Hidden = dims[1]
@@ -63,17 +84,20 @@ func ParametersOf(dims []int, heads, outHeads int) (Parameters, error) {
 }
 
 // Init returns the tensors as the single-process trainers initialise them from seed: a GCN's
-// weight matrices (GCNConfig.InitWeights), or a GAT's W, a_dst, a_src and bias of every layer
+// weight matrices (GCNConfig.InitWeights), a GraphSAGE network's (SAGEInitWeights), or a GAT's W, a_dst, a_src and bias of every layer
 // (GATConfig.InitParams).
 func (p Parameters) Init(seed uint64) []*tensor.Dense {
 	if p.gat != nil {
 		return p.gat.InitParams(seed).Tensors()
 	}
+	if p.sage {
+		return p.gcn.SAGEInitWeights(seed)
+	}
 	return p.gcn.InitWeights(seed)
 }
 
 // Decay returns the weight decay of each tensor, as the single-process trainers apply wd: on a
-// GCN's first weight matrix (DefaultAdam), on every tensor of a GAT.
+// GCN's or GraphSAGE's first weight matrix (DefaultAdam), on every tensor of a GAT.
 func (p Parameters) Decay(wd float32) []float32 {
 	if p.gat != nil {
 		d := make([]float32, len(p.Shapes))

@@ -73,3 +73,22 @@ func sameValues(t *testing.T, what string, got, want []*tensor.Dense) {
 		}
 	}
 }
+
+// SAGEParametersOf tells a GraphSAGE network's weights as NewTrainer makes them with SAGE set:
+// 2·in × out per layer, the same initial values, decay on the first.
+func TestSAGEParametersOf(t *testing.T) {
+	p, err := SAGEParametersOf([]int{6, 4, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][2]int{{12, 4}, {8, 3}}; !slices.Equal(p.Shapes, want) {
+		t.Errorf("shapes %v, want %v", p.Shapes, want)
+	}
+	if d := p.Decay(0.5); !slices.Equal(d, []float32{0.5, 0}) {
+		t.Errorf("decay %v, want 0.5 on the first matrix only", d)
+	}
+	sameValues(t, "GraphSAGE", p.Init(7), GCNConfig{InDim: 6, Hidden: 4, Classes: 3, Layers: 2}.SAGEInitWeights(7))
+	if _, err := SAGEParametersOf([]int{6, 4, 5, 3}); err == nil {
+		t.Error("hidden layers of different widths accepted")
+	}
+}

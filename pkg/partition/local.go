@@ -12,11 +12,13 @@ import (
 // Part is one graph server's partition in local numbering: owned vertices are rows and columns
 // 0..Owned-1 (global ids Lo..Lo+Owned-1), ghosts are columns Owned..Owned+len(Ghosts)-1.
 type Part struct {
-	ID, Parts  int
-	Lo, Owned  int
-	Bounds     []int64 // partition q owns global ids [Bounds[q], Bounds[q+1])
-	Ghosts     []int32 // global ids of the ghost columns, ascending (so grouped by owner)
-	GhostStart []int   // len Parts+1: the ghosts owned by q are Ghosts[GhostStart[q]:GhostStart[q+1]]
+	ID, Parts int
+	Lo, Owned int
+	Bounds    []int64 // partition q owns global ids [Bounds[q], Bounds[q+1])
+	Ghosts    []int32 // global ids of the ghost columns, ascending (so grouped by owner)
+	// GhostDegree is each ghost's adjacency entries in the whole graph (a GraphSAGE's mean).
+	GhostDegree []int32
+	GhostStart  []int // len Parts+1: the ghosts owned by q are Ghosts[GhostStart[q]:GhostStart[q+1]]
 	// OriginalIDs is the source dataset's id of every local column (owned rows, then ghosts),
 	// which keys the dropout masks.
 	OriginalIDs []int32
@@ -41,7 +43,7 @@ func Build(d *graph.PartitionData) (*Part, error) {
 		return nil, err
 	}
 	p := &Part{
-		ID: d.Part, Parts: d.Parts, Lo: d.Lo(), Owned: d.Rows(), Bounds: d.Bounds, Ghosts: d.GhostIDs, OriginalIDs: d.LocalOrigIDs(),
+		ID: d.Part, Parts: d.Parts, Lo: d.Lo(), Owned: d.Rows(), Bounds: d.Bounds, Ghosts: d.GhostIDs, GhostDegree: d.GhostDegree, OriginalIDs: d.LocalOrigIDs(),
 		Features: d.Features, Labels: d.Labels, Splits: [3][]int32{d.Train, d.Val, d.Test},
 		Totals:     [3]int{d.Meta.SplitSizes.Train, d.Meta.SplitSizes.Val, d.Meta.SplitSizes.Test},
 		NumClasses: d.NumClasses, Meta: d.Meta,

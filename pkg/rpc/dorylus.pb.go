@@ -910,8 +910,11 @@ type InitRequest struct {
 	// rewind_to takes an initialised shard back to the weights after this epoch (from its
 	// checkpoint; 0: the initial weights): graph servers send it when they find the shards at
 	// different epochs, one of them restarted from an older checkpoint.
-	RewindTo      *uint64 `protobuf:"varint,12,opt,name=rewind_to,json=rewindTo,proto3,oneof" json:"rewind_to,omitempty"`
-	Staleness     uint32  `protobuf:"varint,13,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	RewindTo  *uint64 `protobuf:"varint,12,opt,name=rewind_to,json=rewindTo,proto3,oneof" json:"rewind_to,omitempty"`
+	Staleness uint32  `protobuf:"varint,13,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	// sage: GraphSAGE (heads 0): layer l's weight is [W_self; W_neigh], 2·dims[l] × dims[l+1]
+	// (pkg/model SAGEInitWeights), weight_decay on layer 0 as a GCN's.
+	Sage          bool `protobuf:"varint,14,opt,name=sage,proto3" json:"sage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1035,6 +1038,13 @@ func (x *InitRequest) GetStaleness() uint32 {
 		return x.Staleness
 	}
 	return 0
+}
+
+func (x *InitRequest) GetSage() bool {
+	if x != nil {
+		return x.Sage
+	}
+	return false
 }
 
 // InitReply says which layers the shard holds, its newest version, and the epoch the run
@@ -1744,7 +1754,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"\fExportedFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\x92\x03\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xa6\x03\n" +
 	"\vInitRequest\x12!\n" +
 	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\rR\x04dims\x12\x12\n" +
@@ -1759,7 +1769,8 @@ const file_dorylus_proto_rawDesc = "" +
 	" \x01(\rR\x05heads\x12\x1b\n" +
 	"\tout_heads\x18\v \x01(\rR\boutHeads\x12 \n" +
 	"\trewind_to\x18\f \x01(\x04H\x00R\brewindTo\x88\x01\x01\x12\x1c\n" +
-	"\tstaleness\x18\r \x01(\rR\tstalenessB\f\n" +
+	"\tstaleness\x18\r \x01(\rR\tstaleness\x12\x12\n" +
+	"\x04sage\x18\x0e \x01(\bR\x04sageB\f\n" +
 	"\n" +
 	"_rewind_to\"q\n" +
 	"\tInitReply\x12\x16\n" +

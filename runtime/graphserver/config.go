@@ -35,8 +35,9 @@ type Config struct {
 	Layers, Hidden int
 	// Heads > 0 trains a GAT (pkg/model): Heads attention heads of Hidden features in every
 	// hidden layer, OutHeads in the output layer, dropout AttentionDropout on the attention
-	// coefficients. Heads == 0 trains a GCN.
+	// coefficients. Heads == 0 trains a GCN, or with SAGE a GraphSAGE network.
 	Heads, OutHeads  int
+	SAGE             bool
 	AttentionDropout float64
 	Dropout          float64
 	LearningRate     float64
@@ -157,6 +158,8 @@ func (c *Config) validate() error {
 		return errors.New("no tensor backend")
 	case c.Heads < 0 || (c.Heads > 0 && c.OutHeads < 1):
 		return fmt.Errorf("GAT with %d heads and %d output heads", c.Heads, c.OutHeads)
+	case c.SAGE && c.Heads > 0:
+		return fmt.Errorf("GraphSAGE with %d attention heads", c.Heads)
 	}
 	if c.Cost != nil {
 		return c.Cost.Validate()

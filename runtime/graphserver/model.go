@@ -10,8 +10,8 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
-// variant is what differs between the models a graph server trains (gcn.go, gat.go): the
-// tasks other than SC, ∇SC and WU, which tasks.go runs alike for both.
+// variant is what differs between the models a graph server trains (gcn.go, gat.go, sage.go):
+// the tasks other than SC, ∇SC and WU, which tasks.go runs alike for all.
 type variant interface {
 	// run runs a local interval's AV_l (at l = L, the loss on the logits), GA_l, ∇GA_l or
 	// ∇AV_l and returns the loss of the output layer's AV.
@@ -39,6 +39,7 @@ type modelShape struct {
 	// initDims, heads and outHeads are the parameter servers' view (rpc.InitRequest).
 	initDims        []uint32
 	heads, outHeads uint32
+	sage            bool // GraphSAGE's weights (rpc.InitRequest.Sage)
 }
 
 // passBuffers are the buffers of one layer of an evaluation pass.

@@ -158,7 +158,7 @@ func (s *server) connect(ctx context.Context) error {
 	}
 	req := &rpc.InitRequest{GraphServer: uint32(c.Partition), Seed: c.Seed, LearningRate: float32(c.LearningRate),
 		WeightDecay: float32(c.WeightDecay), Sync: c.Staleness.Sync(), Staleness: uint32(c.Staleness.Bound()), Contributions: uint32(c.Partitions * c.Intervals),
-		GraphServers: uint32(c.Partitions), Run: c.Run, Dims: s.shape.initDims, Heads: s.shape.heads, OutHeads: s.shape.outHeads}
+		GraphServers: uint32(c.Partitions), Run: c.Run, Dims: s.shape.initDims, Heads: s.shape.heads, OutHeads: s.shape.outHeads, Sage: s.shape.sage}
 	if err := s.shards.init(ctx, req, len(s.shape.params), c.Startup); err != nil {
 		return err
 	}
@@ -196,8 +196,11 @@ func monitorPeer(ctx context.Context, p *peer, deadAfter time.Duration) error {
 // newModel builds the model cfg names on the partition cut into cuts, and the layout of its
 // buffers.
 func newModel(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
-	if cfg.Heads > 0 {
+	switch {
+	case cfg.Heads > 0:
 		return newGAT(cfg, part, cuts, env)
+	case cfg.SAGE:
+		return newSAGE(cfg, part, cuts, env)
 	}
 	return newGCN(cfg, part, cuts, env)
 }

@@ -169,6 +169,9 @@ func (st *state) fresh(req *rpc.InitRequest) ([]*tensor.Dense, *model.Adam, erro
 		dims[i] = int(d)
 	}
 	p, err := model.ParametersOf(dims, int(req.Heads), int(req.OutHeads))
+	if req.Sage {
+		p, err = model.SAGEParametersOf(dims)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -54,8 +54,8 @@ func singleProcess(t *testing.T, c graphserver.Config) ([]float64, model.Metrics
 			LR: float32(c.LearningRate), WeightDecay: float32(c.WeightDecay), Seed: c.Seed})
 	} else {
 		tr, err = model.NewTrainer(d, model.TrainConfig{
-			GCN: model.GCNConfig{InDim: d.NumFeatures(), Hidden: c.Hidden, Classes: d.NumClasses, Layers: c.Layers, Dropout: float32(c.Dropout)},
-			LR:  float32(c.LearningRate), WeightDecay: float32(c.WeightDecay), Seed: c.Seed})
+			GCN:  model.GCNConfig{InDim: d.NumFeatures(), Hidden: c.Hidden, Classes: d.NumClasses, Layers: c.Layers, Dropout: float32(c.Dropout)},
+			SAGE: c.SAGE, LR: float32(c.LearningRate), WeightDecay: float32(c.WeightDecay), Seed: c.Seed})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -144,15 +144,29 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 	syncMatchesSingleProcess(t, gatConfig(30), 2, 3, partition.MethodContiguous, partition.MethodMultilevel)
 }
 
-// TestAsyncLearns trains a GCN with S = 0 and S = 1 and a GAT with S = 1 for a few epochs
-// (the asynchronous paths, short enough for the race detector): every epoch is reported with a
-// finite loss, the loss falls, and the result is the last epoch's.
+// TestSAGESyncMatchesSingleProcess: a GraphSAGE network with GCN's settings and three layers
+// (a hidden layer's backward pass sums both halves' dZ) on 2 graph servers and 3 parameter
+// servers follows the single-process loss curve on both cuts.
+func TestSAGESyncMatchesSingleProcess(t *testing.T) {
+	syncMatchesSingleProcess(t, sageConfig(30), 2, 3, partition.MethodContiguous, partition.MethodMultilevel)
+}
+
+// sageConfig is a 3-layer GraphSAGE network with the GCN's settings.
+func sageConfig(epochs int) graphserver.Config {
+	c := gcnConfig(epochs)
+	c.SAGE, c.Layers = true, 3
+	return c
+}
+
+// TestAsyncLearns trains a GCN with S = 0 and S = 1, and a GAT and a 3-layer GraphSAGE network
+// with S = 1, for a few epochs (the asynchronous paths, short enough for the race detector):
+// every epoch is reported with a finite loss, the loss falls, and the result is the last epoch's.
 func TestAsyncLearns(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		cfg  graphserver.Config
 		s    int
-	}{{"gcn-S0", gcnConfig(12), 0}, {"gcn-S1", gcnConfig(12), 1}, {"gat-S1", gatConfig(8), 1}} {
+	}{{"gcn-S0", gcnConfig(12), 0}, {"gcn-S1", gcnConfig(12), 1}, {"gat-S1", gatConfig(8), 1}, {"sage-S1", sageConfig(12), 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
 			cfg.Staleness, cfg.EvalEvery = jobconfig.Bounded(c.s), 4
