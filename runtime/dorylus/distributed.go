@@ -15,6 +15,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/plan"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -130,6 +131,12 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	defer os.RemoveAll(work)
 	dir, m, err := trainPartitions(local, work, d.graphServers)
 	if err != nil {
+		return err
+	}
+	w := plan.Workload{Vertices: int64(m.Nodes), Entries: m.Edges, Features: m.Features, Classes: m.Classes, Model: o.planModel(),
+		Cuts: map[int]plan.Part{d.graphServers: heaviestPart(m.Quality, int64(m.Nodes))}}
+	c := plan.Config{Backend: plan.CPU, GraphServers: d.graphServers, Intervals: d.intervals, Staleness: d.staleness}
+	if err := checkMemory(needOf(w, c, d.graphServers, d.paramServers), machineMemory(), o, m.Dataset); err != nil {
 		return err
 	}
 	rep := trainReport{

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/plan"
+)
+
+// TestCheckMemory: a run whose rows exceed the machine's memory is refused naming the flags
+// that multiply into it, the need, one layer's rows and the memory; one that fits, or a machine
+// of unknown memory, passes.
+func TestCheckMemory(t *testing.T) {
+	const gib = 1 << 30
+	o := trainOptions{model: "gcn", layers: 2, hidden: 65536}
+	w := plan.Workload{Vertices: 1_000_000, Entries: 10_000_000, Features: 100, Classes: 10, Model: o.planModel()}
+	single := needOf(w, plan.Config{Backend: plan.CPU, Intervals: 1, Staleness: jobconfig.Sync}, 0, 0)
+	if got, want := single.rows, 4*1e6*65536.0; got != want {
+		t.Errorf("one layer's rows: %g bytes, want %g", got, want)
+	}
+	err := checkMemory(single, 24*gib, o, "big")
+	want := "--hidden 65536 with --layers 2 on big in one process needs about 732.4 GiB (one layer's rows of every vertex: 244.1 GiB); this machine has 24.0 GiB"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("checkMemory: %v, want %q", err, want)
+	}
+	dist := needOf(w, plan.Config{Backend: plan.CPU, Intervals: 4, Staleness: jobconfig.Sync}, 4, 1)
+	if err := checkMemory(dist, 24*gib, o, "big"); err == nil || !strings.Contains(err.Error(), "on big on 4 graph servers needs about") {
+		t.Errorf("checkMemory on graph servers: %v", err)
+	}
+	if dist.total < 4*dist.rows {
+		t.Errorf("4 graph servers need %g bytes, less than a layer's rows for each", dist.total)
+	}
+	gat := trainOptions{model: "gat", layers: 2, hidden: 8, heads: 8}
+	if n := needOf(plan.Workload{Vertices: 1000, Entries: 10000, Features: 10, Classes: 3, Model: gat.planModel()},
+		plan.Config{Backend: plan.CPU, Intervals: 1, Staleness: jobconfig.Sync}, 0, 0); n.rows != 4*1000*64 {
+		t.Errorf("a GAT's rows: %g bytes, want its heads' concatenation, %d", n.rows, 4*1000*64)
+	}
+	small := trainOptions{model: "gcn", layers: 2, hidden: 16}
+	w.Model = small.planModel()
+	if err := checkMemory(needOf(w, plan.Config{Backend: plan.CPU, Intervals: 1, Staleness: jobconfig.Sync}, 0, 0), 24*gib, small, "big"); err != nil {
+		t.Errorf("a run that fits: %v", err)
+	}
+	if err := checkMemory(single, 0, o, "big"); err != nil {
+		t.Errorf("memory unknown: %v", err)
+	}
+}
+
+// TestTrainRefusesRunTooBigForMemory: dorylus train of a model whose rows no machine holds is
+// refused in seconds, once the dataset is loaded and before the model allocates anything: the
+// binary runs under a 4 GiB address-space limit, where an allocation of the model would fail
+// with Go's fatal out-of-memory instead.
+func TestTrainRefusesRunTooBigForMemory(t *testing.T) {
+	for _, args := range [][]string{
+		{"--hidden", "65536", "--layers", "16"},
+		{"--hidden", "65536", "--layers", "16", "--graph-servers", "2"},
+	} {
+		start := time.Now()
+		cmd := exec.Command("sh", "-c", `ulimit -v 4194304; exec "$0" "$@"`, dorylusBin, "train", "--epochs", "1",
+			"--dataset", "rmat:nodes=1000000,edges=1000000,features=8,classes=4,seed=1")
+		cmd.Args = append(cmd.Args, args...)
+		out, err := cmd.CombinedOutput()
+		took := time.Since(start)
+		msg := string(out)
+		if err == nil || !strings.Contains(msg, "--hidden 65536 with --layers 16 on rmat-n1000000-e1000000-f8-c4-s1") ||
+			!strings.Contains(msg, "(one layer's rows of every vertex: 244.1 GiB); this machine has") || strings.Contains(msg, "out of memory") {
+			t.Errorf("train %v: %v after %v:\n%s", args, err, took, msg)
+		}
+		t.Logf("train %v refused in %v", args, took.Round(time.Millisecond))
+	}
+}
