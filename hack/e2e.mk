@@ -36,11 +36,11 @@ emulator-image: image ## Write the Lambda emulator image (aws-lambda-rie + doryl
 	$(GO) run ./hack/image custom --name $(EMULATOR_IMAGE) --add "$$(hack/tools.sh aws-lambda-rie 2>/dev/null)/aws-lambda-rie=/aws-lambda-rie" \
 		--add $(BIN)/image/dorylus=/dorylus --entrypoint /aws-lambda-rie --out $(EMULATOR_TAR)
 
-.PHONY: local-cluster local-cluster-down kueue e2e e2e-timing
+.PHONY: local-cluster local-cluster-down kueue e2e e2e-quickstart e2e-timing
 
-local-cluster: image emulator-image helm ## Start the real one-node cluster with the runtime and emulator images imported (root)
+local-cluster: image helm ## Start the real one-node cluster with the runtime image imported (root)
 	hack/local-cluster/deps.sh
-	hack/local-cluster/cluster.sh up $(IMAGE_TAR) $(EMULATOR_TAR)
+	hack/local-cluster/cluster.sh up $(IMAGE_TAR)
 
 kueue: ## Install Kueue on the running local cluster (hack/local-cluster/kueue.sh up; before the operator starts)
 	hack/local-cluster/kueue.sh up
@@ -48,9 +48,16 @@ kueue: ## Install Kueue on the running local cluster (hack/local-cluster/kueue.s
 local-cluster-down: ## Stop the local cluster and undo its changes to the host (pids, mounts, bridge, sysctls, netfilter)
 	hack/local-cluster/cluster.sh down
 
-e2e: local-cluster build ## helm install the operator on the local cluster, run every sample and the disturbances, compare with dorylus train
-	hack/local-cluster/kueue.sh up || { hack/local-cluster/cluster.sh down; exit 1; }
-	HELM=$(HELM) go test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc
+# The suite runs on the cluster local-cluster started; TestQuickStart, after it has stopped,
+# runs the README's quick start verbatim, which starts and stops a cluster of its own.
+E2E_QUICKSTART = go test -tags e2e -count=1 -v -timeout 30m -run '^TestQuickStart$$' ./test/e2e
+e2e: emulator-image local-cluster build ## helm install the operator on the local cluster, run every sample and the disturbances, compare with dorylus train; then the README's quick start
+	{ hack/local-cluster/cluster.sh import $(EMULATOR_TAR) && hack/local-cluster/kueue.sh up; } || { hack/local-cluster/cluster.sh down; exit 1; }
+	HELM=$(HELM) go test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) -timeout $(E2E_TIMEOUT) -skip '^TestQuickStart$$' ./test/e2e; rc=$$?; \
+		hack/local-cluster/cluster.sh down; $(E2E_QUICKSTART) || rc=1; exit $$rc
+
+e2e-quickstart: ## Run the README's quick start as written (TestQuickStart: make local-cluster … make local-cluster-down; root, no cluster running)
+	$(E2E_QUICKSTART)
 
 e2e-timing: local-cluster ## Print apply→Succeeded for Cora with 2 graph servers and its split, alone and 4 jobs at once
 	HELM=$(HELM) DORYLUS_E2E_TIMING=1 go test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run TestTiming ./test/e2e; rc=$$?; hack/local-cluster/cluster.sh down; exit $$rc

@@ -11,7 +11,8 @@
 #   hack/local-cluster/cluster.sh down                # undoes everything up did
 #
 # up imports the pause and CoreDNS images it builds and every IMAGE.tar given
-# (the runtime image and the Lambda emulator's: make local-cluster). down stops exactly the pids up recorded
+# (the runtime image: make local-cluster; make e2e imports the Lambda emulator's
+# too), and creates $HOST_VOLUMES/models for hostPath volumes. down stops exactly the pids up recorded
 # (and the containerd shims of its pods), unmounts what lies under the state
 # folder, deletes the bridge, restores the sysctls and the netfilter ruleset
 # recorded before up, and removes the host folders up created.
@@ -39,7 +40,10 @@ KUBECONFIG_OUT=$DIR/kubeconfig
 PAUSE_IMAGE=docker.io/dorylus-gnn/pause:local
 COREDNS_IMAGE=docker.io/dorylus-gnn/coredns:local
 SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables)
-HOST_DIRS=(/var/lib/kubelet /var/lib/cni /run/containerd /etc/cni /opt/cni)
+# The node's folder for hostPath volumes, owned by the pods' user: the PersistentVolume of
+# config/samples/volumes/models.yaml (the README's quick start) names it.
+HOST_VOLUMES=/var/lib/dorylus-local
+HOST_DIRS=(/var/lib/kubelet /var/lib/cni /run/containerd /etc/cni /opt/cni "$HOST_VOLUMES")
 
 API_HOST=$NODE_IP
 ASSETS=${ASSETS:-}
@@ -113,6 +117,7 @@ host_setup() {
 	for k in "${SYSCTLS[@]}"; do echo "$k $(sysctl -n "$k")"; done >"$DIR/host/sysctls"
 	nft list ruleset >"$DIR/host/nft.before"
 	sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+	install -d -o 65532 -g 65532 "$HOST_VOLUMES/models"
 	ip link add "$BRIDGE" type bridge
 	ip addr add "$NODE_IP/${NODE_CIDR#*/}" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
