@@ -28,8 +28,8 @@ const functionCPU = "200m"
 // Lambda runtime interface emulator (http://lambda-emulator:9000).
 const emulatorPort = 9000
 
-// emulatorImage is the image `make emulator-image` writes and `make
-// local-cluster` imports: aws-lambda-rie and dorylus, both static.
+// emulatorImage is the image `make emulator-image` writes and `make e2e`
+// imports into the local cluster: aws-lambda-rie and dorylus, both static.
 const emulatorImage = "docker.io/dorylus-gnn/lambda-emulator:local"
 
 // nodeAddress is the node's address on the pod network (the pods' hostIP),
