@@ -3,7 +3,11 @@
 // start the components themselves.
 package testenv
 
-import "testing"
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
 
 // SetUp is the command that installs every component the tests run against.
 const SetUp = "hack/test-deps.sh (make test runs it)"
@@ -14,4 +18,21 @@ const SetUp = "hack/test-deps.sh (make test runs it)"
 func Missing(t testing.TB, msg string) {
 	t.Helper()
 	t.Fatalf("%s; %s installs every component the tests need", msg, SetUp)
+}
+
+// PythonWithTorch returns a Python that imports torch and numpy (Debian's python3-torch and
+// python3-numpy): $DORYLUS_PYTHON, python3 on PATH, or /usr/bin/python3. Without one t fails,
+// naming the command that installs it.
+func PythonWithTorch(t testing.TB) string {
+	t.Helper()
+	for _, c := range []string{os.Getenv("DORYLUS_PYTHON"), "python3", "/usr/bin/python3"} {
+		if c == "" {
+			continue
+		}
+		if err := exec.Command(c, "-c", "import torch, numpy").Run(); err == nil {
+			return c
+		}
+	}
+	Missing(t, "no python3 with torch and numpy (apt-get install python3-torch python3-numpy, or set DORYLUS_PYTHON)")
+	return ""
 }

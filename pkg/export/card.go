@@ -25,18 +25,21 @@ const (
 const (
 	AdjacencyGCN    = "symmetric: D^-1/2 (A + I) D^-1/2, D the row sums of A + I"
 	AdjacencyGAT    = "A + I: attention softmax over each vertex's in-edges and its self loop"
+	AdjacencySAGE   = "mean: D^-1 A, the mean over each vertex's in-neighbours (no self loop; none: 0), added to the vertex's own row times weight_self"
 	FeaturesRowSum  = "row-sum: each row of the sparse features scaled to sum 1 (all-zero rows kept)"
 	FeaturesNone    = "none"
 	ActivationGCN   = "relu"
 	ActivationGAT   = "elu"
 	ArchitectureGCN = "gcn"
 	ArchitectureGAT = "gat"
+	// ArchitectureSAGE is GraphSAGE with the mean aggregator: H' = σ(H W_self + D⁻¹A H W_neigh).
+	ArchitectureSAGE = "sage"
 )
 
 // Card is model.json: what a trained model is and how it was made.
 type Card struct {
 	Format       string   `json:"format"`       // CardFormat
-	Architecture string   `json:"architecture"` // gcn or gat
+	Architecture string   `json:"architecture"` // gcn, gat or sage
 	Layers       int      `json:"layers"`
 	InFeatures   int      `json:"in_features"`
 	Hidden       int      `json:"hidden"`              // width of a hidden layer (gat: per head)
@@ -93,8 +96,8 @@ func (c *Card) Validate() error {
 	switch {
 	case c.Format != CardFormat:
 		return fmt.Errorf("model card: format %q, want %q", c.Format, CardFormat)
-	case c.Architecture != ArchitectureGCN && c.Architecture != ArchitectureGAT:
-		return fmt.Errorf("model card: architecture %q, want %s or %s", c.Architecture, ArchitectureGCN, ArchitectureGAT)
+	case c.Architecture != ArchitectureGCN && c.Architecture != ArchitectureGAT && c.Architecture != ArchitectureSAGE:
+		return fmt.Errorf("model card: architecture %q, want %s, %s or %s", c.Architecture, ArchitectureGCN, ArchitectureGAT, ArchitectureSAGE)
 	case c.Layers < 1 || c.InFeatures < 1 || c.Classes < 2 || (c.Layers > 1 && c.Hidden < 1):
 		return fmt.Errorf("model card: %d layers, %d features, hidden %d, %d classes: not a model", c.Layers, c.InFeatures, c.Hidden, c.Classes)
 	case c.Architecture == ArchitectureGAT && (c.Heads < 1 || c.OutHeads < 1):

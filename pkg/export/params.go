@@ -25,11 +25,15 @@ type Slot struct {
 	Data  []float32
 }
 
-// Slots returns the parameters of a GCN (model.Trainer) or GAT (model.GATTrainer) by their
-// export names, in file order: layer 0's weight, bias, att_src, att_dst, then layer 1's, ….
+// Slots returns the parameters of a GCN or GraphSAGE (model.Trainer) or GAT
+// (model.GATTrainer) by their export names, in file order: layer 0's weight (GraphSAGE:
+// weight_self, weight_neigh), bias, att_src, att_dst, then layer 1's, ….
 func Slots(l model.Learner) ([]Slot, error) {
 	switch t := l.(type) {
 	case *model.Trainer:
+		if t.SAGE() {
+			return SAGESlots(t.Weights()), nil
+		}
 		return GCNSlots(t.Weights()), nil
 	case *model.GATTrainer:
 		return GATSlots(t.Params()), nil
@@ -42,6 +46,20 @@ func GCNSlots(weights []*tensor.Dense) []Slot {
 	var out []Slot
 	for i, w := range weights {
 		out = append(out, Slot{layer(i, "weight"), []int{w.Rows, w.Cols}, w.Data})
+	}
+	return out
+}
+
+// SAGESlots names the two halves of each GraphSAGE layer's weight [W_self; W_neigh]
+// (2·in × out): layers.l.weight_self multiplies the vertex's own row, layers.l.weight_neigh the
+// mean of its in-neighbours' rows, each in × out.
+func SAGESlots(weights []*tensor.Dense) []Slot {
+	var out []Slot
+	for i, w := range weights {
+		in, half := w.Rows/2, len(w.Data)/2
+		out = append(out,
+			Slot{layer(i, "weight_self"), []int{in, w.Cols}, w.Data[:half]},
+			Slot{layer(i, "weight_neigh"), []int{in, w.Cols}, w.Data[half:]})
 	}
 	return out
 }

@@ -228,6 +228,15 @@ func stream(in *AVInput, src *tensor.Dense, p float32, lo, hi int, fn func(lo, h
 // out must be rows×dims[l+1]. With act nil (a task that keeps no activation: its ∇AV recomputes
 // it) a dense H is computed a block of rows at a time and never written out whole.
 func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out *tensor.Dense) error {
+	return c.avForward(in, act, product{w, out})
+}
+
+// product is one output of an AV task: out = H w.
+type product struct{ w, out *tensor.Dense }
+
+// avForward computes every product's out = H w from one H = drop(σ(input)) (a GCN's one, a
+// GraphSAGE layer's two), kept in act or, with act nil, streamed a block of rows at a time.
+func (c GCNConfig) avForward(in *AVInput, act *Activation, ps ...product) error {
 	p, err := c.dropout(in)
 	if err != nil {
 		return err
@@ -244,23 +253,31 @@ func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out 
 	if err != nil {
 		return err
 	}
-	if err := c.checkWeight(in.Layer, w); err != nil {
-		return err
-	}
-	if out.Rows != in.Rows() || out.Cols != w.Cols {
-		return fmt.Errorf("gcn AV %d: output %dx%d, want %dx%d: %w", in.Layer, out.Rows, out.Cols, in.Rows(), w.Cols, ErrShape)
+	for _, q := range ps {
+		if err := c.checkWeight(in.Layer, q.w); err != nil {
+			return err
+		}
+		if q.out.Rows != in.Rows() || q.out.Cols != q.w.Cols {
+			return fmt.Errorf("gcn AV %d: output %dx%d, want %dx%d: %w", in.Layer, q.out.Rows, q.out.Cols, in.Rows(), q.w.Cols, ErrShape)
+		}
 	}
 	switch {
 	case act == nil:
 		tensor.ParallelFor(src.Rows, streamRows, func(lo, hi int) {
 			stream(in, src, p, lo, hi, func(b, e int, h *tensor.Dense) {
-				tensor.MatMul(out.RowSlice(b, e), h, false, w, false, 1, 0)
+				for _, q := range ps {
+					tensor.MatMul(q.out.RowSlice(b, e), h, false, q.w, false, 1, 0)
+				}
 			})
 		})
 	case act.Sparse != nil && in.Layer == 0:
-		tensor.SpMM(out, act.Sparse, w)
+		for _, q := range ps {
+			tensor.SpMM(q.out, act.Sparse, q.w)
+		}
 	default:
-		tensor.MatMul(out, act.Dense, false, w, false, 1, 0)
+		for _, q := range ps {
+			tensor.MatMul(q.out, act.Dense, false, q.w, false, 1, 0)
+		}
 	}
 	return nil
 }
@@ -271,6 +288,16 @@ func (c GCNConfig) AVForward(in *AVInput, w *tensor.Dense, act *Activation, out 
 // (rows×dims[l]). dP is not modified. In layer 0 dZ may be nil: the features need no gradient.
 // A sparse H must be given.
 func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP, dW, dZ *tensor.Dense) error {
+	return c.avBackward(in, act, dZ, gradient{w, dP, dW})
+}
+
+// gradient is the backward pass of one product out = H w: dP = dLoss/dout, and dW, which
+// receives Hᵀ dP added.
+type gradient struct{ w, dP, dW *tensor.Dense }
+
+// avBackward adds every gradient's Hᵀ dP to its dW and, for l ≥ 1, writes dZ_{l-1} = the
+// backward pass of drop(σ(·)) on Σ dP wᵀ into dZ.
+func (c GCNConfig) avBackward(in *AVInput, act *Activation, dZ *tensor.Dense, gs ...gradient) error {
 	p, err := c.dropout(in)
 	if err != nil {
 		return err
@@ -285,54 +312,72 @@ func (c GCNConfig) AVBackward(in *AVInput, w *tensor.Dense, act *Activation, dP,
 			return err
 		}
 	}
-	if err := c.checkWeight(in.Layer, w); err != nil {
-		return err
-	}
-	if dW.Rows != w.Rows || dW.Cols != w.Cols || dP.Rows != in.Rows() || dP.Cols != w.Cols {
-		return fmt.Errorf("gcn ∇AV %d: dW %dx%d and dP %dx%d for a %dx%d weight and %d rows: %w",
-			in.Layer, dW.Rows, dW.Cols, dP.Rows, dP.Cols, w.Rows, w.Cols, in.Rows(), ErrShape)
+	for _, g := range gs {
+		if err := c.checkWeight(in.Layer, g.w); err != nil {
+			return err
+		}
+		if g.dW.Rows != g.w.Rows || g.dW.Cols != g.w.Cols || g.dP.Rows != in.Rows() || g.dP.Cols != g.w.Cols {
+			return fmt.Errorf("gcn ∇AV %d: dW %dx%d and dP %dx%d for a %dx%d weight and %d rows: %w",
+				in.Layer, g.dW.Rows, g.dW.Cols, g.dP.Rows, g.dP.Cols, g.w.Rows, g.w.Cols, in.Rows(), ErrShape)
+		}
 	}
 	switch {
 	case src != nil:
-		streamWeightGradient(in, src, p, dP, dW)
+		streamWeightGradient(in, src, p, gs)
 	case in.Layer == 0 && act.Sparse != nil:
-		tensor.SpMMTransAdd(dW, act.Sparse, dP)
+		for _, g := range gs {
+			tensor.SpMMTransAdd(g.dW, act.Sparse, g.dP)
+		}
 		return nil
 	default:
-		tensor.MatMul(dW, act.Dense, true, dP, false, 1, 1)
+		for _, g := range gs {
+			tensor.MatMul(g.dW, act.Dense, true, g.dP, false, 1, 1)
+		}
 	}
 	if in.Layer == 0 {
 		return nil
 	}
-	if dZ == nil || dZ.Rows != dP.Rows || dZ.Cols != w.Rows {
-		return fmt.Errorf("gcn ∇AV %d: dZ must be %dx%d: %w", in.Layer, dP.Rows, w.Rows, ErrShape)
+	if dZ == nil || dZ.Rows != in.Rows() || dZ.Cols != c.Dims()[in.Layer] {
+		return fmt.Errorf("gcn ∇AV %d: dZ must be %dx%d: %w", in.Layer, in.Rows(), c.Dims()[in.Layer], ErrShape)
 	}
-	tensor.MatMul(dZ, dP, false, w, true, 1, 0)
+	for i, g := range gs {
+		tensor.MatMul(dZ, g.dP, false, g.w, true, 1, float32(min(i, 1)))
+	}
 	tensor.DropoutBackward(dZ, p, in.Key, in.RowOffset, in.RowIDs)
 	tensor.ReLUBackward(dZ, in.Z)
 	return nil
 }
 
-// streamWeightGradient adds Hᵀ dP to dW, recomputing H = drop(σ(src)) a block of rows at a time:
-// the rows are cut in one part per kernel thread, each summing into its own partial gradient.
-func streamWeightGradient(in *AVInput, src *tensor.Dense, p float32, dP, dW *tensor.Dense) {
+// streamWeightGradient adds Hᵀ dP to every gradient's dW, recomputing H = drop(σ(src)) a block
+// of rows at a time: the rows are cut in one part per kernel thread, each summing into its own
+// partial gradients.
+func streamWeightGradient(in *AVInput, src *tensor.Dense, p float32, gs []gradient) {
 	rows := src.Rows
 	parts := max(1, min(tensor.Threads(), (rows+streamRows-1)/streamRows))
-	partial := make([]*tensor.Dense, parts) // part 0 sums into dW itself
+	partial := make([][]*tensor.Dense, parts) // part 0 sums into the dWs themselves
 	tensor.ParallelFor(parts, 1, func(lo, hi int) {
 		for k := lo; k < hi; k++ {
-			acc := dW
+			acc := make([]*tensor.Dense, len(gs))
+			for i, g := range gs {
+				acc[i] = g.dW
+				if k > 0 {
+					acc[i] = tensor.NewDense(g.dW.Rows, g.dW.Cols)
+				}
+			}
 			if k > 0 {
-				acc = tensor.NewDense(dW.Rows, dW.Cols)
 				partial[k] = acc
 			}
 			stream(in, src, p, k*rows/parts, (k+1)*rows/parts, func(b, e int, h *tensor.Dense) {
-				tensor.MatMul(acc, h, true, dP.RowSlice(b, e), false, 1, 1)
+				for i, g := range gs {
+					tensor.MatMul(acc[i], h, true, g.dP.RowSlice(b, e), false, 1, 1)
+				}
 			})
 		}
 	})
-	for _, d := range partial[1:] {
-		tensor.AddInPlace(dW, d)
+	for _, ds := range partial[1:] {
+		for i, d := range ds {
+			tensor.AddInPlace(gs[i].dW, d)
+		}
 	}
 }
 

@@ -320,8 +320,23 @@ func TestWholeModelGradient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const epoch = 2
-	lossAt := func() float64 {
+	lossAt := gradientEpoch(t, tr, d, 2)
+	for l, w := range tr.weights {
+		g := tr.grads[l].Clone()
+		checkGrad(t, "W"+string(rune('0'+l)), w, g, lossAt)
+	}
+}
+
+// gradientEpoch runs epoch of tr with a zero learning rate, which leaves the weights in place
+// and their gradients in tr.grads, and returns the training loss of that epoch's forward pass
+// as a function of the weights.
+func gradientEpoch(t *testing.T, tr *Trainer, d *graph.Dataset, epoch int) func() float64 {
+	t.Helper()
+	tr.adam.cfg.LR = 0
+	if _, err := tr.Epoch(epoch); err != nil {
+		t.Fatal(err)
+	}
+	return func() float64 {
 		if err := tr.forward(epoch, true); err != nil {
 			t.Fatal(err)
 		}
@@ -330,15 +345,6 @@ func TestWholeModelGradient(t *testing.T) {
 			t.Fatal(err)
 		}
 		return l
-	}
-	// One epoch with a zero learning rate leaves the weights in place and the gradients in grads.
-	tr.adam.cfg.LR = 0
-	if _, err := tr.Epoch(epoch); err != nil {
-		t.Fatal(err)
-	}
-	for l, w := range tr.weights {
-		g := tr.grads[l].Clone()
-		checkGrad(t, "W"+string(rune('0'+l)), w, g, lossAt)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 // TrainConfig is what one training run needs besides the data.
 type TrainConfig struct {
 	GCN         GCNConfig
+	SAGE        bool // GraphSAGE layers of GCN's widths (sage.go) instead of GCN layers
 	LR          float32
 	WeightDecay float32 // L2 decay on layer 0's weight, as in Kipf's GCN
 	Seed        uint64
@@ -22,27 +23,29 @@ type Metrics struct {
 	TrainAcc, ValAcc, TestAcc float64
 }
 
-// Trainer runs GCN training in one process over a single partition that holds the whole graph,
+// Trainer runs GCN or GraphSAGE training in one process over a single partition that holds the whole graph,
 // calling the same task functions (AV, GA, ∇GA, ∇AV, WU) the distributed graph servers and
 // tensor workers call. Buffers are allocated once and reused across epochs.
 type Trainer struct {
 	cfg     TrainConfig
 	data    *graph.Dataset
-	adj     *tensor.CSR // Â
-	adjT    *tensor.CSR // Âᵀ; the same matrix when Â is symmetric
+	adj     *tensor.CSR // Â (GraphSAGE: M)
+	adjT    *tensor.CSR // its transpose; the same matrix when it is symmetric
 	weights []*tensor.Dense
 	grads   []*tensor.Dense
 	adam    *Adam
 
 	act []Activation    // per layer: H_l = drop(σ(input))
 	p   []*tensor.Dense // per layer: P_l = H_l W_l, reused for dP_l in the backward pass
-	z   []*tensor.Dense // per layer: Z_l = Â P_l
+	z   []*tensor.Dense // per layer: Z_l = Â P_l (GraphSAGE: S_l + M P_l)
+	s   []*tensor.Dense // GraphSAGE, per layer: S_l = H_l W_self; nil for a GCN
 	dz  *tensor.Dense   // dLoss/dZ_{L-1}
 
 	trace *trace.Recorder // records the training epochs' tasks; nil: none
 }
 
-// NewTrainer prepares a run on d: Â from d's adjacency, weights from the seed, all buffers.
+// NewTrainer prepares a run on d: Â (GraphSAGE: M) from d's adjacency, weights from the seed,
+// all buffers.
 // The features are used as they are (normalise them first if the model wants it).
 func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
 	if d.Features.Sparse == nil && d.Features.Dense == nil {
@@ -58,12 +61,18 @@ func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
 	if len(d.Train) == 0 {
 		return nil, fmt.Errorf("dataset %s has no training nodes", d.Name)
 	}
-	adj := graph.NormalizedAdjacency(d.Adj)
+	var adj *tensor.CSR
+	var weights []*tensor.Dense
+	if cfg.SAGE {
+		adj, weights = MeanAdjacency(d.Adj), cfg.GCN.SAGEInitWeights(cfg.Seed)
+	} else {
+		adj, weights = graph.NormalizedAdjacency(d.Adj), cfg.GCN.InitWeights(cfg.Seed)
+	}
 	adjT := tensor.Transpose(adj)
 	if adj.Equal(adjT) {
 		adjT = adj
 	}
-	t := &Trainer{cfg: cfg, data: d, adj: adj, adjT: adjT, weights: cfg.GCN.InitWeights(cfg.Seed)}
+	t := &Trainer{cfg: cfg, data: d, adj: adj, adjT: adjT, weights: weights}
 	adam, err := NewAdam(DefaultAdam(cfg.LR, cfg.WeightDecay, cfg.GCN.Layers), t.weights)
 	if err != nil {
 		return nil, err
@@ -75,6 +84,9 @@ func NewTrainer(d *graph.Dataset, cfg TrainConfig) (*Trainer, error) {
 		t.grads = append(t.grads, tensor.NewDense(w.Rows, w.Cols))
 		t.p = append(t.p, tensor.NewDense(n, dims[l+1]))
 		t.z = append(t.z, tensor.NewDense(n, dims[l+1]))
+		if cfg.SAGE {
+			t.s = append(t.s, tensor.NewDense(n, dims[l+1]))
+		}
 	}
 	t.dz = tensor.NewDense(n, dims[len(dims)-1])
 	return t, nil
@@ -91,6 +103,9 @@ func (t *Trainer) span(k trace.Kind, epoch, l int, start int64) {
 			Epoch: int32(epoch), Layer: int32(l), Version: int32(epoch)})
 	}
 }
+
+// SAGE reports whether the trainer's layers are GraphSAGE's (weights 2·dims[l] × dims[l+1]).
+func (t *Trainer) SAGE() bool { return t.s != nil }
 
 // Weights returns the current weights (aliased, not copied).
 func (t *Trainer) Weights() []*tensor.Dense { return t.weights }
@@ -116,7 +131,14 @@ func (t *Trainer) forward(epoch int, train bool) error {
 	}
 	for l := range t.weights {
 		start := rec.Now()
-		if err := t.cfg.GCN.AVForward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, train), t.weights[l], &t.act[l], t.p[l]); err != nil {
+		in := layerInput(t.data, t.z, t.cfg.Seed, l, epoch, train)
+		var err error
+		if t.s != nil {
+			err = t.cfg.GCN.SAGEForward(in, t.weights[l], &t.act[l], t.s[l], t.p[l])
+		} else {
+			err = t.cfg.GCN.AVForward(in, t.weights[l], &t.act[l], t.p[l])
+		}
+		if err != nil {
 			return fmt.Errorf("epoch %d AV %d: %w", epoch, l, err)
 		}
 		if rec != nil {
@@ -124,6 +146,9 @@ func (t *Trainer) forward(epoch int, train bool) error {
 			start = rec.Now()
 		}
 		tensor.SpMM(t.z[l], t.adj, t.p[l]) // GA_l
+		if t.s != nil {
+			tensor.AddInPlace(t.z[l], t.s[l])
+		}
 		if rec != nil {
 			t.span(trace.GA, epoch, l, start)
 		}
@@ -152,7 +177,7 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 	for l := last; l >= 0; l-- {
 		dp := t.p[l]
 		start := t.trace.Now()
-		tensor.SpMM(dp, t.adjT, dz) // ∇GA_l: dP_l = Âᵀ dZ_l
+		tensor.SpMM(dp, t.adjT, dz) // ∇GA_l: dP_l = Âᵀ dZ_l (GraphSAGE: Mᵀ dZ_l, and dS_l = dZ_l)
 		t.span(trace.BackGA, epoch, l, start)
 		start = t.trace.Now()
 		t.grads[l].Zero()
@@ -161,7 +186,14 @@ func (t *Trainer) Epoch(epoch int) (float64, error) {
 			// H_l is dead once dW_l is computed, so its buffer receives dZ_{l-1}.
 			dzPrev = t.act[l].Dense
 		}
-		if err := t.cfg.GCN.AVBackward(layerInput(t.data, t.z, t.cfg.Seed, l, epoch, true), t.weights[l], &t.act[l], dp, t.grads[l], dzPrev); err != nil {
+		in := layerInput(t.data, t.z, t.cfg.Seed, l, epoch, true)
+		var err error
+		if t.s != nil {
+			err = t.cfg.GCN.SAGEBackward(in, t.weights[l], &t.act[l], dz, dp, t.grads[l], dzPrev)
+		} else {
+			err = t.cfg.GCN.AVBackward(in, t.weights[l], &t.act[l], dp, t.grads[l], dzPrev)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("epoch %d ∇AV %d: %w", epoch, l, err)
 		}
 		if err := checkFinite(t.grads[l].Data, epoch, l, "∇AV", "the weight gradient"); err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dorylus-gnn/dorylus/internal/testenv"
 	"github.com/dorylus-gnn/dorylus/internal/testenv/minio"
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
@@ -236,7 +237,7 @@ func TestDistributedExportRenumbered(t *testing.T) {
 // where predict wrote that model's predictions.
 func checkWithPyTorch(t *testing.T, dir, pred string) {
 	t.Helper()
-	py := pythonWithTorch(t)
+	py := testenv.PythonWithTorch(t)
 	args := []string{filepath.Join("..", "..", "test", "python", "check_export.py"), "--dataset", filepath.Join(datasetsDir, "cora"), "--model", dir}
 	if pred != "" {
 		args = append(args, "--predictions", pred)

@@ -22,25 +22,6 @@ import (
 // datasetsDir is the repository's datasets folder, where the Python check reads Cora from.
 var datasetsDir = filepath.Join("..", "..", "datasets")
 
-// pythonWithTorch returns a Python that imports torch and numpy (Debian's python3-torch and
-// python3-numpy): $DORYLUS_PYTHON, python3 on PATH, or /usr/bin/python3. Without one the test
-// fails, naming the command that installs it.
-func pythonWithTorch(t *testing.T) string {
-	t.Helper()
-	candidates := []string{os.Getenv("DORYLUS_PYTHON"), "python3", "/usr/bin/python3"}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if err := exec.Command(c, "-c", "import torch, numpy").Run(); err == nil {
-			return c
-		}
-	}
-	msg := "no python3 with torch and numpy (apt-get install python3-torch python3-numpy, or set DORYLUS_PYTHON)"
-	testenv.Missing(t, msg)
-	return ""
-}
-
 // readCard reads the model card in dir.
 func readCard(t *testing.T, dir string) export.Card {
 	t.Helper()
@@ -122,15 +103,16 @@ func testAccuracy(t *testing.T, dir string) float64 {
 	return float64(hit) / float64(len(d.Test))
 }
 
-// TestExportMatchesPyTorch trains a GCN and a GAT (with --patience, so the exported weights are
+// TestExportMatchesPyTorch trains a GCN, a GraphSAGE and a GAT (with --patience, so the exported weights are
 // those of the kept epoch, not the last) on Cora with --output-dir, predicts with the saved
 // model, and has test/python/check_export.py rerun the forward pass in PyTorch from the
 // exported files: same predictions, probabilities within 1e-4, and the accuracy train reported.
 func TestExportMatchesPyTorch(t *testing.T) {
-	py := pythonWithTorch(t)
+	py := testenv.PythonWithTorch(t)
 	for name, args := range map[string][]string{
-		"gcn": {"--epochs", "40", "--layers", "3"},
-		"gat": {"--model", "gat", "--epochs", "60", "--patience", "20"},
+		"gcn":  {"--epochs", "40", "--layers", "3"},
+		"gat":  {"--model", "gat", "--epochs", "60", "--patience", "20"},
+		"sage": {"--model", "sage", "--epochs", "40", "--layers", "3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir, pred := filepath.Join(t.TempDir(), "model"), filepath.Join(t.TempDir(), "pred")

@@ -162,8 +162,11 @@ func (o trainOptions) card(d export.Dataset, features string) export.Card {
 		Activation: export.ActivationGCN, Adjacency: export.AdjacencyGCN, Features: features, Dataset: d,
 		Training: export.Training{LR: o.lr, WeightDecay: o.weightDecay, Dropout: o.dropout, Patience: o.patience},
 	}
-	if o.model == export.ArchitectureGAT {
+	switch o.model {
+	case export.ArchitectureGAT:
 		c.Heads, c.OutHeads, c.Activation, c.Adjacency = o.heads, 1, export.ActivationGAT, export.AdjacencyGAT
+	case export.ArchitectureSAGE:
+		c.Adjacency = export.AdjacencySAGE
 	}
 	return c
 }

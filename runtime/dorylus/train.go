@@ -104,8 +104,8 @@ With no flags it trains a 2-layer GCN on the Cora dataset embedded in the binary
 func addTrainFlags(f *pflag.FlagSet, o *trainOptions) *distOptions {
 	dist := addDistributedFlags(f)
 	f.StringVar(&o.dataset, "dataset", "cora", "builtin dataset name, dataset directory, prepared file, s3://bucket/prefix, https:// URL, or rmat:nodes=N,edges=E,features=F,classes=C,seed=S")
-	f.StringVar(&o.model, "model", "gcn", "model to train: gcn or gat (gat changes the defaults to the GAT paper's: --hidden 8 --dropout 0.6 --lr 0.005 --patience 100, with --epochs 1000 as the cap)")
-	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn) or attention (gat) layers")
+	f.StringVar(&o.model, "model", "gcn", "model to train: gcn, gat or sage (GraphSAGE, mean aggregator; gcn's defaults) (gat changes the defaults to the GAT paper's: --hidden 8 --dropout 0.6 --lr 0.005 --patience 100, with --epochs 1000 as the cap)")
+	f.IntVar(&o.layers, "layers", 2, "number of graph-convolution (gcn, sage) or attention (gat) layers")
 	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer (gat: features per head)")
 	f.IntVar(&o.heads, "heads", 8, "gat: attention heads of each hidden layer, concatenated (the output layer has one)")
 	f.Float64Var(&o.dropout, "dropout", 0.5, "dropout rate on the input of every layer (gat: and on the attention coefficients), in [0, 1)")
@@ -146,8 +146,11 @@ func (o *trainOptions) applyModelDefaults(cmd *cobra.Command) {
 
 func (o trainOptions) validate(dist bool) error {
 	lim := jobconfig.Limits
-	if o.model != "gcn" && o.model != "gat" {
-		return fmt.Errorf("--model %q: want gcn or gat", o.model)
+	switch {
+	case o.model != "gcn" && o.model != "gat" && o.model != "sage":
+		return fmt.Errorf("--model %q: want gcn, gat or sage", o.model)
+	case o.model == "sage" && dist:
+		return errors.New("--model sage runs in one process: the graph servers train gcn and gat")
 	}
 	if err := errors.Join(lim.Layers.Check("--layers", o.layers), lim.Hidden.Check("--hidden", o.hidden),
 		lim.Heads.Check("--heads", o.heads), lim.Epochs.Check("--epochs", o.epochs), lim.Runs.Check("--runs", o.runs),
@@ -364,7 +367,7 @@ func newLearner(d *graph.Dataset, o trainOptions, seed uint64) (model.Learner, e
 	}
 	return model.NewTrainer(d, model.TrainConfig{
 		GCN: model.GCNConfig{InDim: d.NumFeatures(), Hidden: o.hidden, Classes: d.NumClasses,
-			Layers: o.layers, Dropout: float32(o.dropout)},
+			Layers: o.layers, Dropout: float32(o.dropout)}, SAGE: o.model == "sage",
 		LR: float32(o.lr), WeightDecay: float32(o.weightDecay), Seed: seed,
 	})
 }

@@ -4,8 +4,8 @@
 Uses only the standard library, NumPy and PyTorch (Debian's python3-numpy and python3-torch). It
 reads the dataset in the plain-text format of datasets/FORMAT.md, the model card, and the
 safetensors weights by hand (8-byte little-endian header length, JSON header, raw data), checks
-every file against the sizes and SHA-256 sums the card lists, runs the GCN or GAT forward pass the
-card describes in float64, and requires that:
+every file against the sizes and SHA-256 sums the card lists, runs the GCN, GAT or GraphSAGE forward
+pass the card describes in float64, and requires that:
 
   * argmax of the PyTorch logits equals the exported class on at least 99.9 % of the vertices,
   * the exported class probabilities are within 1e-4 of the PyTorch softmax,
@@ -155,6 +155,23 @@ def gat_forward(card, w, x, edges, n):
     return h, emb
 
 
+def sage_forward(card, w, x, edges, n):
+    """GraphSAGE, mean aggregator: Z_l = H W_self + M H W_neigh, M = D^-1 A the mean over each
+    vertex's in-neighbours (no self loop, a vertex without any gets 0), H = ReLU(Z_{l-1}) (the
+    features in layer 0)."""
+    src, dst = edges[:, 0], edges[:, 1]
+    deg = torch.zeros(n, dtype=torch.float64).index_add_(0, dst, torch.ones(dst.shape[0], dtype=torch.float64))
+    mean = torch.sparse_coo_tensor(torch.stack([dst, src]), 1 / deg[dst], (n, n)).coalesce()
+    h, emb = x, None
+    for l in range(card["layers"]):
+        if l > 0:
+            h = torch.relu(h)
+        if l == card["layers"] - 1:
+            emb = h if l > 0 else None
+        h = h @ w[f"layers.{l}.weight_self"] + torch.sparse.mm(mean, h @ w[f"layers.{l}.weight_neigh"])
+    return h, emb
+
+
 def load_npy(folder, name):
     """Load one output array; from a distributed run (partitions.json), merge the partitions'
     files into vertex-id order by each partition's vertices.npy."""
@@ -230,7 +247,7 @@ def main():
         check(rownorm or card["features"] == "none", f"unknown feature normalisation {card['features']!r}")
         x, edges, labels, test, n = load_dataset(args.dataset, rownorm)
         check(card["dataset"]["nodes"] == n, f"the card's dataset has {card['dataset']['nodes']} nodes, {args.dataset} {n}")
-        forward = {"gcn": gcn_forward, "gat": gat_forward}[card["architecture"]]
+        forward = {"gcn": gcn_forward, "gat": gat_forward, "sage": sage_forward}[card["architecture"]]
         with torch.no_grad():
             logits, emb = forward(card, w, x, edges, n)
         compare(files, logits, emb, labels, test, card["accuracy"]["test"], f"{card['architecture']} model")

@@ -1,0 +1,61 @@
+package model
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/dorylus-gnn/dorylus/internal/testenv"
+)
+
+// TestSAGEMatchesPyTorch trains the 2-layer GraphSAGE of `dorylus train --model sage` (GCN's
+// hyper-parameters: hidden 16, dropout 0.5, lr 0.01, weight decay 5e-4 on layer 0, 200 epochs)
+// for 10 seeds on Cora, CiteSeer and Coauthor CS with their shipped splits, and has
+// test/python/torch_sage.py train the same equations in PyTorch for 10 seeds of its own: the
+// mean test accuracies must be within 1 point of each other. Both sides are deterministic for
+// their seeds (PyTorch on one thread), so the outcome does not vary from run to run.
+func TestSAGEMatchesPyTorch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 30 models here and 30 in PyTorch (minutes)")
+	}
+	py := testenv.PythonWithTorch(t)
+	names := []string{"cora", "citeseer", "coauthor_cs"}
+	args := []string{filepath.Join("..", "..", "test", "python", "torch_sage.py"), "--seeds", "10", "--threads", "1"}
+	for _, n := range names {
+		args = append(args, filepath.Join("..", "..", "datasets", n))
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(py, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("torch_sage.py: %v\n%s", err, stderr.Bytes())
+	}
+	ref := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r struct {
+			Dataset string  `json:"dataset"`
+			Mean    float64 `json:"test_acc_mean"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("torch_sage.py printed %q: %v", sc.Text(), err)
+		}
+		ref[r.Dataset] = r.Mean
+	}
+	for _, n := range names {
+		want, ok := ref[n]
+		if !ok {
+			t.Fatalf("torch_sage.py printed no result for %s:\n%s", n, out)
+		}
+		got := meanTestAccuracy(t, n, 10, true)
+		t.Logf("%s: mean test accuracy of 10 seeds %.2f%%, PyTorch %.2f%%", n, 100*got, 100*want)
+		if math.Abs(got-want) > 0.01 {
+			t.Errorf("%s: mean test accuracy %.2f%%, PyTorch's %.2f%%: more than 1 point apart", n, 100*got, 100*want)
+		}
+	}
+}
