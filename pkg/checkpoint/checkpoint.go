@@ -215,8 +215,8 @@ func (c Checkpoints) Load(ctx context.Context, epoch int) (State, error) {
 		return State{}, fmt.Errorf("checkpoint: %s %s is of run %q, not of this run (%q)", c.Store, mname, m.RunID, c.RunID)
 	}
 	file := m.File
-	if strings.ContainsAny(file, `/\`) || !strings.HasPrefix(file, "ckpt-") {
-		return State{}, fmt.Errorf("checkpoint: %s %s: %w: bad data object name %q", c.Store, mname, errCorrupt, file)
+	if file != name(epoch, ".bin") { // Save's name: no other object, folder or unopenable name
+		return State{}, fmt.Errorf("checkpoint: %s %s: %w: bad data object name %q, want %q", c.Store, mname, errCorrupt, file, name(epoch, ".bin"))
 	}
 	b, err := c.Store.Get(ctx, file)
 	where := c.Store.String() + " " + file
