@@ -69,7 +69,8 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 	}
 	vs, ms = outputVolumes(job)
 	volumes, mounts = append(volumes, vs...), append(mounts, ms...)
-	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)))
+	env := append(commonEnv(job), fieldEnv(jobconfig.EnvPartition, fmt.Sprintf("metadata.labels['%s']", LabelPodIndex)),
+		fieldEnv(jobconfig.EnvAttempt, fmt.Sprintf("metadata.labels['%s']", LabelRun)))
 
 	container := corev1ac.Container().
 		WithName(RoleGraphServer).

@@ -197,9 +197,9 @@ func Prepare(srcSpec, dst string) error {
 // partitionedDir reports whether dir holds the file of partition 0 of some partitioning, and
 // the number of parts its name gives.
 func partitionedDir(dir string) (parts int, ok bool) {
-	names, _ := filepath.Glob(filepath.Join(dir, "part-00000-of-*.dorylus"))
+	names, _ := filepath.Glob(filepath.Join(dir, PartitionFileGlob))
 	for _, n := range names {
-		if _, err := fmt.Sscanf(filepath.Base(n), "part-00000-of-%05d.dorylus", &parts); err == nil && parts > 0 {
+		if p, parts, ok := ParsePartitionFileName(filepath.Base(n)); ok && p == 0 {
 			return parts, true
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +24,23 @@ const (
 // PartitionFileName returns the name of the file of partition p of parts inside a partitioned
 // dataset directory.
 func PartitionFileName(p, parts int) string {
-	return fmt.Sprintf("part-%05d-of-%05d.dorylus", p, parts)
+	return fmt.Sprintf(partitionFileFormat, p, parts)
+}
+
+// partitionFileFormat spells PartitionFileName.
+const partitionFileFormat = "part-%05d-of-%05d.dorylus"
+
+// PartitionFileGlob matches the name of every partition file (filepath.Match), and of no
+// other file of a dataset directory.
+const PartitionFileGlob = "part-*-of-*.dorylus"
+
+// ParsePartitionFileName returns the partition p of parts whose file PartitionFileName names
+// name.
+func ParsePartitionFileName(name string) (p, parts int, ok bool) {
+	if _, err := fmt.Sscanf(name, partitionFileFormat, &p, &parts); err != nil || p < 0 || p >= parts || PartitionFileName(p, parts) != name {
+		return 0, 0, false
+	}
+	return p, parts, true
 }
 
 // PartitionData is the content of one partition file: the vertices partition Part of Parts owns,
@@ -168,9 +183,18 @@ func WritePartitionFile(path string, d *PartitionData) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("graph: write partition %s: %w", path, err)
 	}
+	h, secs, err := partitionSections(d)
+	if err != nil {
+		return fmt.Errorf("graph: write partition %s: %w", path, err)
+	}
+	return writeAtomically(path, func(w io.Writer) error { return writeSections(w, h, secs, path) })
+}
+
+// partitionSections returns the header and sections of d's partition file.
+func partitionSections(d *PartitionData) (prepHeader, []outSection, error) {
 	meta, err := json.Marshal(d.Meta)
 	if err != nil {
-		return fmt.Errorf("graph: write partition %s: meta: %w", path, err)
+		return prepHeader{}, nil, fmt.Errorf("meta: %w", err)
 	}
 	secs := append(graphSections(meta, d.Adj, d.Features, d.Labels, d.Train, d.Val, d.Test),
 		outSection{secPartBounds, leBytes(d.Bounds)},
@@ -183,7 +207,7 @@ func WritePartitionFile(path string, d *PartitionData) error {
 		nodes: uint64(d.Adj.Rows), edges: uint64(len(d.Adj.ColIdx)),
 		features: uint32(d.Features.Cols()), classes: uint32(d.NumClasses),
 	}
-	return writeAtomically(path, func(w io.Writer) error { return writeSections(w, h, secs, path) })
+	return h, secs, nil
 }
 
 // writeAtomically writes a file through a synced temporary file renamed over path.
@@ -242,104 +266,35 @@ func ReadPartitionFile(path string, p, parts int) (*PartitionData, error) {
 	return d, nil
 }
 
+// partitionKinds are the sections of a partition file beyond a whole graph's, and their
+// element sizes.
+var partitionKinds = map[sectionKind]int{secPartBounds: 8, secGhostIDs: 4, secGhostDegree: 4, secOrigIDs: 4, secGhostOrig: 4}
+
 // readPartition reads one partition file of size bytes.
 func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, error) {
-	view, part, parts, err := wholeGraphView(r, size, name)
+	p := &prepReader{r: r, name: name}
+	h, entries, err := p.readHeaderOf(size, true)
 	if err != nil {
 		return nil, err
 	}
-	p := &prepReader{r: view, name: name}
-	h, entries, err := p.readHeader(size)
-	if err != nil {
-		return nil, err
-	}
-	byKind := make(map[sectionKind]sectionEntry, len(entries))
-	for _, e := range entries {
-		byKind[e.kind] = e
-	}
+	s := newSectionReads(p, entries, partitionKinds)
 	for _, k := range []sectionKind{secOrigIDs, secGhostOrig} {
-		if _, ok := byKind[k]; !ok {
+		if !s.has(k) {
 			return nil, fmt.Errorf("graph: read partition %s: no original vertex ids (section %d): written by an older dorylus, run dorylus prepare --partitions again: %w", name, k, ErrUnsupportedVersion)
 		}
 	}
-	// Every section is read whole; check its presence and length first.
-	n, nnz := h.nodes, h.edges
-	want := map[sectionKind]uint64{
-		secMeta: math.MaxUint64, secAdjRowPtr: (n + 1) * 8, secAdjColIdx: nnz * 4, secLabels: n * 4,
-		secTrain: math.MaxUint64, secVal: math.MaxUint64, secTest: math.MaxUint64,
-		secPartBounds: (uint64(parts) + 1) * 8, secGhostIDs: math.MaxUint64, secGhostDegree: math.MaxUint64,
-		secOrigIDs: n * 4, secGhostOrig: math.MaxUint64,
-	}
-	for k, length := range want {
-		e, ok := byKind[k]
-		switch {
-		case !ok:
-			return nil, p.corrupt("section %v missing", k)
-		case length != math.MaxUint64 && e.length != length:
-			return nil, p.corrupt("section %v is %d bytes, the header's sizes say %d", k, e.length, length)
-		case k >= secPartBounds && e.length%uint64(partitionElem(k)) != 0:
-			return nil, p.corrupt("section %v: length %d is not a whole number of elements", k, e.length)
-		}
-	}
-	d := &PartitionData{Part: part, Parts: parts, NumClasses: int(h.classes)}
-	adj := &tensor.CSR{Rows: int(n)}
+	d := &PartitionData{Part: int(h.part), Parts: int(h.parts), NumClasses: int(h.classes)}
+	adj := &tensor.CSR{Rows: int(h.nodes)}
 	d.Adj = adj
 	var metaRaw []byte
-	reads := []func() error{
-		func() (err error) { metaRaw, err = readSection[byte](p, byKind[secMeta]); return err },
-		func() error { return readTo(p, byKind[secAdjRowPtr], &adj.RowPtr) },
-		func() error { return readTo(p, byKind[secAdjColIdx], &adj.ColIdx) },
-		func() error { return readTo(p, byKind[secLabels], &d.Labels) },
-		func() error { return readTo(p, byKind[secTrain], &d.Train) },
-		func() error { return readTo(p, byKind[secVal], &d.Val) },
-		func() error { return readTo(p, byKind[secTest], &d.Test) },
-		func() error { return readTo(p, byKind[secPartBounds], &d.Bounds) },
-		func() error { return readTo(p, byKind[secGhostIDs], &d.GhostIDs) },
-		func() error { return readTo(p, byKind[secGhostDegree], &d.GhostDegree) },
-		func() error { return readTo(p, byKind[secOrigIDs], &d.OrigIDs) },
-		func() error { return readTo(p, byKind[secGhostOrig], &d.GhostOrigIDs) },
-	}
-	nf := uint64(h.features)
-	switch _, dense := byKind[secFeatDense]; {
-	case dense:
-		if nf == 0 || n > h.fileSize/4/nf {
-			return nil, p.corrupt("header: %d rows × %d features do not fit in the file", n, nf)
-		}
-		if e := byKind[secFeatDense]; e.length != n*nf*4 {
-			return nil, p.corrupt("section %v is %d bytes, want %d", secFeatDense, e.length, n*nf*4)
-		}
-		x := &tensor.Dense{Rows: int(n), Cols: int(nf)}
-		d.Features.Dense = x
-		reads = append(reads, func() error { return readTo(p, byKind[secFeatDense], &x.Data) })
-	default:
-		if _, ok := byKind[secFeatRowPtr]; !ok {
-			if h.features != 0 {
-				return nil, p.corrupt("header says %d feature columns but there is no feature section", h.features)
-			}
-			break
-		}
-		e, ok := byKind[secFeatColIdx]
-		if !ok || byKind[secFeatRowPtr].length != (n+1)*8 {
-			return nil, p.corrupt("sparse feature sections missing or of the wrong size")
-		}
-		x := &tensor.CSR{Rows: int(n), Cols: int(nf)}
-		d.Features.Sparse = x
-		reads = append(reads,
-			func() error { return readTo(p, byKind[secFeatRowPtr], &x.RowPtr) },
-			func() error { return readTo(p, e, &x.ColIdx) })
-		if v, ok := byKind[secFeatVal]; ok {
-			if v.length != e.length {
-				return nil, p.corrupt("section %v is %d bytes, want %d", secFeatVal, v.length, e.length)
-			}
-			reads = append(reads, func() error { return readTo(p, v, &x.Val) })
-		}
-	}
-	errs := make([]error, len(reads))
-	parallelChunks(len(reads), func(i int) { errs[i] = reads[i]() })
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	s.graph(h, &metaRaw, adj, &d.Labels, &d.Train, &d.Val, &d.Test, &d.Features)
+	s.plan(secPartBounds, (uint64(h.parts)+1)*8, func(e sectionEntry) error { return readTo(p, e, &d.Bounds) })
+	s.plan(secGhostIDs, anyLength, func(e sectionEntry) error { return readTo(p, e, &d.GhostIDs) })
+	s.plan(secGhostDegree, anyLength, func(e sectionEntry) error { return readTo(p, e, &d.GhostDegree) })
+	s.plan(secOrigIDs, h.nodes*4, func(e sectionEntry) error { return readTo(p, e, &d.OrigIDs) })
+	s.plan(secGhostOrig, anyLength, func(e sectionEntry) error { return readTo(p, e, &d.GhostOrigIDs) })
+	if err := s.run(); err != nil {
+		return nil, err
 	}
 	if err := json.Unmarshal(metaRaw, &d.Meta); err != nil {
 		return nil, p.corrupt("section meta: bad JSON: %v", err)
@@ -349,35 +304,6 @@ func readPartition(r io.ReaderAt, size int64, name string) (*PartitionData, erro
 		return nil, fmt.Errorf("graph: read partition %s: %w: %w", name, ErrCorrupt, err)
 	}
 	return d, nil
-}
-
-// partitionElem is the element size of a partition section.
-func partitionElem(k sectionKind) int {
-	if k == secPartBounds {
-		return 8
-	}
-	return 4
-}
-
-// wholeGraphView checks the header checksum of a partition file and returns a view of it in
-// which the header says partition 0 of 1 (with the checksum recomputed), so that the
-// whole-graph header reader applies every other check unchanged; it also returns the real p and
-// P. (The header reader refuses partition files; a parameter there would make this view
-// unnecessary.)
-func wholeGraphView(r io.ReaderAt, size int64, name string) (io.ReaderAt, int, int, error) {
-	head, err := checkedHead(r, size, name)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	le := binary.LittleEndian
-	part, parts := le.Uint32(head[24:]), le.Uint32(head[28:])
-	if parts < 1 || part >= parts || parts > math.MaxInt32 {
-		return nil, 0, 0, fmt.Errorf("graph: read partition %s: header: partition %d of %d: %w", name, part, parts, ErrCorrupt)
-	}
-	le.PutUint32(head[24:], 0)
-	le.PutUint32(head[28:], 1)
-	le.PutUint32(head[60:], headerChecksum(head))
-	return patchedReader{r, head}, int(part), int(parts), nil
 }
 
 // checkedHead reads the header and section table of a prepared file of size bytes and checks
@@ -422,19 +348,4 @@ func PartitionFileChecksum(path string) (uint32, int64, error) {
 		return 0, 0, err
 	}
 	return binary.LittleEndian.Uint32(head[60:]), st.Size(), nil
-}
-
-// patchedReader reads r with its first len(head) bytes replaced by head.
-type patchedReader struct {
-	r    io.ReaderAt
-	head []byte
-}
-
-// ReadAt implements io.ReaderAt.
-func (p patchedReader) ReadAt(b []byte, off int64) (int, error) {
-	n, err := p.r.ReadAt(b, off)
-	if off < int64(len(p.head)) {
-		copy(b[:n], p.head[off:])
-	}
-	return n, err
 }

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -66,5 +67,51 @@ func TestPartitionOriginalIDs(t *testing.T) {
 	t.Logf("without ids: %v", err)
 	if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), old) {
 		t.Errorf("a file without original ids: %v, want ErrUnsupportedVersion naming it", err)
+	}
+}
+
+// TestPartitionUnknownSection: a partition file's section of a kind a later writer adds is
+// skipped once its checksum is verified, as in a whole-graph file.
+func TestPartitionUnknownSection(t *testing.T) {
+	orig := make([]int32, loadTiny(t).NumNodes())
+	for i := range orig {
+		orig[i] = int32(i)
+	}
+	h, secs, err := partitionSections(wholePartition(t, orig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs = append(secs, outSection{kind: 500, data: []byte("a section of a later version")})
+	var buf bytes.Buffer
+	if err := writeSections(&buf, h, secs, "p"); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	back, err := readPartition(bytes.NewReader(b), int64(len(b)), "p")
+	if err != nil || !slices.Equal(back.OrigIDs, orig) {
+		t.Fatalf("read back: %v", err)
+	}
+	b[len(b)-1] ^= 1
+	if _, err := readPartition(bytes.NewReader(b), int64(len(b)), "p"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "kind 500") {
+		t.Fatalf("corrupt unknown section: %v", err)
+	}
+}
+
+// TestPartitionFileNames: a partition file's name reads back as its partition and count, and
+// the glob matches it; names of other files do not parse.
+func TestPartitionFileNames(t *testing.T) {
+	for _, c := range [][2]int{{0, 1}, {3, 4}, {255, 256}} {
+		name := PartitionFileName(c[0], c[1])
+		if p, parts, ok := ParsePartitionFileName(name); !ok || p != c[0] || parts != c[1] {
+			t.Errorf("%s reads as %d of %d, %v", name, p, parts, ok)
+		}
+		if ok, err := filepath.Match(PartitionFileGlob, name); !ok || err != nil {
+			t.Errorf("%s does not match %s: %v", name, PartitionFileGlob, err)
+		}
+	}
+	for _, name := range []string{PreparedFileName, "part-00004-of-00004.dorylus", "part-0-of-2.dorylus", "part-00000-of-00002.dorylus.tmp"} {
+		if p, parts, ok := ParsePartitionFileName(name); ok {
+			t.Errorf("%s reads as partition %d of %d", name, p, parts)
+		}
 	}
 }

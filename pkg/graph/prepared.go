@@ -324,85 +324,14 @@ func readPrepared(r io.ReaderAt, size int64, name string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Plan every section read, checking lengths against the header, then read them in parallel.
-	type job struct {
-		e    sectionEntry
-		read func(sectionEntry) error
-	}
-	var jobs []job
-	byKind := make(map[sectionKind]sectionEntry, len(entries))
-	for _, e := range entries {
-		if _, known := sectionInfo[e.kind]; known {
-			byKind[e.kind] = e
-		} else { // a section of a later writer: checked, then skipped
-			jobs = append(jobs, job{e, p.verifyUnknown})
-		}
-	}
-	var planErr error
-	plan := func(k sectionKind, length uint64, read func(sectionEntry) error) {
-		e, ok := byKind[k]
-		switch {
-		case planErr != nil:
-		case !ok:
-			planErr = p.corrupt("section %s missing", k)
-		case length != math.MaxUint64 && e.length != length:
-			planErr = p.corrupt("section %s is %d bytes, the header's sizes say %d", k, e.length, length)
-		default:
-			jobs = append(jobs, job{e, read})
-		}
-	}
-	const anyLength = math.MaxUint64
-	n, nnz, nf := h.nodes, h.edges, uint64(h.features)
+	s := newSectionReads(p, entries, nil)
 	d := &Dataset{NumClasses: int(h.classes)}
-	adj := &tensor.CSR{Rows: int(n), Cols: int(n)}
+	adj := &tensor.CSR{Rows: int(h.nodes), Cols: int(h.nodes)}
 	d.Adj = adj
 	var metaRaw []byte
-	plan(secMeta, anyLength, func(e sectionEntry) (err error) { metaRaw, err = readSection[byte](p, e); return err })
-	plan(secAdjRowPtr, (n+1)*8, func(e sectionEntry) error { return readTo(p, e, &adj.RowPtr) })
-	plan(secAdjColIdx, nnz*4, func(e sectionEntry) error { return readTo(p, e, &adj.ColIdx) })
-	plan(secLabels, n*4, func(e sectionEntry) error { return readTo(p, e, &d.Labels) })
-	plan(secTrain, anyLength, func(e sectionEntry) error { return readTo(p, e, &d.Train) })
-	plan(secVal, anyLength, func(e sectionEntry) error { return readTo(p, e, &d.Val) })
-	plan(secTest, anyLength, func(e sectionEntry) error { return readTo(p, e, &d.Test) })
-	_, dense := byKind[secFeatDense]
-	_, sparse := byKind[secFeatRowPtr]
-	switch {
-	case dense && sparse:
-		return nil, p.corrupt("both dense and sparse feature sections")
-	case dense:
-		if nf > 0 && n > h.fileSize/4/nf {
-			return nil, p.corrupt("header: %d nodes × %d features do not fit in the file", n, nf)
-		}
-		x := &tensor.Dense{Rows: int(n), Cols: int(nf)}
-		d.Features.Dense = x
-		plan(secFeatDense, n*nf*4, func(e sectionEntry) error { return readTo(p, e, &x.Data) })
-	case sparse:
-		x := &tensor.CSR{Rows: int(n), Cols: int(nf)}
-		d.Features.Sparse = x
-		plan(secFeatRowPtr, (n+1)*8, func(e sectionEntry) error { return readTo(p, e, &x.RowPtr) })
-		plan(secFeatColIdx, anyLength, func(e sectionEntry) error { return readTo(p, e, &x.ColIdx) })
-		if _, ok := byKind[secFeatVal]; ok {
-			plan(secFeatVal, byKind[secFeatColIdx].length, func(e sectionEntry) error { return readTo(p, e, &x.Val) })
-		}
-	default:
-		for _, k := range []sectionKind{secFeatColIdx, secFeatVal} {
-			if _, ok := byKind[k]; ok {
-				return nil, p.corrupt("section %s without %s", k, secFeatRowPtr)
-			}
-		}
-		if h.features != 0 {
-			return nil, p.corrupt("header says %d feature columns but there is no feature section", h.features)
-		}
-	}
-	if planErr != nil {
-		return nil, planErr
-	}
-	errs := make([]error, len(jobs))
-	parallelChunks(len(jobs), func(i int) { errs[i] = jobs[i].read(jobs[i].e) })
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	s.graph(h, &metaRaw, adj, &d.Labels, &d.Train, &d.Val, &d.Test, &d.Features)
+	if err := s.run(); err != nil {
+		return nil, err
 	}
 	if err := json.Unmarshal(metaRaw, &d.Meta); err != nil {
 		return nil, p.corrupt("section meta: bad JSON: %v", err)
@@ -414,8 +343,14 @@ func readPrepared(r io.ReaderAt, size int64, name string) (*Dataset, error) {
 	return d, nil
 }
 
-// readHeader reads and checks the header and section table.
+// readHeader reads and checks the header and section table of a whole-graph file.
 func (p *prepReader) readHeader(size int64) (prepHeader, []sectionEntry, error) {
+	return p.readHeaderOf(size, false)
+}
+
+// readHeaderOf reads and checks the header and section table of a whole-graph file (partition
+// 0 of 1), or with partition of a partition file.
+func (p *prepReader) readHeaderOf(size int64, partition bool) (prepHeader, []sectionEntry, error) {
 	var h prepHeader
 	var fixed [headerSize]byte
 	k, _ := p.r.ReadAt(fixed[:], 0)
@@ -456,7 +391,9 @@ func (p *prepReader) readHeader(size int64) (prepHeader, []sectionEntry, error) 
 		return h, nil, p.corrupt("header: checksum mismatch (CRC-32C %08x, stored %08x)", got, want)
 	}
 	switch {
-	case h.parts != 1 || h.part != 0:
+	case partition && (h.parts < 1 || h.part >= h.parts || h.parts > math.MaxInt32):
+		return h, nil, p.corrupt("header: partition %d of %d", h.part, h.parts)
+	case !partition && (h.parts != 1 || h.part != 0):
 		return h, nil, p.corrupt("header: file holds partition %d of %d; this reader reads whole-graph files (0 of 1)", h.part, h.parts)
 	case h.nodes > math.MaxInt32 || h.edges > h.fileSize/4 || uint64(h.features) > math.MaxInt32 || h.classes > maxClasses:
 		return h, nil, p.corrupt("header: impossible sizes (nodes %d, edges %d, features %d, classes %d)", h.nodes, h.edges, h.features, h.classes)

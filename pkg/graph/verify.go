@@ -42,16 +42,14 @@ func VerifyPrepared(r io.Reader, name string) (PreparedInfo, error) {
 	if _, err := io.ReadFull(r, head[headerSize:]); err != nil {
 		return PreparedInfo{}, fmt.Errorf("graph: verify %s: section table: %v: %w", name, err, ErrCorrupt)
 	}
-	// The header checks of the readers, on the bytes read so far.
-	view, part, parts, err := wholeGraphView(bytes.NewReader(head), int64(size), name)
+	// The header checks of the readers, on the bytes read so far: a whole graph is partition 0
+	// of 1.
+	p := &prepReader{r: bytes.NewReader(head), name: name}
+	hd, entries, err := p.readHeaderOf(int64(size), true)
 	if err != nil {
 		return PreparedInfo{}, err
 	}
-	p := &prepReader{r: view, name: name}
-	_, entries, err := p.readHeader(int64(size))
-	if err != nil {
-		return PreparedInfo{}, err
-	}
+	part, parts := int(hd.part), int(hd.parts)
 	slices.SortFunc(entries, func(a, b sectionEntry) int { return cmp.Compare(a.offset, b.offset) })
 	pos := uint64(len(head))
 	h := crc32.New(castagnoli)

@@ -47,6 +47,9 @@ const (
 	EnvPodName = "DORYLUS_POD_NAME"
 	// EnvPartition holds a graph server's partition id (its ordinal).
 	EnvPartition = "DORYLUS_PARTITION"
+	// EnvAttempt holds the job's restart count when a server's pod was made (its
+	// dorylus.dev/run label): graph servers of different attempts refuse each other.
+	EnvAttempt = "DORYLUS_ATTEMPT"
 	// EnvPodIP holds a server pod's IP: the servers' default --advertise-address, which
 	// functions on the pull data path reach them at.
 	EnvPodIP = "DORYLUS_POD_IP"

@@ -352,8 +352,12 @@ type HelloRequest struct {
 	Partitions uint32                 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	Intervals  uint32                 `protobuf:"varint,3,opt,name=intervals,proto3" json:"intervals,omitempty"`
 	// Ghosts the sender holds of the receiver: the receiver's send list to it must be as long.
-	Ghosts        uint64 `protobuf:"varint,4,opt,name=ghosts,proto3" json:"ghosts,omitempty"`
-	Run           string `protobuf:"bytes,5,opt,name=run,proto3" json:"run,omitempty"` // the run's identity; servers of different runs refuse each other
+	Ghosts uint64 `protobuf:"varint,4,opt,name=ghosts,proto3" json:"ghosts,omitempty"`
+	Run    string `protobuf:"bytes,5,opt,name=run,proto3" json:"run,omitempty"` // the run's identity; servers of different runs refuse each other
+	// The job's restart the sender was started in: a peer of another attempt is one going away
+	// (its pod deleted by the restart, still terminating) or one not yet replaced, so the
+	// receiver answers Aborted and the sender asks again until the right one answers.
+	Attempt       uint32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +425,13 @@ func (x *HelloRequest) GetRun() string {
 		return x.Run
 	}
 	return ""
+}
+
+func (x *HelloRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 // HelloReply answers a HelloRequest.
@@ -1710,7 +1721,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\rR\x06offset\x12\x12\n" +
 	"\x04rows\x18\x05 \x01(\fR\x04rows\x12&\n" +
 	"\x04data\x18\x06 \x01(\v2\x12.dorylus.v1.TensorR\x04data\"\x05\n" +
-	"\x03Ack\"\x8a\x01\n" +
+	"\x03Ack\"\xa4\x01\n" +
 	"\fHelloRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x1e\n" +
 	"\n" +
@@ -1718,7 +1729,8 @@ const file_dorylus_proto_rawDesc = "" +
 	"partitions\x12\x1c\n" +
 	"\tintervals\x18\x03 \x01(\rR\tintervals\x12\x16\n" +
 	"\x06ghosts\x18\x04 \x01(\x04R\x06ghosts\x12\x10\n" +
-	"\x03run\x18\x05 \x01(\tR\x03run\"\f\n" +
+	"\x03run\x18\x05 \x01(\tR\x03run\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\rR\aattempt\"\f\n" +
 	"\n" +
 	"HelloReply\"M\n" +
 	"\x0eProgressReport\x12\x12\n" +

@@ -15,6 +15,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
 
+// fetchHTTP fetches the dataset at URL spec.
 func (f *fetcher) fetchHTTP(ctx context.Context, spec string) (string, error) {
 	u, err := url.Parse(spec)
 	if err != nil || u.Host == "" {

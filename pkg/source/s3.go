@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 )
 
@@ -30,10 +31,11 @@ type s3Object struct {
 	key, rel string // the key, and its path relative to the dataset
 }
 
-func (f *fetcher) fetchS3(ctx context.Context, spec string) (string, error) {
-	bucket, prefix, err := ParseS3(spec)
-	if err != nil {
-		return "", err
+// fetchS3 fetches the dataset at loc, spec in messages.
+func (f *fetcher) fetchS3(ctx context.Context, loc *jobconfig.S3, spec string) (string, error) {
+	bucket, prefix := loc.Bucket, strings.Trim(loc.Prefix, "/")
+	if bucket == "" {
+		return "", fmt.Errorf("source: %q: want s3://bucket/prefix", spec)
 	}
 	client, err := f.opts.S3.Client(ctx)
 	if err != nil {

@@ -140,9 +140,9 @@ func fetch(ctx context.Context, d jobconfig.Dataset, opts Options) (string, erro
 		return "", fmt.Errorf("source: %s: %w", spec, err)
 	}
 	if d.Source == jobconfig.SourceS3 {
-		return f.fetchS3(ctx, spec)
+		return f.fetchS3(ctx, d.S3, spec)
 	}
-	return f.fetchHTTP(ctx, spec)
+	return f.fetchHTTP(ctx, d.URL)
 }
 
 // fetcher downloads one dataset into dir.

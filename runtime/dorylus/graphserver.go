@@ -169,6 +169,7 @@ func (f *serverFlags) context(ctx context.Context) (context.Context, context.Can
 type graphServerOptions struct {
 	serverFlags
 	partition int
+	attempt   int
 	startup   time.Duration
 	usageFile string
 	traceFile string
@@ -208,6 +209,7 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 	f := cmd.Flags()
 	o.add(f)
 	f.IntVar(&o.partition, "partition", envInt(jobconfig.EnvPartition), "partition this server holds, its ordinal (default $"+jobconfig.EnvPartition+")")
+	f.IntVar(&o.attempt, "attempt", envInt(jobconfig.EnvAttempt), "the job's restart this server was started in: graph servers of different attempts refuse each other (default $"+jobconfig.EnvAttempt+")")
 	f.DurationVar(&o.startup, "startup-timeout", 2*time.Minute, "how long to wait for the other servers to come up (0: as long as it takes)")
 	f.StringVar(&o.usageFile, "usage-file", "", "write the tensor backend's call counts to this JSON file when stopping (for dorylus train's cost report)")
 	f.StringVar(&o.traceFile, "trace", "", "write a timeline of the server's tasks and waits to this file when stopping (Chrome trace-event JSON; dorylus train --trace merges the servers')")
@@ -371,7 +373,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	cfg.Startup = o.startup
+	cfg.Startup, cfg.Attempt = o.startup, o.attempt
 	if err := setExport(ctx, &cfg, c, model); err != nil {
 		return err
 	}

@@ -81,6 +81,6 @@ func trainPartitions(src, work string, parts int) (string, *partition.Manifest, 
 
 // hasPartitionFiles reports whether dir holds files named as partition files.
 func hasPartitionFiles(dir string) bool {
-	found, _ := filepath.Glob(filepath.Join(dir, "part-*-of-*.dorylus"))
+	found, _ := filepath.Glob(filepath.Join(dir, graph.PartitionFileGlob))
 	return len(found) > 0
 }

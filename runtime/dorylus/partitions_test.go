@@ -72,7 +72,7 @@ func TestTrainPreparedPartitions(t *testing.T) {
 		{"another part count", append(train, "--graph-servers", "3"), []string{filepath.Join(dir, partition.ManifestFileName), "holds 2 partitions of cora, want 3"}},
 		{"another partitioning", append(train[:2:2], swapped, "--graph-servers", "2"), []string{filepath.Join(swapped, name1), "another dataset or partitioning"}},
 		{"corrupted", append(train[:2:2], corrupt, "--graph-servers", "2", "--epochs", "2"), []string{filepath.Join(corrupt, name1), "checksum mismatch"}},
-		{"more parts than vertices", []string{"train", "--graph-servers", "3000"}, []string{"3000 parts of a 2708-vertex graph"}},
+		{"more parts than vertices", []string{"train", "--dataset", "rmat:nodes=100,edges=400,features=4,classes=2,seed=1", "--graph-servers", "200"}, []string{"200 parts of a 100-vertex graph"}},
 	} {
 		msg := cliFails(t, tc.args...)
 		t.Logf("%s: %s", tc.name, msg)

@@ -31,6 +31,7 @@ type Config struct {
 	Peers                 []string             // address of the graph server of every partition (own included)
 	ParamServers          []string             // address of every parameter-server shard
 	Run                   string               // the run's identity, shared by all its servers
+	Attempt               int                  // the job's restart this server was started in (Hello)
 
 	Layers, Hidden int
 	// Heads > 0 trains a GAT (pkg/model): Heads attention heads of Hidden features in every

@@ -10,7 +10,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
@@ -145,12 +147,7 @@ func (s *server) connect(ctx context.Context) error {
 		return err
 	}
 	c := &s.cfg
-	err := s.peers.each(ctx, "hello", func(ctx context.Context, q int, pc rpc.GraphServerClient) error {
-		_, err := pc.Hello(ctx, &rpc.HelloRequest{From: uint32(c.Partition), Partitions: uint32(c.Partitions),
-			Intervals: uint32(c.Intervals), Ghosts: uint64(s.lay.part.GhostsOf(q)), Run: c.Run})
-		return err
-	})
-	if err != nil {
+	if err := s.hello(ctx); err != nil {
 		return err
 	}
 	if c.Weights != nil {
@@ -174,6 +171,35 @@ func (s *server) connect(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// hello checks with every peer that both belong to the same run and attempt and agree on the
+// partitioning. A peer of another attempt (Aborted) is one a restart deleted and that is still
+// terminating, or one whose replacement has not come yet: it is asked again until the right
+// one answers, within the startup timeout.
+func (s *server) hello(ctx context.Context) error {
+	c := &s.cfg
+	if c.Startup > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Startup)
+		defer cancel()
+	}
+	hello := func(ctx context.Context, q int, pc rpc.GraphServerClient) error {
+		_, err := pc.Hello(ctx, &rpc.HelloRequest{From: uint32(c.Partition), Partitions: uint32(c.Partitions), Intervals: uint32(c.Intervals),
+			Ghosts: uint64(s.lay.part.GhostsOf(q)), Run: c.Run, Attempt: uint32(c.Attempt)})
+		return err
+	}
+	for {
+		err := s.peers.each(ctx, "hello", hello)
+		if status.Code(err) != codes.Aborted {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(rpc.CheckEvery):
+		}
+	}
 }
 
 // monitorPeer is rpc.Monitor for another graph server. A peer that stopped serving has mostly

@@ -33,6 +33,8 @@ func (v *service) Hello(_ context.Context, r *rpc.HelloRequest) (*rpc.HelloReply
 	switch {
 	case r.Run != c.Run:
 		return nil, status.Errorf(codes.FailedPrecondition, "graph server %d belongs to run %q, not %q", c.Partition, c.Run, r.Run)
+	case int(r.Attempt) != c.Attempt:
+		return nil, status.Errorf(codes.Aborted, "graph server %d was started in attempt %d of the run, the caller in attempt %d", c.Partition, c.Attempt, r.Attempt)
 	case int(r.Partitions) != c.Partitions || int(r.Intervals) != c.Intervals:
 		return nil, status.Errorf(codes.FailedPrecondition, "graph server %d runs %d partitions of %d intervals, the caller %d of %d",
 			c.Partition, c.Partitions, c.Intervals, r.Partitions, r.Intervals)
