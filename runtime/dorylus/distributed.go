@@ -124,7 +124,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "dorylus-train-*")
+	work, err := launcher.WorkDir("train")
 	if err != nil {
 		return err
 	}

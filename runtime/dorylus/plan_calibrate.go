@@ -262,7 +262,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 	if err != nil {
 		return 0, err
 	}
-	work, err := os.MkdirTemp("", "dorylus-calibrate-*")
+	work, err := launcher.WorkDir("calibrate")
 	if err != nil {
 		return 0, err
 	}

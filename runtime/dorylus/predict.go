@@ -20,6 +20,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // predictOptions are the flags of `dorylus predict`.
@@ -148,7 +149,7 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "dorylus-predict-*")
+	work, err := launcher.WorkDir("predict")
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // marked returns the processes whose environment holds marker (which a launcher's servers
@@ -93,5 +96,51 @@ func TestTrainStopsEveryServerOnSignal(t *testing.T) {
 	}
 	if started == 0 {
 		t.Errorf("no signal found the servers running: the moments test nothing of their start-up")
+	}
+}
+
+// TestKilledLauncherFolderCleanedAtNextStart: the folder of a dorylus train --graph-servers
+// killed with SIGKILL (its run config and the run's key and token) is left behind, in the
+// launchers' folder, until the next launcher starts, which removes it.
+func TestKilledLauncherFolderCleanedAtNextStart(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	marker := fmt.Sprintf("DORYLUS_SIGNAL_TEST=%d-killed", os.Getpid())
+	cmd := exec.Command(dorylusBin, "train", "--graph-servers", "2", "--epochs", "100000", "--eval-every", "100000")
+	cmd.Env = append(os.Environ(), marker)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pattern := filepath.Join(tmp, fmt.Sprintf("dorylus-runs-%d", os.Getuid()), fmt.Sprintf("train-%d-*", cmd.Process.Pid), "credentials-*", "tls.key")
+	var keys []string
+	for deadline := time.Now().Add(60 * time.Second); len(keys) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		keys, _ = filepath.Glob(pattern)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if len(keys) != 1 {
+		t.Fatalf("no run key %s while the launcher ran:\n%s", pattern, logs.String())
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(marked(marker)) > 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	}
+	if left := marked(marker); len(left) > 0 {
+		t.Errorf("servers left 10 s after their launcher was killed: %v", left)
+	}
+	run := filepath.Dir(filepath.Dir(keys[0]))
+	if _, err := os.Stat(keys[0]); err != nil {
+		t.Fatalf("the killed launcher's key: %v (a SIGKILL runs no removal: it should be left)", err)
+	}
+	next, err := launcher.WorkDir("train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(next)
+	if _, err := os.Stat(run); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed launcher's folder %s after the next start: %v, want it removed", run, err)
+	}
+	if st, err := os.Stat(next); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("the next launcher's folder %s: %v, %v: want a folder of the user's alone", next, st, err)
 	}
 }

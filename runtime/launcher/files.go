@@ -2,11 +2,14 @@ package launcher
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -123,4 +126,54 @@ func MergeTraces(work string, n int) (trace.File, error) {
 		}
 	}
 	return trace.Merge(files...), nil
+}
+
+// WorkDir makes the folder of one launcher's run, kind-PID-* (its run config, the run's key
+// and token when it issues them, the servers' usage files and timelines), in the launchers'
+// folder of this user under the system's temporary folder, readable by the user alone. It
+// first removes the folders of launchers that no longer run, so that what a killed launcher
+// (SIGKILL, which runs no deferred removal) left, its key among it, lasts only until the next
+// start. Remove the folder when the run ends.
+func WorkDir(kind string) (string, error) {
+	parent := filepath.Join(os.TempDir(), fmt.Sprintf("dorylus-runs-%d", os.Getuid()))
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", fmt.Errorf("launcher: %w", err)
+	}
+	st, err := os.Lstat(parent)
+	if err != nil {
+		return "", fmt.Errorf("launcher: %w", err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !st.IsDir() || st.Mode().Perm() != 0o700 || !ok || int(sys.Uid) != os.Getuid() {
+		return "", fmt.Errorf("launcher: %s is not a folder of this user's alone (%v)", parent, st.Mode())
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return "", fmt.Errorf("launcher: %w", err)
+	}
+	for _, e := range entries {
+		if pid, ok := launcherPid(e.Name()); ok && !running(pid) {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name())) // a concurrent start may remove it first
+		}
+	}
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%s-%d-*", kind, os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("launcher: %w", err)
+	}
+	return dir, nil
+}
+
+// launcherPid returns the pid in the name of a WorkDir folder, kind-PID-random.
+func launcherPid(name string) (int, bool) {
+	parts := strings.Split(name, "-")
+	if len(parts) < 3 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(parts[len(parts)-2])
+	return pid, err == nil && pid > 0
+}
+
+// running reports whether process pid exists (of this user or another).
+func running(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
