@@ -158,8 +158,9 @@ type GNNTrainingJobSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.architecture == 'GAT' || !has(self.heads)",message="spec.model.heads applies only to architecture GAT"
 type ModelSpec struct {
-	// Architecture is the GNN: GCN (Kipf & Welling) or GAT (graph attention).
-	// +kubebuilder:validation:Enum=GCN;GAT
+	// Architecture is the GNN: GCN (Kipf & Welling), GAT (graph attention) or GraphSAGE
+	// (Hamilton et al., mean aggregator).
+	// +kubebuilder:validation:Enum=GCN;GAT;GraphSAGE
 	// +kubebuilder:default=GCN
 	// +optional
 	Architecture Architecture `json:"architecture,omitempty"`
@@ -199,6 +200,8 @@ const (
 	ArchitectureGCN Architecture = "GCN"
 	// ArchitectureGAT is the graph attention network.
 	ArchitectureGAT Architecture = "GAT"
+	// ArchitectureSAGE is GraphSAGE with the mean aggregator.
+	ArchitectureSAGE Architecture = "GraphSAGE"
 )
 
 // TrainingSpec holds the optimisation and pipeline settings.

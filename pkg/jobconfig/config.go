@@ -81,9 +81,27 @@ const (
 
 // Model architectures.
 const (
-	ArchitectureGCN = "GCN"
-	ArchitectureGAT = "GAT"
+	ArchitectureGCN  = "GCN"
+	ArchitectureGAT  = "GAT"
+	ArchitectureSAGE = "GraphSAGE" // mean aggregator
 )
+
+// modelNames are the architectures' names in `dorylus train --model` and a model card.
+var modelNames = map[string]string{ArchitectureGCN: "gcn", ArchitectureGAT: "gat", ArchitectureSAGE: "sage"}
+
+// ModelName returns an architecture's name in `dorylus train --model` and a model card (gcn,
+// gat, sage), or "" for none.
+func ModelName(architecture string) string { return modelNames[architecture] }
+
+// ArchitectureOf returns the architecture a ModelName names, or "" for none.
+func ArchitectureOf(name string) string {
+	for a, n := range modelNames {
+		if n == name {
+			return a
+		}
+	}
+	return ""
+}
 
 // Lambda data paths.
 const (
@@ -207,7 +225,7 @@ type S3 struct {
 
 // Model is the GNN architecture.
 type Model struct {
-	// Architecture is ArchitectureGCN or ArchitectureGAT.
+	// Architecture is ArchitectureGCN, ArchitectureGAT or ArchitectureSAGE.
 	Architecture string `json:"architecture"`
 	// Layers is the number of layers.
 	Layers int `json:"layers"`

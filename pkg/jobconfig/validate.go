@@ -84,7 +84,7 @@ func (d *Dataset) validate(v *validator) {
 }
 
 func (m *Model) validate(v *validator) {
-	v.check(m.Architecture == ArchitectureGCN || m.Architecture == ArchitectureGAT, "model.architecture", "must be %q or %q, got %q", ArchitectureGCN, ArchitectureGAT, m.Architecture)
+	v.check(ModelName(m.Architecture) != "", "model.architecture", "must be %q, %q or %q, got %q", ArchitectureGCN, ArchitectureGAT, ArchitectureSAGE, m.Architecture)
 	v.inRange("model.layers", m.Layers, Limits.Layers)
 	v.inRange("model.hidden", m.Hidden, Limits.Hidden)
 	v.check(m.Dropout >= 0 && m.Dropout < 1, "model.dropout", "must be in [0, 1), got %g", m.Dropout)

@@ -144,8 +144,8 @@ func compareOutputs(t *testing.T, single, dist string, tol float64) (renumbered 
 
 // TestDistributedExportMatchesSingleProcess trains Cora with --output-dir in one process and
 // on 2 graph-server and 2 parameter-server processes in synchronous mode, cut contiguously so
-// that the vertex ids, and so the dropout masks, are the single process's: a GCN of 3 layers,
-// and a GAT selected by validation (the weights of the kept epoch). The exports agree,
+// that the vertex ids, and so the dropout masks, are the single process's: a GCN and a
+// GraphSAGE network of 3 layers, and a GAT selected by validation (the weights of the kept epoch). The exports agree,
 // predict --graph-servers with the single-process model gives its outputs, and PyTorch agrees
 // with the distributed export and prediction.
 func TestDistributedExportMatchesSingleProcess(t *testing.T) {
@@ -153,7 +153,9 @@ func TestDistributedExportMatchesSingleProcess(t *testing.T) {
 	gat.model, gat.hidden, gat.heads, gat.dropout, gat.lr, gat.patience = "gat", 8, 4, 0.6, 0.005, 5
 	gcn := coraOptions(30)
 	gcn.layers, gcn.heads = 3, 1
-	for name, o := range map[string]trainOptions{"gcn": gcn, "gat": gat} {
+	sage := gcn
+	sage.model = "sage"
+	for name, o := range map[string]trainOptions{"gcn": gcn, "gat": gat, "sage": sage} {
 		t.Run(name, func(t *testing.T) {
 			single, dist := filepath.Join(t.TempDir(), "single"), filepath.Join(t.TempDir(), "dist")
 			args := []string{"train", "--output", "json", "--model", o.model, "--epochs", fmt.Sprint(o.epochs), "--layers", fmt.Sprint(o.layers),

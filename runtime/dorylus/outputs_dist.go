@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
@@ -33,7 +32,7 @@ func openLocation(ctx context.Context, l jobconfig.Location) (checkpoint.Store, 
 
 // trainOptionsOf returns the model and training settings of a run config as train's options.
 func trainOptionsOf(c *jobconfig.RunConfig) trainOptions {
-	return trainOptions{model: strings.ToLower(c.Model.Architecture), layers: c.Model.Layers, hidden: c.Model.Hidden,
+	return trainOptions{model: jobconfig.ModelName(c.Model.Architecture), layers: c.Model.Layers, hidden: c.Model.Hidden,
 		heads: c.Model.Heads, dropout: c.Model.Dropout, lr: c.Training.LearningRate, weightDecay: c.Training.WeightDecay,
 		patience: c.Training.Patience}
 }
@@ -50,7 +49,7 @@ func readInferenceModel(ctx context.Context, c *jobconfig.RunConfig) (*export.Mo
 		return nil, err
 	}
 	k := m.Card
-	c.Model = jobconfig.Model{Architecture: strings.ToUpper(k.Architecture), Layers: k.Layers, Hidden: k.Hidden, Heads: k.Heads, Dropout: k.Training.Dropout}
+	c.Model = jobconfig.Model{Architecture: jobconfig.ArchitectureOf(k.Architecture), Layers: k.Layers, Hidden: k.Hidden, Heads: k.Heads, Dropout: k.Training.Dropout}
 	return m, nil
 }
 

@@ -18,7 +18,7 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64) (*jobc
 		Version: jobconfig.Version,
 		Job:     jobconfig.JobRef{Name: fmt.Sprintf("train-%d-%d", os.Getpid(), seed), Namespace: "local"},
 		Dataset: jobconfig.Dataset{Source: jobconfig.SourcePVC, Path: dir, Format: jobconfig.FormatPrepared},
-		Model: jobconfig.Model{Architecture: jobconfig.ArchitectureGCN, Layers: o.layers, Hidden: o.hidden,
+		Model: jobconfig.Model{Layers: o.layers, Hidden: o.hidden,
 			Dropout: o.dropout},
 		Training: jobconfig.Training{Epochs: o.epochs, LearningRate: o.lr, WeightDecay: o.weightDecay,
 			TargetAccuracy: d.target, Staleness: d.staleness, Intervals: d.intervals, Seed: int64(seed),
@@ -31,8 +31,9 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64) (*jobc
 	if c.Cost, err = o.cost.config(); err != nil {
 		return nil, err
 	}
+	c.Model.Architecture = jobconfig.ArchitectureOf(o.model)
 	if o.model == "gat" {
-		c.Model.Architecture, c.Model.Heads = jobconfig.ArchitectureGAT, o.heads
+		c.Model.Heads = o.heads
 	}
 	if o.inference != "" {
 		c.Inference = &jobconfig.Inference{Model: locationOf(o.inference)}

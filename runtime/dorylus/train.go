@@ -149,8 +149,6 @@ func (o trainOptions) validate(dist bool) error {
 	switch {
 	case o.model != "gcn" && o.model != "gat" && o.model != "sage":
 		return fmt.Errorf("--model %q: want gcn, gat or sage", o.model)
-	case o.model == "sage" && dist:
-		return errors.New("--model sage runs in one process: the graph servers train gcn and gat")
 	}
 	if err := errors.Join(lim.Layers.Check("--layers", o.layers), lim.Hidden.Check("--hidden", o.hidden),
 		lim.Heads.Check("--heads", o.heads), lim.Epochs.Check("--epochs", o.epochs), lim.Runs.Check("--runs", o.runs),

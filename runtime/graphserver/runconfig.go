@@ -30,8 +30,11 @@ func FromRunConfig(c *jobconfig.RunConfig, partition int) (Config, error) {
 	if partition == 0 {
 		cfg.Cost = c.CostRun()
 	}
-	if c.Model.Architecture == jobconfig.ArchitectureGAT {
+	switch c.Model.Architecture {
+	case jobconfig.ArchitectureGAT:
 		cfg.Heads, cfg.OutHeads = c.Model.Heads, 1
+	case jobconfig.ArchitectureSAGE:
+		cfg.SAGE = true
 	}
 	if c.Checkpoint != nil && !c.Training.Staleness.Sync() {
 		cfg.DrainEvery = c.Checkpoint.IntervalEpochs // the parameter servers checkpoint there
