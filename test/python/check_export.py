@@ -172,6 +172,36 @@ def sage_forward(card, w, x, edges, n):
     return h, emb
 
 
+FORWARD = {"gcn": gcn_forward, "gat": gat_forward, "sage": sage_forward}
+
+
+class Exported(torch.nn.Module):
+    """An exported GCN, GAT or GraphSAGE as a PyTorch module: its safetensors tensors are the
+    module's parameters (float64, by their export names with '.' written '_'), and
+    forward(x, edges) returns the logits and the embeddings (None for one layer) that
+    `dorylus predict` writes, softmax(logits) being probabilities.npy."""
+
+    def __init__(self, card, tensors):
+        super().__init__()
+        self.card, self.names = card, list(tensors)
+        for name, t in tensors.items():
+            self.register_parameter(name.replace(".", "_"), torch.nn.Parameter(t, requires_grad=False))
+
+    def forward(self, x, edges):
+        w = {name: getattr(self, name.replace(".", "_")) for name in self.names}
+        return FORWARD[self.card["architecture"]](self.card, w, x, edges, x.shape[0])
+
+
+def load_module(folder):
+    """Load the model `dorylus train --output-dir folder` wrote as an Exported module, after
+    checking every file against the card."""
+    with open(os.path.join(folder, "model.json")) as fh:
+        card = json.load(fh)
+    files = os.path.join(folder, card.get("version", ""))  # the version folder the card names
+    verify_files(files, card)
+    return Exported(card, read_safetensors(os.path.join(files, "model.safetensors")))
+
+
 def load_npy(folder, name):
     """Load one output array; from a distributed run (partitions.json), merge the partitions'
     files into vertex-id order by each partition's vertices.npy."""
@@ -238,18 +268,14 @@ def main():
     ap.add_argument("--predictions", help="folder written by dorylus predict on the same dataset")
     args = ap.parse_args()
     try:
-        with open(os.path.join(args.model, "model.json")) as fh:
-            card = json.load(fh)
-        files = os.path.join(args.model, card.get("version", ""))  # the version folder the card names
-        verify_files(files, card)
-        w = read_safetensors(os.path.join(files, "model.safetensors"))
+        model = load_module(args.model)
+        card, files = model.card, os.path.join(args.model, model.card.get("version", ""))
         rownorm = card["features"].startswith("row-sum")
         check(rownorm or card["features"] == "none", f"unknown feature normalisation {card['features']!r}")
         x, edges, labels, test, n = load_dataset(args.dataset, rownorm)
         check(card["dataset"]["nodes"] == n, f"the card's dataset has {card['dataset']['nodes']} nodes, {args.dataset} {n}")
-        forward = {"gcn": gcn_forward, "gat": gat_forward, "sage": sage_forward}[card["architecture"]]
         with torch.no_grad():
-            logits, emb = forward(card, w, x, edges, n)
+            logits, emb = model(x, edges)
         compare(files, logits, emb, labels, test, card["accuracy"]["test"], f"{card['architecture']} model")
         if args.predictions:
             with open(os.path.join(args.predictions, "predict.json")) as fh:
