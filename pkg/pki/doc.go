@@ -1,7 +1,8 @@
 // Package pki makes and loads a job's data-plane credentials: a certificate authority of its
 // own (ECDSA P-256), one leaf certificate issued by it that every server of the job presents
-// as server and as client, a function certificate for client use only, and a bearer token for
-// the HTTP function.
+// as server and as client, a function certificate with which the HTTP function serves HTTPS
+// (DNS name FunctionServerName) and fetches on the pull data path, and a bearer token for the
+// HTTP function. A Reloader keeps the function's credentials up to date with a mounted Secret.
 //
 // The CA is per job and its private key is discarded once the certificates are signed:
 // chaining to the job's CA is the authentication, and new credentials (a restart, a resumed

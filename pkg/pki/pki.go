@@ -26,13 +26,18 @@ const (
 	KeyFile   = "tls.key" // the leaf's private key, PEM (PKCS #8)
 	TokenFile = "token"   // the HTTP function's bearer token
 
-	FunctionCertFile = "function.crt" // the function's client-only certificate, PEM
+	FunctionCertFile = "function.crt" // the HTTP function's certificate, PEM
 	FunctionKeyFile  = "function.key" // its private key, PEM (PKCS #8)
 )
 
 // ServerName is the DNS name in every leaf certificate, which clients verify as the server's
 // name: the CA is the job's own, so a certificate chaining to it is one of the job's.
 const ServerName = "dorylus-data-plane"
+
+// FunctionServerName is the DNS name in the HTTP function's certificate, which the graph
+// servers verify as the function's name. Only the servers' certificates name ServerName: a
+// verified client certificate without it is a function's (IsFunction).
+const FunctionServerName = "dorylus-function"
 
 // Validity is how long issued certificates are valid: they are replaced whenever the job
 // restarts, so this bounds only one uninterrupted run.
@@ -41,16 +46,17 @@ const Validity = 365 * 24 * time.Hour
 // Bundle is a job's credentials in their on-disk form.
 type Bundle struct {
 	CA, Cert, Key []byte // PEM
-	// FunctionCert and FunctionKey are the functions' identity on the pull data path: a
-	// certificate for client use only, which servers let call nothing but the fetches of a
-	// task's inputs and weights (rpc.FunctionMethods).
+	// FunctionCert and FunctionKey are the HTTP function's: it serves HTTPS with them as
+	// FunctionServerName and fetches with them on the pull data path, where servers let it
+	// call nothing but the fetches of a task's inputs and weights (rpc.FunctionMethods).
 	FunctionCert, FunctionKey []byte // PEM
 	Token                     string // hex, 256 random bits
 }
 
 // Issue makes a new CA named for the job, signs with it one leaf certificate (server and client
-// use, DNS name ServerName) and one function certificate (client use only), both valid from a
-// minute ago for Validity, discards the CA's key and draws a token.
+// use, DNS name ServerName) and one function certificate (server and client use, DNS name
+// FunctionServerName), both valid from a minute ago for Validity, discards the CA's key and
+// draws a token.
 func Issue(job string) (*Bundle, error) {
 	now := time.Now().Add(-time.Minute) // clocks of the job's nodes may lag a little
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -87,9 +93,10 @@ func Issue(job string) (*Bundle, error) {
 	}
 	fn := &x509.Certificate{
 		Subject:   pkix.Name{CommonName: job + " function"},
+		DNSNames:  []string{FunctionServerName},
 		NotBefore: now, NotAfter: now.Add(Validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	if b.FunctionCert, b.FunctionKey, err = sign(fn, ca, caKey); err != nil {
 		return nil, fmt.Errorf("function certificate: %w", err)
@@ -151,32 +158,34 @@ func (b *Bundle) WriteDir(dir string) error {
 
 // Credentials are the TLS part of a job's credentials, parsed.
 type Credentials struct {
-	cert tls.Certificate
-	ca   *x509.CertPool
+	cert  tls.Certificate
+	ca    *x509.CertPool
+	caDER []byte // the job's CA certificate
 }
 
 // Load reads the CA, certificate and key from dir.
-func Load(dir string) (*Credentials, error) {
-	read := func(name string) ([]byte, error) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+func Load(dir string) (*Credentials, error) { return loadPair(dir, CertFile, KeyFile) }
+
+// LoadFunction reads the HTTP function's credentials from dir: the CA, FunctionCertFile and
+// FunctionKeyFile.
+func LoadFunction(dir string) (*Credentials, error) {
+	return loadPair(dir, FunctionCertFile, FunctionKeyFile)
+}
+
+// loadPair reads the CA and the certificate and key of the given file names from dir.
+func loadPair(dir, certFile, keyFile string) (*Credentials, error) {
+	var b Bundle
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{CAFile, &b.CA}, {certFile, &b.Cert}, {keyFile, &b.Key}} {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
 			return nil, fmt.Errorf("load TLS credentials: %w", err)
 		}
-		return b, nil
+		*f.dst = data
 	}
-	ca, err := read(CAFile)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := read(CertFile)
-	if err != nil {
-		return nil, err
-	}
-	key, err := read(KeyFile)
-	if err != nil {
-		return nil, err
-	}
-	c, err := (&Bundle{CA: ca, Cert: cert, Key: key}).Credentials()
+	c, err := credentials(b.CA, b.Cert, b.Key, certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("load TLS credentials from %s: %w", dir, err)
 	}
@@ -185,16 +194,31 @@ func Load(dir string) (*Credentials, error) {
 
 // Credentials parses the bundle's CA, certificate and key.
 func (b *Bundle) Credentials() (*Credentials, error) {
-	cert, err := tls.X509KeyPair(b.Cert, b.Key)
+	return credentials(b.CA, b.Cert, b.Key, CertFile, KeyFile)
+}
+
+// credentials parses a CA and a certificate and key, all PEM, named certFile and keyFile in
+// errors.
+func credentials(caPEM, certPEM, keyPEM []byte, certFile, keyFile string) (*Credentials, error) {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s and %s: %w", CertFile, KeyFile, err)
+		return nil, fmt.Errorf("%s and %s: %w", certFile, keyFile, err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b.CA) {
+	blk, _ := pem.Decode(caPEM)
+	if blk == nil || blk.Type != "CERTIFICATE" {
 		return nil, fmt.Errorf("%s: no PEM certificate", CAFile)
 	}
-	return &Credentials{cert: cert, ca: pool}, nil
+	ca, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", CAFile, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &Credentials{cert: cert, ca: pool, caDER: blk.Bytes}, nil
 }
+
+// CA returns the job's CA certificate, DER.
+func (c *Credentials) CA() []byte { return c.caDER }
 
 // ServerConfig is the TLS configuration of a server: TLS 1.3, presenting the job's
 // certificate, and requiring a client certificate that chains to the job's CA.
@@ -217,6 +241,14 @@ func (c *Credentials) ClientConfig() *tls.Config {
 		RootCAs:      c.ca,
 		ServerName:   ServerName,
 	}
+}
+
+// FunctionClientConfig is the TLS configuration of a caller of the HTTP function: TLS 1.3,
+// accepting only a server whose certificate chains to the job's CA and names
+// FunctionServerName. It presents no certificate: the job's bearer token authenticates the
+// caller.
+func (c *Credentials) FunctionClientConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: c.ca, ServerName: FunctionServerName}
 }
 
 // Identity is the functions' TLS identity for one running period of a job, as a pull-mode
@@ -285,10 +317,10 @@ func (id Identity) Credentials() (*Credentials, error) {
 	return &Credentials{cert: cert, ca: pool}, nil
 }
 
-// IsFunction reports whether cert, a verified client certificate, is a function certificate:
-// one for client use only.
+// IsFunction reports whether cert, a verified client certificate, is a function's: one that
+// does not name ServerName.
 func IsFunction(cert *x509.Certificate) bool {
-	return !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	return !slices.Contains(cert.DNSNames, ServerName)
 }
 
 // LoadToken reads a bearer token from path; an empty file is an error.

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,16 +102,20 @@ func TestFunctionIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !IsFunction(fn) || fn.Subject.CommonName != "ns/job function" || len(fn.DNSNames) != 0 || fn.IsCA {
+	if !IsFunction(fn) || fn.Subject.CommonName != "ns/job function" || !slices.Equal(fn.DNSNames, []string{FunctionServerName}) || fn.IsCA {
 		t.Errorf("function certificate: CN %q, DNS names %v, CA %v, usage %v", fn.Subject.CommonName, fn.DNSNames, fn.IsCA, fn.ExtKeyUsage)
 	}
 	opts := x509.VerifyOptions{Roots: c.ca, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	if _, err := fn.Verify(opts); err != nil {
 		t.Errorf("as a client: %v", err)
 	}
-	opts.KeyUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	opts.KeyUsages, opts.DNSName = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, FunctionServerName
+	if _, err := fn.Verify(opts); err != nil {
+		t.Errorf("as the HTTP function's server: %v", err)
+	}
+	opts.DNSName = ServerName
 	if _, err := fn.Verify(opts); err == nil {
-		t.Error("the function certificate verifies as a server's")
+		t.Error("the function certificate verifies as a graph or parameter server's")
 	}
 	other, err := Issue("ns/job")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ type functionOptions struct {
 	grace      time.Duration
 	faults     function.Faults
 	tokenFile  string // the bearer token HTTP calls must carry
+	credsDir   string // the job's credentials: HTTPS with the function certificate
 	insecure   bool
 }
 
@@ -35,13 +37,17 @@ loss and ∇AV tasks (a GAT's AV, ∇AV, AE and ∇AE) sent to it in the dispatc
 interface emulator), detected by $AWS_LAMBDA_RUNTIME_API, it serves Lambda invocations; elsewhere
 it serves HTTP on --listen (default :$PORT, as Knative sets it, else :` + fmt.Sprint(jobconfig.FunctionPort) + `): POST / runs a task,
 GET /healthz and /readyz report health, and SIGTERM drains the calls in flight before exiting.
-Every HTTP call but the health checks must carry "Authorization: Bearer <token>" with the job's
-token (--token-file); a Lambda function is authorised by IAM instead. On the pull data path the
+With --credentials-dir (a mount of the job's credentials Secret: ca.crt, function.crt,
+function.key) it serves HTTPS only, with the function certificate of the job's CA, which the
+graph servers verify, and reloads it when the Secret's files change; without, plain HTTP (as a
+Knative Service's container, behind the queue-proxy). Every HTTP call but the health checks
+must carry "Authorization: Bearer <token>" with the job's token (--token-file); a Lambda
+function is authorised by IAM instead. On the pull data path the
 function fetches over mutual TLS with the job's function identity, which every descriptor
 carries, so one function serves any job. --insecure, for debugging only, serves HTTP without a
 token when no --token-file is given and pulls in plaintext for descriptors without an identity
 (a job run with --insecure). The --fault flags inject failures for tests.`,
-		Example: `  dorylus function --listen 127.0.0.1:8080 --token-file /var/run/secrets/dorylus/job/token
+		Example: `  dorylus function --listen 127.0.0.1:8443 --token-file /var/run/secrets/dorylus/job/token --credentials-dir /var/run/secrets/dorylus/job
   aws-lambda-rie --runtime-interface-emulator-address 127.0.0.1:9000 --runtime-api-address 127.0.0.1:9001 ./dorylus function`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +64,7 @@ token when no --token-file is given and pulls in plaintext for descriptors witho
 	f.IntVar(&o.maxRequest, "max-request-bytes", 0, "refuse requests larger than this (0: Lambda's own limit, or function.MaxHTTPRequest, 1 GiB, over HTTP)")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for the calls in flight")
 	f.StringVar(&o.tokenFile, "token-file", os.Getenv(jobconfig.EnvTokenFile), "HTTP: file of the bearer token every call must carry (default $"+jobconfig.EnvTokenFile+")")
+	f.StringVar(&o.credsDir, "credentials-dir", "", "HTTP: folder of the job's "+pki.CAFile+", "+pki.FunctionCertFile+" and "+pki.FunctionKeyFile+" (a mounted credentials Secret): serve HTTPS with that certificate")
 	f.BoolVar(&o.insecure, "insecure", false, "debugging only: serve HTTP without a token where --token-file is not given, and pull in plaintext for descriptors without a TLS identity")
 	f.IntVar(&o.faults.Every, "fault-every", 0, "inject a fault into every Nth call (0: none)")
 	f.StringVar(&o.faults.Mode, "fault", function.FaultDelay, "fault to inject: delay, error, hang or exit")
@@ -86,10 +93,19 @@ func runFunction(ctx context.Context, o functionOptions, stderr io.Writer) error
 	case !o.insecure:
 		return fmt.Errorf("--token-file (or $%s) is required to serve HTTP; --insecure serves without authentication, for debugging", jobconfig.EnvTokenFile)
 	}
+	var tlsConf *tls.Config
+	scheme := "http"
+	if o.credsDir != "" {
+		creds, err := pki.NewFunctionReloader(o.credsDir)
+		if err != nil {
+			return fmt.Errorf("--credentials-dir: %w", err)
+		}
+		tlsConf, scheme = creds.HTTPSConfig(), "https"
+	}
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	fmt.Fprintf(stderr, "dorylus function: serving on %s\n", lis.Addr())
-	return function.ServeHTTP(ctx, h, lis, o.grace, token)
+	fmt.Fprintf(stderr, "dorylus function: serving %s on %s\n", scheme, lis.Addr())
+	return function.ServeHTTP(ctx, h, lis, o.grace, token, tlsConf)
 }

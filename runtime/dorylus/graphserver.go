@@ -349,14 +349,17 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		}
 		cfg.Pull = pull
 	}
-	if cfg.Backend, err = b.Build(ctx, cfg.Intervals, cpu.Options{Workers: workers, Latency: b.Latency, Wire: b.Wire}, pull); err != nil {
+	if cfg.TLS, err = tlsCredentials(c.Security); err != nil {
+		return err
+	}
+	if cfg.Backend, err = b.Build(ctx, cfg.Intervals, cpu.Options{Workers: workers, Latency: b.Latency, Wire: b.Wire}, pull, cfg.TLS); err != nil {
 		return err
 	}
 	defer backends.Close(cfg.Backend, b.Kind, o.usageFile, stderr)
 	if cfg.Data, err = loadPartition(ctx, c.ServerDataset(), source.Options{}, o.partition, cfg.Partitions); err != nil {
 		return err
 	}
-	if cfg.TLS, err = tlsCredentials(c.Security); err != nil {
+	if err := b.WaitReady(ctx, cfg.TLS); err != nil {
 		return err
 	}
 	lis, err := o.listener(c.GraphServers.Port)

@@ -139,7 +139,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		faulty  bool
 	}{
 		{"knative", func(t *testing.T) backends.Options {
-			url, _ := remotetest.HTTPFunction(t, dorylusBin)
+			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds)
 			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: remotetest.TokenFile(t)}
 		}, false},
 		{"lambda-error", lambdaFaults(nil, "--fault-every", "5", "--fault", "error"), true},
@@ -156,7 +156,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048")), false},
 		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit")), true},
 		{"knative-pull", pullMode(func(t *testing.T) backends.Options {
-			url, _ := remotetest.HTTPFunction(t, dorylusBin, "--max-request-bytes", "2048", "--token-file", token)
+			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds, "--max-request-bytes", "2048", "--token-file", token)
 			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: token}
 		}), false},
 	} {

@@ -3,6 +3,7 @@ package function
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -117,17 +118,26 @@ func RequireToken(token string, next http.Handler) http.Handler {
 }
 
 // ServeHTTP serves h on lis until ctx ends, then stops taking calls, fails /readyz and waits
-// up to grace for the calls in flight. A non-empty token is required of every call
-// (RequireToken); an empty one serves without authentication (an insecure run).
-func ServeHTTP(ctx context.Context, h *Handler, lis net.Listener, grace time.Duration, token string) error {
+// up to grace for the calls in flight. With tlsConf it serves HTTPS only (a plaintext request
+// is answered 400 by the TLS layer and never reaches h); without, plain HTTP (behind Knative's
+// queue-proxy, which forwards only plain HTTP over the pod's loopback). A non-empty token is
+// required of every call (RequireToken); an empty one serves without authentication (an
+// insecure run).
+func ServeHTTP(ctx context.Context, h *Handler, lis net.Listener, grace time.Duration, token string, tlsConf *tls.Config) error {
 	var stopping atomic.Bool
 	handler := HTTPHandler(h, func() bool { return !stopping.Load() })
 	if token != "" {
 		handler = RequireToken(token, handler)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- srv.ServeTLS(lis, "", "")
+		} else {
+			errc <- srv.Serve(lis)
+		}
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", lis.Addr(), err)

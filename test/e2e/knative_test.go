@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // knativeIntervals is how many intervals TestCiteseerGATKnative's graph
@@ -28,7 +29,7 @@ const knativeIntervals = 4
 // functionPort is where `dorylus function` serves HTTP in its pod.
 const functionPort = 8080
 
-// secretDir is where servePod mounts a Secret.
+// secretDir is where TestCiteseerGATKnative's function mounts its Secrets.
 const secretDir = "/var/run/secrets/e2e"
 
 // runtimeImage is the image `make image` writes: the chart's default.
@@ -105,9 +106,10 @@ func hostVolume(t *testing.T, c client.Client, claim, src string) string {
 }
 
 // TestCiteseerGATKnative runs the Knative sample where no Knative is
-// installed: `dorylus function` serves HTTP from the runtime image as a
-// Deployment and Service, named by URL, requiring the token of a Secret the
-// test makes and the job names (tokenSecretRef); the dataset (text CiteSeer) and the
+// installed: `dorylus function` serves HTTPS from the runtime image as a
+// Deployment and Service, named by URL, with the function certificate of the
+// job's credentials Secret, requiring the token of a Secret the test makes
+// and the job names (tokenSecretRef); the dataset (text CiteSeer) and the
 // checkpoints are on PersistentVolumes. GAT on CiteSeer through an HTTP
 // function takes seconds an epoch on this machine, so the job trains 20 of
 // the sample's 300 epochs, cut in knativeIntervals intervals instead of one
@@ -129,13 +131,19 @@ func TestCiteseerGATKnative(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), token) })
-	servePod(t, c, "dorylus-function", runtimeImage(t), functionPort, token.Name,
-		"/dorylus", "function", "--listen", ":8080", "--token-file", secretDir+"/token")
+	// The function serves HTTPS with the function certificate of the job's CA,
+	// from the job's credentials Secret, as a Deployment of the job's user
+	// would: its pod starts once the operator has issued them, and the graph
+	// servers wait for it (backends.ReadyTimeout) and verify it.
+	createServePod(t, c, "dorylus-function", runtimeImage(t), functionPort, nil, []secretMount{
+		{secret: token.Name, dir: secretDir + "/token"},
+		{secret: name + "-credentials", dir: secretDir + "/job", keys: []string{pki.CAFile, pki.FunctionCertFile, pki.FunctionKeyFile}},
+	}, "/dorylus", "function", "--listen", ":8080", "--token-file", secretDir+"/token/token", "--credentials-dir", secretDir+"/job")
 	runSample(t, c, "knative_citeseer.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
 		j.Spec.Training.Epochs = epochs
 		j.Spec.Training.Intervals = ptr.To[int32](knativeIntervals)
 		j.Spec.TensorBackend.Knative.Service = nil
-		j.Spec.TensorBackend.Knative.URL = "http://dorylus-function." + ns + ".svc.cluster.local:8080/"
+		j.Spec.TensorBackend.Knative.URL = "https://dorylus-function." + ns + ".svc.cluster.local:8080/"
 		j.Spec.TensorBackend.Knative.TokenSecretRef = &corev1.LocalObjectReference{Name: token.Name}
 	}, 900*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {
 		return trainAccuracy(t, trainArgs(job, filepath.Join(root, "datasets/citeseer"))...)

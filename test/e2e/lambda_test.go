@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -48,13 +49,26 @@ func nodeAddress(t *testing.T, c client.Client) string {
 	return ""
 }
 
+// secretMount mounts keys of a Secret (all of them if none) read-only at dir.
+type secretMount struct {
+	secret, dir string
+	keys        []string
+}
+
 // servePod runs command from image as a one-replica Deployment named name,
 // restricted like the jobs' pods, behind a Service of the same name on port,
 // and waits until it is available; both are deleted at the end of the test.
-// A non-empty secret is mounted read-only at secretDir. The server runs a
-// job's tensor tasks: it requests functionCPU, not to be BestEffort
-// (requestCPU).
-func servePod(t *testing.T, c client.Client, name, image string, port int32, secret string, command ...string) {
+// The server runs a job's tensor tasks: it requests functionCPU, not to be
+// BestEffort (requestCPU).
+func servePod(t *testing.T, c client.Client, name, image string, port int32, secrets []secretMount, command ...string) {
+	t.Helper()
+	createServePod(t, c, name, image, port, nil, secrets, command...)
+	run(t, kubectl, "wait", "-n", ns, "deployment/"+name, "--for=condition=Available", "--timeout=120s")
+}
+
+// createServePod creates servePod's Deployment and Service without waiting,
+// its pods labelled podLabels too, with secrets mounted.
+func createServePod(t *testing.T, c client.Client, name, image string, port int32, podLabels map[string]string, secrets []secretMount, command ...string) {
 	t.Helper()
 	ctx := context.Background()
 	labels := map[string]string{"app.kubernetes.io/name": name}
@@ -64,7 +78,7 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, sec
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: withLabels(labels, podLabels)},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
@@ -83,10 +97,15 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, sec
 			},
 		},
 	}
-	if secret != "" {
+	for i, m := range secrets {
 		p := &dep.Spec.Template.Spec
-		p.Volumes = append(p.Volumes, corev1.Volume{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}})
-		p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "secret", MountPath: secretDir, ReadOnly: true})
+		vol := fmt.Sprintf("secret-%d", i)
+		src := &corev1.SecretVolumeSource{SecretName: m.secret}
+		for _, k := range m.keys {
+			src.Items = append(src.Items, corev1.KeyToPath{Key: k, Path: k})
+		}
+		p.Volumes = append(p.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: src}})
+		p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: m.dir, ReadOnly: true})
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromInt32(port)}}}}
@@ -98,7 +117,13 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, sec
 			_ = c.Delete(context.Background(), o, client.PropagationPolicy(metav1.DeletePropagationForeground))
 		})
 	}
-	run(t, kubectl, "wait", "-n", ns, "deployment/"+name, "--for=condition=Available", "--timeout=120s")
+}
+
+// withLabels returns a copy of a with b's labels added.
+func withLabels(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }
 
 // startEmulator runs aws-lambda-rie with `dorylus function` in a pod behind
@@ -106,7 +131,7 @@ func servePod(t *testing.T, c client.Client, name, image string, port int32, sec
 // names (the emulator checks no signature).
 func startEmulator(t *testing.T, c client.Client) {
 	credentialsSecret(t, c, "lambda-emulator-credentials", "e2e", "e2e-secret")
-	servePod(t, c, "lambda-emulator", emulatorImage, emulatorPort, "", "/aws-lambda-rie",
+	servePod(t, c, "lambda-emulator", emulatorImage, emulatorPort, nil, "/aws-lambda-rie",
 		"--runtime-interface-emulator-address", fmt.Sprintf("0.0.0.0:%d", emulatorPort),
 		"--runtime-api-address", "127.0.0.1:9001", "/dorylus", "function")
 }

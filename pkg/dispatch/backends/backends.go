@@ -204,8 +204,10 @@ func FromConfig(c jobconfig.Backend) Options {
 }
 
 // Build returns the backend of a graph server with the given intervals; cpuOpts configure the
-// cpu backend; pull is the store of the pull data path (nil: inline).
-func (b *Options) Build(ctx context.Context, intervals int, cpuOpts cpu.Options, pull *remote.Store) (dispatch.Backend, error) {
+// cpu backend; pull is the store of the pull data path (nil: inline); creds are the job's TLS
+// credentials (nil: an insecure run), whose CA a knative function's https certificate must
+// chain to.
+func (b *Options) Build(ctx context.Context, intervals int, cpuOpts cpu.Options, pull *remote.Store, creds *pki.Credentials) (dispatch.Backend, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -221,17 +223,49 @@ func (b *Options) Build(ctx context.Context, intervals int, cpuOpts cpu.Options,
 		tune.MaxConcurrency = intervals
 	}
 	if b.Kind == jobconfig.BackendKnative {
-		var token string
-		if b.KnativeTokenFile != "" {
-			var err error
-			if token, err = pki.LoadToken(b.KnativeTokenFile); err != nil {
-				return nil, fmt.Errorf("knative backend: %w", err)
-			}
+		o, err := b.knative(creds)
+		if err != nil {
+			return nil, err
 		}
-		return knative.New(knative.Options{URLs: b.Endpoints(), Token: token, Tuning: tune})
+		o.Tuning = tune
+		return knative.New(o)
 	}
 	return lambda.New(ctx, lambda.Options{Function: b.LambdaFunction, Region: b.LambdaRegion, Qualifier: b.LambdaQualifier,
 		Endpoints: b.Endpoints(), CredentialsDir: b.LambdaCredentials, Tuning: tune})
+}
+
+// knative returns the options of the knative backend but its tuning.
+func (b *Options) knative(creds *pki.Credentials) (knative.Options, error) {
+	o := knative.Options{URLs: b.Endpoints()}
+	if creds != nil {
+		o.TLS = creds.FunctionClientConfig()
+	}
+	if b.KnativeTokenFile != "" {
+		var err error
+		if o.Token, err = pki.LoadToken(b.KnativeTokenFile); err != nil {
+			return o, fmt.Errorf("knative backend: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// ReadyTimeout is how long WaitReady waits for the knative functions: a function that mounts
+// the job's credentials starts once the job has issued them, and serves a new period's a
+// minute or so after they rotate (the kubelet's refresh of a mounted Secret).
+const ReadyTimeout = 3 * time.Minute
+
+// WaitReady waits up to ReadyTimeout until the knative functions answer their readiness
+// probe over TLS verified with creds (knative.WaitReady); it returns at once for the other
+// backends.
+func (b *Options) WaitReady(ctx context.Context, creds *pki.Credentials) error {
+	if b.Kind != jobconfig.BackendKnative {
+		return nil
+	}
+	o, err := b.knative(creds)
+	if err != nil {
+		return err
+	}
+	return knative.WaitReady(ctx, o, ReadyTimeout)
 }
 
 // Usage is what a graph server's tensor backend did, as --usage-file holds it.

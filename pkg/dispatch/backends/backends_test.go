@@ -77,14 +77,14 @@ func TestBackendFromConfig(t *testing.T) {
 	if o != want {
 		t.Fatalf("lambda options %+v, want %+v", o, want)
 	}
-	if _, err := o.Build(context.Background(), 8, cpu.Options{}, nil); err == nil || !strings.Contains(err.Error(), "pull") {
+	if _, err := o.Build(context.Background(), 8, cpu.Options{}, nil, nil); err == nil || !strings.Contains(err.Error(), "pull") {
 		t.Errorf("pull data path without a store: %v, want an error", err)
 	}
 	store, err := remote.NewStore("127.0.0.1:7000", pki.Identity{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := o.Build(context.Background(), 8, cpu.Options{}, store)
+	b, err := o.Build(context.Background(), 8, cpu.Options{}, store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +101,13 @@ func TestBackendFromConfig(t *testing.T) {
 	if want := (Options{Kind: "knative", KnativeURLs: "http://cora-fn.ml.svc.cluster.local", MaxConcurrency: 5, KnativeTokenFile: token}); o != want {
 		t.Fatalf("knative options %+v, want %+v", o, want)
 	}
-	if b, err := o.Build(context.Background(), 8, cpu.Options{}, nil); err != nil || b.Concurrency() != 5 {
+	if b, err := o.Build(context.Background(), 8, cpu.Options{}, nil, nil); err != nil || b.Concurrency() != 5 {
 		t.Fatalf("knative backend %v, %v: want concurrency 5", b, err)
 	}
 
 	lam.Lambda.CredentialsDir = filepath.Join(creds, "absent")
 	o = fromConfig(t, writeRunConfig(t, lam))
-	if _, err := o.Build(context.Background(), 8, cpu.Options{}, store); err == nil || !strings.Contains(err.Error(), "absent") {
+	if _, err := o.Build(context.Background(), 8, cpu.Options{}, store, nil); err == nil || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("missing credentials folder: %v, want an error naming it", err)
 	}
 }

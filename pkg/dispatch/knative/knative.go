@@ -1,15 +1,19 @@
 // Package knative is the Knative tensor backend: a remote.Backend whose transport POSTs the
 // wire bytes of a task to a Knative Service running `dorylus function`, over keep-alive
-// connections reused across calls. Throttling (429), 5xx answers, timeouts and lost
-// connections are retried; a 4xx answer fails the task with the function's message.
+// connections reused across calls. An https URL is verified as Options.TLS says (the job's
+// CA and pki.FunctionServerName for a function serving the job's certificate). Throttling
+// (429), 5xx answers, timeouts and lost connections are retried; a 4xx answer fails the task
+// with the function's message.
 package knative
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
@@ -23,6 +27,9 @@ type Options struct {
 	// Token, when set, is sent as "Authorization: Bearer <token>" with every call: the job's
 	// credential, which the function requires.
 	Token string
+	// TLS is the client TLS configuration of https URLs (pki.Credentials.FunctionClientConfig:
+	// the job's CA, which the function's certificate must chain to); nil: the system's roots.
+	TLS *tls.Config
 	// Tuning holds concurrency, timeouts, retries and straggler settings; New sets its Name
 	// and Endpoints.
 	Tuning remote.Options
@@ -33,14 +40,74 @@ func New(o Options) (*remote.Backend, error) {
 	if len(o.URLs) == 0 {
 		return nil, fmt.Errorf("knative backend: no service URL")
 	}
-	conns := max(o.Tuning.MaxConcurrency, 1)
-	t := &transport{client: &http.Client{Transport: &http.Transport{
-		Proxy: http.ProxyFromEnvironment, MaxIdleConns: 4 * conns, MaxIdleConnsPerHost: conns,
-		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
-	}}, token: o.Token}
+	t := &transport{client: o.client(), token: o.Token}
 	r := o.Tuning
 	r.Name, r.Endpoints = "knative "+o.URLs[0], o.URLs
 	return remote.New(t, r)
+}
+
+// client returns the HTTP client of the options' calls.
+func (o *Options) client() *http.Client {
+	conns := max(o.Tuning.MaxConcurrency, 1)
+	var tc *tls.Config
+	if o.TLS != nil {
+		tc = o.TLS.Clone()
+	}
+	return &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyFromEnvironment, MaxIdleConns: 4 * conns, MaxIdleConnsPerHost: conns,
+		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true, TLSClientConfig: tc,
+	}}
+}
+
+// WaitReady waits until every URL answers GET /readyz with 200, over TLS verified as o.TLS
+// says, asking every half second for at most timeout; its error names a URL that did not and
+// its last answer (a certificate of another CA, a refused connection). A function deployed
+// with the job's credentials starts only once the job has them, and serves the new ones a
+// while after they rotate.
+func WaitReady(ctx context.Context, o Options, timeout time.Duration) error {
+	c := o.client()
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, raw := range o.URLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return fmt.Errorf("knative backend: URL %q: %w", raw, err)
+		}
+		probe := u.ResolveReference(&url.URL{Path: "/readyz"}).String()
+		for {
+			err := ready(ctx, c, probe)
+			if err == nil {
+				break
+			}
+			t := time.NewTimer(500 * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("knative backend: the function at %s not ready after %v: %w", raw, timeout, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ready asks probe once.
+func ready(ctx context.Context, c *http.Client, probe string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, probe, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", probe, answer(resp, b))
+	}
+	return nil
 }
 
 // transport POSTs tasks.

@@ -1,9 +1,13 @@
 package knative_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,7 +30,7 @@ func newBackend(t *testing.T, urls []string, tune remote.Options) *remote.Backen
 	if tune.MaxConcurrency == 0 {
 		tune.MaxConcurrency = 4
 	}
-	b, err := knative.New(knative.Options{URLs: urls, Token: remotetest.Token, Tuning: tune})
+	b, err := knative.New(knative.Options{URLs: urls, Token: remotetest.Token, TLS: remotetest.ClientTLS(t), Tuning: tune})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +48,7 @@ func TestHTTPFunction(t *testing.T) {
 		t.Errorf("usage %+v, want 20 tasks in 20 tries", u)
 	}
 	for _, path := range []string{"healthz", "readyz"} {
-		resp, err := http.Get(url + path)
+		resp, err := remotetest.HTTPClient(t).Get(url + path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("/%s: %v %v", path, resp, err)
 		} else {
@@ -168,7 +172,7 @@ func TestGracefulShutdown(t *testing.T) {
 func TestHTTPFunctionRequiresToken(t *testing.T) {
 	url, p := remotetest.HTTPFunction(t, dorylus)
 	for _, token := range []string{"", "other-token"} {
-		b, err := knative.New(knative.Options{URLs: []string{url}, Token: token, Tuning: remote.Options{MaxConcurrency: 1}})
+		b, err := knative.New(knative.Options{URLs: []string{url}, Token: token, TLS: remotetest.ClientTLS(t), Tuning: remote.Options{MaxConcurrency: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +183,7 @@ func TestHTTPFunctionRequiresToken(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"healthz", "readyz"} {
-		resp, err := http.Get(url + path)
+		resp, err := remotetest.HTTPClient(t).Get(url + path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("/%s without a token: %v %v", path, resp, err)
 		} else {
@@ -188,5 +192,85 @@ func TestHTTPFunctionRequiresToken(t *testing.T) {
 	}
 	if strings.Contains(p.Output(), remotetest.Token) {
 		t.Errorf("the function logged its token: %s", p.Output())
+	}
+}
+
+// TestHTTPFunctionNotOfTheJob calls functions that serve HTTPS with a certificate the job must
+// not accept: one of another job's CA, and the job's server certificate (its CA's, but not
+// named pki.FunctionServerName). Every call fails the TLS handshake before a byte of the task
+// or the token is sent, and WaitReady reports the function not ready, naming why.
+func TestHTTPFunctionNotOfTheJob(t *testing.T) {
+	other, err := pki.Issue("another job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDir := filepath.Join(t.TempDir(), "other")
+	if err := other.WriteDir(otherDir); err != nil {
+		t.Fatal(err)
+	}
+	serverDir := remotetest.CredentialsDir(t) // the job's, with the servers' pair as the function's
+	for from, to := range map[string]string{pki.CertFile: pki.FunctionCertFile, pki.KeyFile: pki.FunctionKeyFile} {
+		b, err := os.ReadFile(filepath.Join(serverDir, from))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(serverDir, to), b, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ name, dir, want string }{
+		{"another job's CA", otherDir, "certificate signed by unknown authority"},
+		{"the servers' certificate", serverDir, "not " + pki.FunctionServerName},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, p := remotetest.HTTPFunctionOf(t, dorylus, c.dir)
+			b := newBackend(t, []string{url}, remote.Options{Attempts: 1})
+			if _, err := b.Run(context.Background(), remotetest.Tasks(1, 10, 20, 4)[0]); !contains(err, c.want) {
+				t.Errorf("call: %v, want %q", err, c.want)
+			}
+			err := knative.WaitReady(context.Background(), knative.Options{URLs: []string{url}, TLS: remotetest.ClientTLS(t)}, time.Second)
+			if !contains(err, "not ready after 1s") || !contains(err, c.want) {
+				t.Errorf("WaitReady: %v, want not ready, %q", err, c.want)
+			}
+			if out := p.Output(); !strings.Contains(out, "TLS handshake error") {
+				t.Errorf("the function did not see a failed handshake:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestHTTPFunctionRefusesPlaintext posts a task in plaintext HTTP to a function serving
+// HTTPS: the TLS layer answers 400 and the function handles no call (its call counter, read
+// over HTTPS with the token, stays at 0).
+func TestHTTPFunctionRefusesPlaintext(t *testing.T) {
+	url, _ := remotetest.HTTPFunction(t, dorylus)
+	plain := "http://" + strings.TrimPrefix(url, "https://")
+	req, err := http.NewRequest(http.MethodPost, plain, bytes.NewReader(dispatch.EncodeRequest(&remotetest.Tasks(1, 10, 20, 4)[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+remotetest.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(msg, []byte("HTTP request to an HTTPS server")) {
+		t.Errorf("plaintext POST: %d %q, want 400 from the TLS layer", resp.StatusCode, msg)
+	}
+	req, err = http.NewRequest(http.MethodGet, url+"metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+remotetest.Token)
+	resp, err = remotetest.HTTPClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(metrics, []byte("\ndorylus_function_calls_total 0\n")) {
+		t.Errorf("metrics after a plaintext call:\n%s", metrics)
 	}
 }

@@ -36,7 +36,7 @@ func BenchmarkBackends(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	httpB, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, Tuning: fixed})
+	httpB, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, TLS: remotetest.ClientTLS(b), Tuning: fixed})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func BenchmarkBackends(b *testing.B) {
 	store, pulled := pulltest.Source(b, all, nil, pki.Identity{})
 	pull := fixed
 	pull.Pull = store
-	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, Tuning: pull})
+	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, TLS: remotetest.ClientTLS(b), Tuning: pull})
 	if err != nil {
 		b.Fatal(err)
 	}

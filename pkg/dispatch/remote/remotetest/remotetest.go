@@ -1,12 +1,15 @@
 // Package remotetest starts the real components the serverless backends are tested against:
-// the dorylus binary built from this module, `dorylus function` as an HTTP process, and the
+// the dorylus binary built from this module, `dorylus function` as an HTTPS process (with job
+// credentials issued once per test binary), and the
 // AWS Lambda runtime interface emulator (aws-lambda-rie) running `dorylus function`, all on
 // loopback. A test that needs a missing tool fails, naming the command that installs it.
 package remotetest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/internal/loopback"
 	"github.com/dorylus-gnn/dorylus/internal/testenv"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // BuildDorylus builds ./runtime/dorylus of this module into dir and returns the binary.
@@ -122,13 +126,13 @@ func start(t testing.TB, env []string, name string, args ...string) *Process {
 	return p
 }
 
-// waitHTTP waits until url answers any HTTP status.
-func waitHTTP(t testing.TB, p *Process, method, url string) {
+// waitHTTP waits until url answers any HTTP status through client.
+func waitHTTP(t testing.TB, p *Process, client *http.Client, method, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequest(method, url, strings.NewReader(""))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			return
 		}
@@ -150,15 +154,73 @@ func TokenFile(t testing.TB) string {
 	return path
 }
 
-// HTTPFunction starts `dorylus function` as an HTTP server requiring Token, with extra flags,
-// and returns its URL once /healthz answers.
+// bundle is the job credentials HTTPFunction's functions serve with, issued once per test
+// binary.
+var bundle = sync.OnceValues(func() (*pki.Bundle, error) { return pki.Issue("remotetest") })
+
+// Bundle returns the job credentials of HTTPFunction's functions.
+func Bundle(t testing.TB) *pki.Bundle {
+	t.Helper()
+	b, err := bundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// CredentialsDir writes Bundle into a folder of the test's, as a mounted credentials Secret
+// holds it, and returns the folder.
+func CredentialsDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "credentials")
+	if err := Bundle(t).WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ClientTLS returns the TLS configuration of a caller of HTTPFunction's functions: Bundle's
+// CA and pki.FunctionServerName (knative.Options.TLS).
+func ClientTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	c, err := Bundle(t).Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.FunctionClientConfig()
+}
+
+// HTTPClient returns an HTTP client that verifies HTTPFunction's functions.
+func HTTPClient(t testing.TB) *http.Client {
+	t.Helper()
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: ClientTLS(t)}}
+}
+
+// HTTPFunction starts `dorylus function` serving HTTPS with Bundle's function certificate and
+// requiring Token, with extra flags, and returns its URL once /healthz answers.
 func HTTPFunction(t testing.TB, dorylus string, flags ...string) (string, *Process) {
 	t.Helper()
+	return HTTPFunctionOf(t, dorylus, CredentialsDir(t), flags...)
+}
+
+// HTTPFunctionOf is HTTPFunction serving the function certificate of the credentials folder
+// creds (pki.Bundle.WriteDir's), returned once it accepts connections.
+func HTTPFunctionOf(t testing.TB, dorylus, creds string, flags ...string) (string, *Process) {
+	t.Helper()
 	addr := loopback.FreeAddr(t)
-	p := start(t, nil, dorylus, append([]string{"function", "--listen", addr, "--token-file", TokenFile(t)}, flags...)...)
-	url := "http://" + addr
-	waitHTTP(t, p, http.MethodGet, url+"/healthz")
-	return url + "/", p
+	p := start(t, nil, dorylus, append([]string{"function", "--listen", addr, "--token-file", TokenFile(t), "--credentials-dir", creds}, flags...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return "https://" + addr + "/", p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not accepting connections after 30 s:\n%s", addr, tail(p.Output(), 3000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Emulator starts aws-lambda-rie running `dorylus function` with extra flags, with env added
@@ -171,7 +233,7 @@ func Emulator(t testing.TB, rie, dorylus string, env []string, flags ...string) 
 	p := start(t, env, rie, append([]string{"--runtime-interface-emulator-address", addr, "--runtime-api-address", api,
 		dorylus, "function"}, flags...)...)
 	url := "http://" + addr
-	waitHTTP(t, p, http.MethodGet, url+"/")
+	waitHTTP(t, p, http.DefaultClient, http.MethodGet, url+"/")
 	return url, p
 }
 
