@@ -192,3 +192,63 @@ func TestStepDrivesAnEpoch(t *testing.T) {
 		t.Error("the epoch is not finished")
 	}
 }
+
+// TestStepReportsToTheCoordinator steps graph server 1 of two through its epoch, each task done
+// as it starts and the peer's rows and progress as the scheduler waits for them: the only
+// messages are its WU's progress to the peer and its epoch report to graph server 0 (the loss
+// of its AV_2 and what was measured), which it does not take itself; the coordinator's evaluate
+// pins the version and runs the pass here, and the pass's end unpins it.
+func TestStepReportsToTheCoordinator(t *testing.T) {
+	l := stepLoop(1)
+	var sent []string
+	step := func(ev event) []pipeline.Started {
+		t.Helper()
+		out, err := l.step(ev)
+		if err != nil {
+			t.Fatalf("%T %+v: %v", ev, ev, err)
+		}
+		tasks := out.runTasks
+		out.runTasks = nil
+		sent = append(sent, describe(t, out)...)
+		return slices.Clone(tasks)
+	}
+	queue := step(training{0})
+	var last pipeline.Task
+	for !l.sched.LocalFinished() {
+		if len(queue) == 0 { // the peer's rows or progress of the task last done here
+			peer := last
+			peer.Partition = 0
+			if peer.Kind == pipeline.KindWU {
+				queue = step(progressed{[]pipeline.Task{peer}})
+			} else {
+				queue = step(rowsArrived{peer})
+			}
+			if len(queue) == 0 {
+				t.Fatalf("nothing ready after %v and the peer's", last)
+			}
+			continue
+		}
+		last = queue[0].Task
+		done := taskDone{task: last}
+		if last.Kind == pipeline.KindAV && last.Layer == 2 {
+			done.loss = 0.5
+		}
+		queue = append(queue[1:], step(done)...)
+	}
+	want := []string{"progress from 1: p1/i0 e0 WU", "report from 1: epoch 0 loss 0.5 bytes 100 calls 10 billed 1000000000 ns peak 1048576"}
+	if !slices.Equal(sent, want) {
+		t.Errorf("an epoch sent\n\t%q\nwant\n\t%q", sent, want)
+	}
+	sent = nil
+	step(commanded{&rpc.CommandRequest{Evaluate: &rpc.Evaluate{Version: 1}}})
+	if want := []string{"run evaluation 0 at version 1 export false"}; !slices.Equal(sent, want) {
+		t.Errorf("evaluate: %q, want %q", sent, want)
+	}
+	if !slices.Contains(l.keep.load().Pinned, 1) {
+		t.Errorf("keep %v during the evaluation of version 1: want it pinned", l.keep.load())
+	}
+	step(evalFinished{1})
+	if slices.Contains(l.keep.load().Pinned, 1) {
+		t.Errorf("keep %v after the evaluation of version 1: want it unpinned", l.keep.load())
+	}
+}
