@@ -102,21 +102,15 @@ func (g *sage) run(ctx context.Context, st pipeline.Started) (float64, error) {
 	slot, l := t.Epoch%b.slots, t.Layer
 	switch {
 	case t.Kind == pipeline.KindAV && l < g.cfg.Layers:
-		req, err := g.avRequest(ctx, iv, st)
-		if err != nil {
-			return 0, err
-		}
-		ws, wn, err := g.cfg.SplitSAGE(l, req.W)
+		self, neigh, err := g.halves(ctx, iv, st)
 		if err != nil {
 			return 0, err
 		}
 		if err := b.claim(rowsP, l, t); err != nil {
 			return 0, err
 		}
-		req.Op, req.Act = dispatch.OpForward, g.kept(&g.ivs[t.Interval], t.Epoch, l)
-		self, neigh := req, req
-		self.W, self.Out = ws, g.s[l][slot].RowSlice(iv.Lo, iv.Hi)
-		neigh.W, neigh.Out = wn, iv.pView[l][slot]
+		self.Op, neigh.Op = dispatch.OpForward, dispatch.OpForward
+		self.Out, neigh.Out = g.s[l][slot].RowSlice(iv.Lo, iv.Hi), iv.pView[l][slot]
 		if err := g.env.call(ctx, st, self); err != nil {
 			return 0, err
 		}
@@ -130,11 +124,7 @@ func (g *sage) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		defer b.guard.read(rowsDZ, l, st.Reads)()
 		b.gather(iv.dp[l], g.meanT, b.dzAll[l], iv, st.Reads, true)
 	case t.Kind == pipeline.KindBackAV:
-		req, err := g.avRequest(ctx, iv, st)
-		if err != nil {
-			return 0, err
-		}
-		ws, wn, err := g.cfg.SplitSAGE(l, req.W)
+		self, neigh, err := g.halves(ctx, iv, st)
 		if err != nil {
 			return 0, err
 		}
@@ -142,11 +132,10 @@ func (g *sage) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		req.Op, req.Act = dispatch.OpBackward, g.kept(&g.ivs[t.Interval], t.Epoch, l)
-		req.ActKept = req.Act != nil
-		self, neigh := req, req
-		self.W, self.DP, self.DW = ws, iv.dzView[l][slot], dws
-		neigh.W, neigh.DP, neigh.DW = wn, iv.dp[l], dwn
+		self.Op, neigh.Op = dispatch.OpBackward, dispatch.OpBackward
+		self.ActKept, neigh.ActKept = self.Act != nil, neigh.Act != nil
+		self.DP, self.DW = iv.dzView[l][slot], dws
+		neigh.DP, neigh.DW = iv.dp[l], dwn
 		if l > 0 {
 			if err := b.claim(rowsDZ, l-1, t); err != nil {
 				return 0, err
@@ -166,6 +155,24 @@ func (g *sage) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		return g.gcn.run(ctx, st) // the loss
 	}
 	return 0, nil
+}
+
+// halves returns the requests of an interval's AV_l or ∇AV_l on the two halves of the layer's
+// weight of the task's pinned version, W_self and W_neigh, with the activation AV_l keeps.
+func (g *sage) halves(ctx context.Context, iv *interval, st pipeline.Started) (self, neigh dispatch.TaskRequest, err error) {
+	t := st.Task
+	req, err := g.avRequest(ctx, iv, st)
+	if err != nil {
+		return req, req, err
+	}
+	ws, wn, err := g.cfg.SplitSAGE(t.Layer, req.W)
+	if err != nil {
+		return req, req, err
+	}
+	req.Act = g.kept(&g.ivs[t.Interval], t.Epoch, t.Layer)
+	self, neigh = req, req
+	self.W, neigh.W = ws, wn
+	return self, neigh, nil
 }
 
 func (g *sage) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb passBuffers) error {
