@@ -106,7 +106,7 @@ func (s *server) carry(out effects) error {
 		s.spawn(func(ctx context.Context) error {
 			files, err := writeModel(ctx, &s.cfg, x, s.weights, s.model)
 			if err == nil {
-				s.post(exported{x, files})
+				s.post(exportWritten{x, files})
 			}
 			return err
 		})

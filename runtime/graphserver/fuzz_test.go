@@ -136,7 +136,7 @@ func startFuzzRun(ctx context.Context, t testing.TB, cfg Config) *fuzzRun {
 	r := &fuzzRun{cancel: cancel, loop: make(chan error, 1), g: &errgroup.Group{}}
 	s, err := newServer(ctx, r.g, cfg) // the group has no context: a failed evaluation ends nothing here
 	if err == nil {
-		err = r.step(s, training{0})
+		err = r.step(s, trainFrom{0})
 	}
 	if err != nil {
 		cancel()

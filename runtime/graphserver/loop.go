@@ -12,10 +12,10 @@ import (
 type event interface{ isEvent() }
 
 type (
-	// training: the run trains from epoch first (the loop's first event).
-	training struct{ first int }
-	// inference: the run is an inference (the loop's first event).
-	inference struct{}
+	// trainFrom: the run trains from epoch first (the loop's first event).
+	trainFrom struct{ first int }
+	// inferWith: the run is an inference with the loaded weights (the loop's first event).
+	inferWith struct{}
 	// taskDone: a local task finished at end (the trace's clock; loss: the output layer's AV's).
 	taskDone struct {
 		task pipeline.Task
@@ -45,15 +45,15 @@ type (
 		rep     *rpc.EvalReport
 		verdict chan<- error
 	}
-	// exported: graph server 0 wrote its part of export pass x; files are all the files written.
-	exported struct {
+	// exportWritten: graph server 0 wrote its part of export pass x; files are all the files written.
+	exportWritten struct {
 		x     *pendingExport
 		files []string
 	}
 )
 
-func (training) isEvent()      {}
-func (inference) isEvent()     {}
+func (trainFrom) isEvent()     {}
+func (inferWith) isEvent()     {}
 func (taskDone) isEvent()      {}
 func (rowsArrived) isEvent()   {}
 func (progressed) isEvent()    {}
@@ -62,7 +62,7 @@ func (commanded) isEvent()     {}
 func (evalFinished) isEvent()  {}
 func (epochReported) isEvent() {}
 func (evalReported) isEvent()  {}
-func (exported) isEvent()      {}
+func (exportWritten) isEvent() {}
 
 // loop is the graph server's state machine: the scheduler and the run's bookkeeping, which
 // only the loop goroutine touches. step takes one event and returns the effects to carry out —
@@ -121,9 +121,9 @@ func (l *loop) step(ev event) (effects, error) {
 // take changes the state as ev says.
 func (l *loop) take(ev event) error {
 	switch ev := ev.(type) {
-	case training:
+	case trainFrom:
 		return l.begin(ev.first)
-	case inference:
+	case inferWith:
 		if l.coord != nil { // the export pass with the loaded weights, version 0
 			return l.command([]*rpc.CommandRequest{l.coord.startExport(Event{}, 0)}, nil)
 		}
@@ -158,7 +158,7 @@ func (l *loop) take(ev event) error {
 		cmds, err := l.coord.evalDone(ev.rep)
 		l.out.writeExport = l.coord.takeExport()
 		return l.command(cmds, err)
-	case exported:
+	case exportWritten:
 		l.keep.unpin(ev.x.version)
 		l.publishKeep()
 		l.coord.exported(ev.x, ev.files)

@@ -116,13 +116,13 @@ func (s *server) run(ctx context.Context) error {
 		return err
 	}
 	if s.cfg.Weights != nil {
-		return s.drive(ctx, inference{})
+		return s.drive(ctx, inferWith{})
 	}
 	first, err := s.shards.firstEpoch(s.cfg.Epochs)
 	if err != nil {
 		return err
 	}
-	return s.drive(ctx, training{first})
+	return s.drive(ctx, trainFrom{first})
 }
 
 // pipeline returns the configuration of the scheduler of s's training, from epoch 0.

@@ -128,7 +128,7 @@ func TestStepDrivesAnEpoch(t *testing.T) {
 		tick  time.Duration // the clock moves before the step
 		wants []string
 	}{
-		{training{0}, 0, []string{"start p0/i0 e0 AV_0"}},
+		{trainFrom{0}, 0, []string{"start p0/i0 e0 AV_0"}},
 		{done(pipeline.KindAV, 0), 0, []string{"start p0/i0 e0 SC_0"}},
 		{done(pipeline.KindSC, 0), 0, nil},
 		{rowsArrived{peer(pipeline.KindSC, 0)}, 0, []string{"start p0/i0 e0 GA_0"}},
@@ -165,14 +165,14 @@ func TestStepDrivesAnEpoch(t *testing.T) {
 		{evalReported{rep: &rpc.EvalReport{From: 1, Id: 1, Correct: []uint64{1, 1, 0}, Loss: []float64{0.25, 0.5}, Files: files("p1")}, verdict: verdict}, 0, []string{
 			"verdict <nil>",
 			"write model at version 1: files [p0 p1], curve [epoch 1 loss 1 val 0.5 seconds 1.5], result epoch 1"}},
-		{exported{x: nil, files: []string{"model.safetensors", "model.json"}}, 0, []string{
+		{exportWritten{x: nil, files: []string{"model.safetensors", "model.json"}}, 0, []string{
 			"status epoch 1 loss 1 val 0.5 test 0.25 outputs [model.safetensors model.json] final true",
 			`line {"event":"exported","epoch":0,"val_accuracy":0.5,"train_accuracy":0.75,"test_accuracy":0.25,"files":2}`}},
 	}
 	var x *pendingExport
 	for i, s := range steps {
 		clock = clock.Add(s.tick)
-		if ev, ok := s.ev.(exported); ok {
+		if ev, ok := s.ev.(exportWritten); ok {
 			ev.x = x
 			s.ev = ev
 		}
@@ -212,7 +212,7 @@ func TestStepReportsToTheCoordinator(t *testing.T) {
 		sent = append(sent, describe(t, out)...)
 		return slices.Clone(tasks)
 	}
-	queue := step(training{0})
+	queue := step(trainFrom{0})
 	var last pipeline.Task
 	for !l.sched.LocalFinished() {
 		if len(queue) == 0 { // the peer's rows or progress of the task last done here
