@@ -4,7 +4,7 @@
 # runtime interface emulator, MinIO and the Kueue manager (hack/tools.sh, built from Go modules
 # into ~/.cache/dorylus/bin), kube-apiserver and etcd for envtest (hack/envtest.sh), and Debian's
 # python3-torch and python3-numpy for the check that PyTorch reproduces exported models, and
-# metis (gpmetis, the yardstick of pkg/partition's cut).
+# metis (gpmetis, the yardstick of pkg/partition's cut), and qemu-user-static (make test-arm64).
 # .ci/run and make test both run it; what is present at the pinned version is kept, so a warm
 # run takes seconds. Cold, on 2 cores: about 11 minutes for the tools and 10 for envtest.
 set -euo pipefail
@@ -21,4 +21,5 @@ if ! "$python" -c 'import torch, numpy' 2>/dev/null; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-numpy
 fi
 command -v gpmetis >/dev/null || { [[ $(id -u) -eq 0 ]] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq metis; } || { echo "test-deps: no gpmetis; as root: apt-get install -y metis" >&2; exit 1; }
+command -v qemu-aarch64-static >/dev/null || { [[ $(id -u) -eq 0 ]] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static; } || { echo "test-deps: no qemu-aarch64-static (make test-arm64); as root: apt-get install -y qemu-user-static" >&2; exit 1; }
 echo "test-deps: every component the tests run against is installed" >&2

@@ -3,9 +3,12 @@
 // is the Unix epoch, entries are sorted, the owner is root). Load one with
 // `ctr -n k8s.io images import FILE` or push it with any OCI tool (README).
 //
-//	go run ./hack/image runtime --bin DIR --tag TAG --out FILE
-//	    the project's runtime image: DIR/manager and DIR/dorylus (static
-//	    binaries), the builtin datasets under /datasets, user 65532
+//	go run ./hack/image runtime --bin ARCH=DIR... --tag TAG --out FILE
+//	    the project's runtime image: for each ARCH (amd64, arm64) given,
+//	    DIR/manager and DIR/dorylus (static binaries built for it) in a layer
+//	    of its own, on one layer of the builtin datasets under /datasets that
+//	    every architecture shares; user 65532. With two architectures the tar
+//	    holds an image index of both (a multi-platform image).
 //	go run ./hack/image custom --name REPO:TAG --add SRC=DST... --entrypoint A,B --user U [--arch ARCH] --out FILE
 //	    any other image of static files (the tests' pause and emulator images,
 //	    the Lambda function's of hack/lambda)
@@ -17,8 +20,10 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -35,19 +40,24 @@ const DataDir = "/datasets"
 // shipped under DataDir; a test keeps them, the CRD and the Dockerfile in step.
 var Datasets = []string{"cora", "citeseer", "amazon_computers", "coauthor_cs"}
 
-// RuntimeSpec is the runtime image built from the binaries in bin and the
-// repository at root.
-func RuntimeSpec(root, bin, tag string) Spec {
-	files := append(baseFiles(),
-		File{Dst: "/manager", Src: filepath.Join(bin, "manager"), Mode: 0o755},
-		File{Dst: "/dorylus", Src: filepath.Join(bin, "dorylus"), Mode: 0o755},
-	)
+// RuntimeSpec is the runtime image built from the repository at root and, for
+// each architecture, the binaries in bins[arch].
+func RuntimeSpec(root string, bins map[string]string, tag string) Spec {
+	files := baseFiles()
 	for _, d := range Datasets {
 		files = append(files, File{Dst: DataDir + "/" + d, Src: filepath.Join(root, "datasets", d)})
+	}
+	var arches []Arch
+	for _, arch := range slices.Sorted(maps.Keys(bins)) {
+		arches = append(arches, Arch{Name: arch, Files: []File{
+			{Dst: "/manager", Src: filepath.Join(bins[arch], "manager"), Mode: 0o755},
+			{Dst: "/dorylus", Src: filepath.Join(bins[arch], "dorylus"), Mode: 0o755},
+		}})
 	}
 	return Spec{
 		Name:       Repository + ":" + tag,
 		Files:      files,
+		Arches:     arches,
 		User:       NonRootUser,
 		Entrypoint: []string{"/manager"},
 		Env:        []string{"PATH=/", "DORYLUS_DATA_DIR=" + DataDir},
@@ -88,7 +98,8 @@ func run(args []string) error {
 	var spec Spec
 	switch args[0] {
 	case "runtime":
-		bin := fset.String("bin", "bin/image", "folder holding the static manager and dorylus binaries")
+		var bins listFlag
+		fset.Var(&bins, "bin", "ARCH=DIR: the folder holding the static manager and dorylus binaries built for GOARCH ARCH (repeatable)")
 		tag := fset.String("tag", "", "image tag (the chart's appVersion)")
 		root := fset.String("root", ".", "the repository (for datasets/)")
 		if err := fset.Parse(args[1:]); err != nil {
@@ -97,7 +108,21 @@ func run(args []string) error {
 		if *tag == "" {
 			return errors.New("image runtime: --tag is required")
 		}
-		spec = RuntimeSpec(*root, *bin, *tag)
+		dirs := map[string]string{}
+		for _, b := range bins {
+			arch, dir, ok := strings.Cut(b, "=")
+			if !ok || !slices.Contains(Arches, arch) || dir == "" {
+				return fmt.Errorf("image runtime: --bin %q: want ARCH=DIR with ARCH one of %s", b, strings.Join(Arches, ", "))
+			}
+			if _, dup := dirs[arch]; dup {
+				return fmt.Errorf("image runtime: --bin %s given twice", arch)
+			}
+			dirs[arch] = dir
+		}
+		if len(dirs) == 0 {
+			return errors.New("image runtime: --bin ARCH=DIR is required")
+		}
+		spec = RuntimeSpec(*root, dirs, *tag)
 	case "custom":
 		var adds listFlag
 		fset.Var(&adds, "add", "SRC=DST: copy file SRC to absolute path DST (repeatable)")
@@ -108,10 +133,7 @@ func run(args []string) error {
 		if err := fset.Parse(args[1:]); err != nil {
 			return err
 		}
-		if *arch != "amd64" && *arch != "arm64" {
-			return fmt.Errorf("image custom: --arch %q: want amd64 or arm64", *arch)
-		}
-		spec = Spec{Name: *name, Arch: *arch, User: *user, Env: []string{"PATH=/"}, WorkingDir: "/"}
+		spec = Spec{Name: *name, Arches: []Arch{{Name: *arch}}, User: *user, Env: []string{"PATH=/"}, WorkingDir: "/"}
 		if *entry != "" {
 			spec.Entrypoint = strings.Split(*entry, ",")
 		}
