@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +55,15 @@ func (f *serverFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-address", "", "serve Prometheus metrics on GET /metrics at this address, e.g. :9090 (empty: none)")
 	fs.StringVar(&f.healthAddr, "health-address", "", "serve the gRPC health service alone, in plaintext, at this address for readiness probes, e.g. :5001 (empty: none)")
 	fs.StringVar(&f.advertise, "advertise-address", os.Getenv(jobconfig.EnvPodIP), "pull data path: the host or host:port functions reach this server at (default $"+jobconfig.EnvPodIP+", the pod's IP, with the run config's port; empty: the run config's address of this server)")
+}
+
+// maxListenFD bounds --listen-fd: a file descriptor is a non-negative C int.
+const maxListenFD = math.MaxInt32
+
+// validate checks the numeric flags: --listen-fd 0 (none) or an inherited descriptor past
+// standard input, output and error.
+func (f *serverFlags) validate() error {
+	return zeroOr(jobconfig.Range{Min: 3, Max: maxListenFD}, "--listen-fd", f.listenFD, "none")
 }
 
 // advertised returns --advertise-address, with port when it names a host alone; "" without it.
@@ -198,6 +208,9 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 		Example: `  dorylus graph-server --config /etc/dorylus/run.json --partition 1`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
 			limitHeap(cmd.ErrOrStderr())
 			collectEarly(cmd.Context())
 			if err := o.fromConfig(o.config); err != nil {
@@ -214,6 +227,21 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 	f.StringVar(&o.usageFile, "usage-file", "", "write the tensor backend's call counts to this JSON file when stopping (for dorylus train's cost report)")
 	f.StringVar(&o.traceFile, "trace", "", "write a timeline of the server's tasks and waits to this file when stopping (Chrome trace-event JSON; dorylus train --trace merges the servers')")
 	return cmd
+}
+
+// maxStartupTimeout bounds --startup-timeout: servers of a run that do not all come up
+// within a day will not.
+const maxStartupTimeout = 24 * time.Hour
+
+// validate checks the numeric flags against their ranges (jobconfig.Limits where a run config
+// or a GNNTrainingJob sets the same thing) before the run config loads: --partition is an
+// ordinal of at most Limits.GraphServers graph servers, --attempt a restart count (the job's
+// status.restarts, an int32).
+func (o *graphServerOptions) validate() error {
+	return errors.Join(o.serverFlags.validate(),
+		jobconfig.Range{Min: 0, Max: jobconfig.Limits.GraphServers.Max - 1}.Check("--partition", o.partition),
+		jobconfig.Range{Min: 0, Max: math.MaxInt32}.Check("--attempt", o.attempt),
+		jobconfig.CheckDuration("--startup-timeout", o.startup, 0, maxStartupTimeout))
 }
 
 func envInt(name string) int {

@@ -41,6 +41,9 @@ resumes from the newest epoch every shard has (unless the config says fresh).`,
 		Example: `  dorylus param-server --config /etc/dorylus/run.json --shard 0`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
 			limitHeap(cmd.ErrOrStderr())
 			if err := o.fromConfig(o.config); err != nil {
 				return err
@@ -51,6 +54,13 @@ resumes from the newest epoch every shard has (unless the config says fresh).`,
 	o.add(cmd.Flags())
 	cmd.Flags().IntVar(&o.shard, "shard", 0, "this shard's index, its ordinal")
 	return cmd
+}
+
+// validate checks the numeric flags before the run config loads: --shard is an ordinal of at
+// most Limits.ParameterServers shards.
+func (o *paramServerOptions) validate() error {
+	return errors.Join(o.serverFlags.validate(),
+		jobconfig.Range{Min: 0, Max: jobconfig.Limits.ParameterServers.Max - 1}.Check("--shard", o.shard))
 }
 
 // fromConfig loads the run config at path into the options.

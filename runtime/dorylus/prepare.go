@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 )
 
@@ -31,6 +32,10 @@ dropout masks. train --graph-servers P --dataset DST trains on such a directory:
 checks the manifest and the files' headers, and each graph server reads only its own file.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// One partition per graph server: at most as many as a run may have.
+			if err := zeroOr(jobconfig.Limits.GraphServers, "--partitions", parts, "one file"); err != nil {
+				return err
+			}
 			m, err := partition.ParseMethod(method)
 			if err != nil {
 				return fmt.Errorf("--method: %w", err)

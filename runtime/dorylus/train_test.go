@@ -124,6 +124,40 @@ func TestTrainBoundsFlags(t *testing.T) {
 	}
 }
 
+// TestServerAndPrepareBoundsFlags: the numeric flags of prepare, graph-server and param-server
+// outside their ranges (jobconfig.Limits where a run sets the same thing: a partition per graph
+// server, a shard per parameter server) are refused before anything is read, naming the flag,
+// the value and the range; the ends of each range get past the check to what comes next.
+func TestServerAndPrepareBoundsFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "run.json")
+	cases := map[string][]string{
+		"--partitions -1: want 0 (one file) or 1 to 256":   {"prepare", "--partitions", "-1", "cora", missing},
+		"--partitions 257: want 0 (one file) or 1 to 256":  {"prepare", "--partitions", "257", "cora", missing},
+		"--partition -1: want 0 to 255":                    {"graph-server", "--config", missing, "--partition", "-1"},
+		"--partition 256: want 0 to 255":                   {"graph-server", "--config", missing, "--partition", "256"},
+		"--attempt -1: want 0 to 2147483647":               {"graph-server", "--config", missing, "--attempt", "-1"},
+		"--startup-timeout -1s: want 0s to 24h0m0s":        {"graph-server", "--config", missing, "--startup-timeout", "-1s"},
+		"--startup-timeout 25h0m0s: want 0s to 24h0m0s":    {"graph-server", "--config", missing, "--startup-timeout", "25h"},
+		"--listen-fd 2: want 0 (none) or 3 to 2147483647":  {"graph-server", "--config", missing, "--listen-fd", "2"},
+		"--listen-fd -1: want 0 (none) or 3 to 2147483647": {"param-server", "--config", missing, "--listen-fd", "-1"},
+		"--shard -1: want 0 to 31":                         {"param-server", "--config", missing, "--shard", "-1"},
+		"--shard 32: want 0 to 31":                         {"param-server", "--config", missing, "--shard", "32"},
+	}
+	for want, args := range cases {
+		if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: error %v, want %q", args, err, want)
+		}
+	}
+	for _, args := range [][]string{
+		{"graph-server", "--config", missing, "--partition", "255", "--attempt", "0", "--startup-timeout", "24h", "--listen-fd", "3"},
+		{"param-server", "--config", missing, "--shard", "31"},
+	} {
+		if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), ": want ") {
+			t.Errorf("%v: error %v, want the missing run config's", args, err)
+		}
+	}
+}
+
 func TestPrepareThenTrain(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "cora.dorylus")
 	if _, logs, err := run(t, "prepare", "cora", dst); err != nil {
