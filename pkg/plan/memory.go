@@ -12,7 +12,10 @@ import "github.com/dorylus-gnn/dorylus/runtime/graphserver"
 // R epochs of P_l and dZ_l are kept — a GCN's 2 (its writers wait for the Gathers of the epoch
 // they overwrite), a GAT's 2S+2 — and π = 2 epochs of Z_l (but the logits, w_L wide) and the
 // kept activations when a GCN's backward pass overlaps the next forward pass (S ≥ 1), else 1:
-// R and π as the graph server keeps them (graphserver.Slots and EpochsInFlight).
+// R and π as the graph server keeps them (graphserver.Slots and EpochsInFlight). A GraphSAGE
+// keeps a GCN's buffers (its R and π) and beside them (runtime/graphserver, sage.go) S_l = H_l
+// W_self of its owned rows in R epochs and in the evaluation pass, the W_self half of dZ_{l-1}
+// (l ≥ 1) of every interval, and M and Mᵀ's values on Â's structure, 4 bytes an entry each.
 func (w Workload) GraphServerBytes(c Config) float64 {
 	p := w.Part(c.GraphServers)
 	v, g, e := float64(p.Vertices), float64(p.Ghosts), float64(p.Entries)
@@ -40,7 +43,7 @@ func (w Workload) GraphServerBytes(c Config) float64 {
 		A += nnz/v - float64(w.Features)
 	}
 	acts := pi * v * A // activations kept for the backward pass
-	if w.Model.Architecture == GCN {
+	if w.Model.Architecture != GAT {
 		// Only drop(X) of sparse features is kept: ∇AV recomputes the others from Z_{l-1}, a
 		// block of rows at a time (pkg/model), as AV computed them.
 		acts = pi * nnz
@@ -59,6 +62,9 @@ func (w Workload) GraphServerBytes(c Config) float64 {
 		(2*v+g)*H + // an evaluation pass
 		exchange*H)
 	b += features + 20*e // Â and its blocks: 8 to 24 bytes an entry; the mixed-epoch Gather's source of each entry, 2 bytes in each of two
+	if w.Model.Architecture == SAGE {
+		b += 4*((R+1)*v*H+v*(H-out)) + 8*e // S_l, R epochs and the evaluation's; dZ_{l-1}'s W_self half; M and Mᵀ
+	}
 	if w.Model.Architecture == GAT {
 		for l := 1; l < len(ws); l++ {
 			h := float64(w.headsOf(l))

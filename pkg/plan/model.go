@@ -102,8 +102,8 @@ type Epoch struct {
 	TensorMACs float64 // sparse multiply-adds of AV and ∇AV on sparse features
 	Flops      float64 // dense flops of AV and ∇AV
 	Tasks      float64 // tasks scheduled
-	// Calls are the tensor calls: AV and ∇AV of every layer (GAT: also AE and ∇AE); the
-	// loss runs on the graph server.
+	// Calls are the tensor calls: AV and ∇AV of every layer (GAT: also AE and ∇AE;
+	// GraphSAGE: each twice, once per weight half); the loss runs on the graph server.
 	Calls float64
 	// ParamUpdates counts each weight element once per interval: fetched for AV and ∇AV,
 	// its gradient pushed and applied by the parameter server.
@@ -131,13 +131,17 @@ type Epoch struct {
 // a sparse product for sparse features) and then aggregates at the output width (GA: Â P);
 // backward, ∇GA aggregates dZ and ∇AV computes dW = Hᵀ dP and, above the first layer, dH.
 // An interval's epoch is 6L+2 tasks (pipeline.Sequence): AV, SC, GA per layer, the loss (an
-// AV), ∇GA, ∇SC, ∇AV per layer and WU; GAT's attention runs inside GA and ∇GA.
+// AV), ∇GA, ∇SC, ∇AV per layer and WU; GAT's attention runs inside GA and ∇GA. A GraphSAGE's
+// AV and ∇AV are a GCN's, once per half of [W_self; W_neigh] (runtime/graphserver, sage.go):
+// twice the products, element-wise work, weight elements, calls and payload; its Gather
+// (M = D⁻¹A on Â's structure) and its scatters are a GCN's.
 func (w Workload) Count(parts, intervals int) Epoch {
 	p := w.Part(parts)
 	ws := w.widths()
 	L := len(ws) - 1
 	v, e, g := float64(p.Vertices), float64(p.Entries), float64(p.Ghosts)
-	var n Epoch
+	var n Epoch // the tensor tasks' counts of one GCN op each
+	var graphMACs, ghostBytes float64
 	for l := 1; l <= L; l++ {
 		in, out := float64(ws[l-1]), float64(ws[l])
 		input := v * in
@@ -150,7 +154,7 @@ func (w Workload) Count(parts, intervals int) Epoch {
 		if l > 1 {
 			n.Flops += 2 * v * in * out // dH = dP Wᵀ
 		}
-		n.GraphMACs += 2 * e * out // GA and ∇GA
+		graphMACs += 2 * e * out // GA and ∇GA
 		if l == 1 && w.FeatureEntries > 0 {
 			n.FeatureElements += 2 * input
 		} else {
@@ -158,10 +162,9 @@ func (w Workload) Count(parts, intervals int) Epoch {
 		}
 		n.Elements += 2 * 2 * v * out
 		if w.Model.Architecture == GAT {
-			n.GraphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
+			graphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
-		n.ParamUpdates += float64(intervals) * in * out
-		n.GhostBytes += 2 * 4 * g * out // SC, and the gradient rows back
+		ghostBytes += 2 * 4 * g * out // SC, and the gradient rows back
 		// AV: H and W in, P out; ∇AV: H, dP and W in, dW and, above the first layer, dH out
 		inBytes := 4 * input
 		if l == 1 && w.FeatureEntries > 0 {
@@ -173,11 +176,16 @@ func (w Workload) Count(parts, intervals int) Epoch {
 		}
 	}
 	I, fL := float64(intervals), float64(L)
-	n.Tasks = I * (6*fL + 2)
 	n.Calls = I * 2 * fL
 	if w.Model.Architecture == GAT {
 		n.Calls *= 2
 	}
+	k := float64(w.Model.halves())
+	n.TensorMACs, n.Flops, n.Elements, n.FeatureElements, n.PayloadBytes, n.Calls =
+		k*n.TensorMACs, k*n.Flops, k*n.Elements, k*n.FeatureElements, k*n.PayloadBytes, k*n.Calls
+	n.GraphMACs, n.GhostBytes = graphMACs, ghostBytes
+	n.Tasks = I * (6*fL + 2)
+	n.ParamUpdates = I * w.Weights()
 	n.RoundTrips, n.RoundTripBytes = I*2, 2*4*n.ParamUpdates
 	if parts > 1 {
 		n.Scatters = I * 2 * fL

@@ -53,6 +53,33 @@ func TestCount(t *testing.T) {
 	}
 }
 
+// A GraphSAGE's tensor tasks are a GCN's once per half of [W_self; W_neigh]: twice tiny's
+// flops (2·1760), element-wise work (2·480), payload (2·2560), calls (2·8, two per AV and ∇AV)
+// and weight elements (2·80, its 2·(8·4 + 4·2) = 80 weights per interval, so 2·4·160 bytes
+// pushed and pulled); its Gather, tasks and scatters are the GCN's.
+func TestCountSAGE(t *testing.T) {
+	sage := tiny
+	sage.Model.Architecture = SAGE
+	if g, s := tiny.Weights(), sage.Weights(); g != 8*4+4*2 || s != 2*g {
+		t.Errorf("weights: gcn %v, sage %v; want 40 and 80", g, s)
+	}
+	want := Epoch{GraphMACs: 600, Flops: 3520, Tasks: 28, Calls: 16, ParamUpdates: 160, Elements: 960, GhostBytes: 192, Messages: 8, PayloadBytes: 5120,
+		RoundTrips: 4, RoundTripBytes: 1280, Scatters: 8}
+	if got := sage.Count(2, 2); got != want {
+		t.Errorf("Count = %+v, want %+v", got, want)
+	}
+	sage.FeatureEntries = 40 // TestCount's sparse case, twice: 2·160 MACs, 2·40 feature elements, 2·2240 bytes
+	if got := sage.Count(2, 2); got.TensorMACs != 320 || got.Flops != 960 || got.Elements != 640 || got.FeatureElements != 80 || got.PayloadBytes != 4480 {
+		t.Errorf("sparse features: TensorMACs %v, Flops %v, Elements %v, FeatureElements %v, PayloadBytes %v; want 320, 960, 640, 80, 4480",
+			got.TensorMACs, got.Flops, got.Elements, got.FeatureElements, got.PayloadBytes)
+	}
+	// On a function backend each tensor task is two calls: 16 a server, 32 over both.
+	c := Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: lambdaMBPerVCPU}
+	if p, err := Predict(sage, c, Machine{ServerCores: 2, ParamServerCores: 4}, round); err != nil || p.Calls != 32 {
+		t.Errorf("lambda: %v calls (%v), want 32", p.Calls, err)
+	}
+}
+
 func TestPredict(t *testing.T) {
 	cluster := Machine{ServerCores: 2, ParamServerCores: 4}
 	for _, tc := range []struct {
@@ -113,6 +140,7 @@ func TestPredictRejects(t *testing.T) {
 	}{
 		"no vertices":      {Workload{Features: 1, Classes: 2, Model: tiny.Model}, ok, m, ErrWorkload},
 		"unknown model":    {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: "mlp", Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
+		"graphsage":        {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: "graphsage", Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
 		"gat no heads":     {Workload{Vertices: 1, Features: 1, Classes: 2, Model: Model{Architecture: GAT, Layers: 1, Hidden: 1}}, ok, m, ErrWorkload},
 		"no intervals":     {tiny, Config{Backend: CPU, GraphServers: 1}, m, ErrConfig},
 		"staleness":        {tiny, Config{Backend: CPU, GraphServers: 1, Intervals: 1, Staleness: jobconfig.Sync}, m, ErrConfig},
@@ -400,5 +428,13 @@ func TestGraphServerBytes(t *testing.T) {
 	gat.Model = Model{Architecture: GAT, Layers: 2, Hidden: 4, Heads: 8}
 	if x := gat.GraphServerBytes(c); x <= got {
 		t.Errorf("GAT 8 heads of 4: %.0f bytes, not above the GCN's %.0f (its per-entry attention)", x, got)
+	}
+	// GraphSAGE: the GCN's and its S_l (R = 2 epochs and the evaluation's), the W_self half of
+	// dZ_1 and M and Mᵀ: 4·(3·v·H + v·(H−w_L)) + 8·e = 4·563500·(3·48 + 32) + 8·4.7M bytes, times
+	// unaccounted.
+	sage := w
+	sage.Model.Architecture = SAGE
+	if x, extra := sage.GraphServerBytes(c), unaccounted*(4*563_500*(3*48+32)+8*4_700_000); !near(x-got, extra) {
+		t.Errorf("GraphSAGE: %.0f bytes, want the GCN's %.0f and %.0f more", x, got, extra)
 	}
 }

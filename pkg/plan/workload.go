@@ -9,10 +9,13 @@ import (
 // Architecture is a model's kind.
 type Architecture string
 
-// The architectures the planner models.
+// The architectures the planner models. SAGE is GraphSAGE with the mean aggregator: a GCN's
+// pipeline and buffers with W = [W_self; W_neigh], 2·w[l-1] × w[l], each tensor task a GCN op
+// per half.
 const (
-	GCN Architecture = "gcn"
-	GAT Architecture = "gat"
+	GCN  Architecture = "gcn"
+	GAT  Architecture = "gat"
+	SAGE Architecture = "sage"
 )
 
 // Model is the network trained.
@@ -20,7 +23,16 @@ type Model struct {
 	Architecture Architecture
 	Layers       int
 	Hidden       int // width of a hidden layer (GAT: per head)
-	Heads        int // GAT: heads of a hidden layer; ignored for GCN
+	Heads        int // GAT: heads of a hidden layer; ignored for GCN and SAGE
+}
+
+// halves returns the weight halves of each layer, the GCN ops of each tensor task: 2 for
+// GraphSAGE (W_self and W_neigh), 1 for the others.
+func (m Model) halves() int {
+	if m.Architecture == SAGE {
+		return 2
+	}
+	return 1
 }
 
 // Workload is a dataset and the model trained on it.
@@ -54,8 +66,8 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("%w: %d vertices, %d entries: want at least one vertex and no negative count", ErrWorkload, w.Vertices, w.Entries)
 	case w.Features < 1 || w.Classes < 1:
 		return fmt.Errorf("%w: %d features, %d classes: want at least 1 of each", ErrWorkload, w.Features, w.Classes)
-	case w.Model.Architecture != GCN && w.Model.Architecture != GAT:
-		return fmt.Errorf("%w: model %q: want gcn or gat", ErrWorkload, w.Model.Architecture)
+	case w.Model.Architecture != GCN && w.Model.Architecture != GAT && w.Model.Architecture != SAGE:
+		return fmt.Errorf("%w: model %q: want gcn, gat or sage", ErrWorkload, w.Model.Architecture)
 	case w.Model.Layers < 1 || w.Model.Hidden < 1:
 		return fmt.Errorf("%w: %d layers of width %d: want at least 1 of each", ErrWorkload, w.Model.Layers, w.Model.Hidden)
 	case w.Model.Architecture == GAT && w.Model.Heads < 1:
@@ -78,6 +90,18 @@ func (w Workload) widths() []int {
 		ws[l] = hidden
 	}
 	return ws
+}
+
+// Weights returns the elements of the model's weights, as the parameter servers hold them: a
+// GCN's w[l-1]·w[l] per layer, a GraphSAGE's twice that ([W_self; W_neigh]), a GAT's its
+// heads' weights (its attention vectors, 2 per head, left out).
+func (w Workload) Weights() float64 {
+	ws := w.widths()
+	var n float64
+	for l := 1; l < len(ws); l++ {
+		n += float64(ws[l-1]) * float64(ws[l])
+	}
+	return float64(w.Model.halves()) * n
 }
 
 // Part returns the heaviest part of a cut into parts: the measured one, or an estimate.

@@ -41,7 +41,7 @@ func (o *workloadOptions) addFlags(f *pflag.FlagSet) {
 	f.Int64Var(&o.edges, "edges", 0, "without --dataset: undirected edges of the graph (each is two directed edges, as printed and as rmat:edges= and a dataset's num_edges count them)")
 	f.IntVar(&o.features, "features", 0, "without --dataset: input features per vertex (dense)")
 	f.IntVar(&o.classes, "classes", 0, "without --dataset: label classes")
-	f.StringVar(&o.model, "model", "gcn", "model: gcn or gat")
+	f.StringVar(&o.model, "model", "gcn", "model: gcn, gat or sage (GraphSAGE, mean aggregator)")
 	f.IntVar(&o.layers, "layers", 2, "layers of the model")
 	f.IntVar(&o.hidden, "hidden", 16, "width of each hidden layer (gat: per head)")
 	f.IntVar(&o.heads, "heads", 8, "gat: attention heads of each hidden layer")

@@ -69,7 +69,10 @@ func (m jobManifest) applyTo(o *planOptions, flags *pflag.FlagSet) error {
 		return fmt.Errorf("--job: spec.dataset is not builtin: give --dataset with a local copy or --vertices, --edges, --features and --classes")
 	}
 	if !set("model") && spec.Model.Architecture != "" {
-		o.model = strings.ToLower(string(spec.Model.Architecture))
+		if o.model = jobconfig.ModelName(string(spec.Model.Architecture)); o.model == "" {
+			return fmt.Errorf("--job: spec.model.architecture %q: want %s, %s or %s", spec.Model.Architecture,
+				jobconfig.ArchitectureGCN, jobconfig.ArchitectureGAT, jobconfig.ArchitectureSAGE)
+		}
 	}
 	if !set("layers") && spec.Model.Layers > 0 {
 		o.layers = int(spec.Model.Layers)

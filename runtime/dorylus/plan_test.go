@@ -100,7 +100,7 @@ func TestHeaviestPart(t *testing.T) {
 }
 
 // planJob runs dorylus plan --job with a manifest of spec and returns the job it prints.
-func planJob(t *testing.T, spec string, args ...string) (dorylusv1alpha1.GNNTrainingJob, error) {
+func planJob(t *testing.T, spec string, args ...string) (job dorylusv1alpha1.GNNTrainingJob, table string, err error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "job.yaml")
 	manifest := "apiVersion: dorylus.dev/v1alpha1\nkind: GNNTrainingJob\nmetadata:\n  name: planned\nspec:\n" + spec
@@ -108,18 +108,17 @@ func planJob(t *testing.T, spec string, args ...string) (dorylusv1alpha1.GNNTrai
 		t.Fatal(err)
 	}
 	cmd := newPlanCommand()
-	var out, table bytes.Buffer
+	var out, tbl bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetErr(&table)
+	cmd.SetErr(&tbl)
 	cmd.SetArgs(append([]string{"--job", path}, args...))
-	var job dorylusv1alpha1.GNNTrainingJob
 	if err := cmd.Execute(); err != nil {
-		return job, err
+		return job, "", err
 	}
-	if !strings.Contains(table.String(), "* the choice") {
-		t.Errorf("no table on standard error:\n%s", table.String())
+	if !strings.Contains(tbl.String(), "* the choice") {
+		t.Errorf("no table on standard error:\n%s", tbl.String())
 	}
-	return job, yaml.UnmarshalStrict(out.Bytes(), &job)
+	return job, tbl.String(), yaml.UnmarshalStrict(out.Bytes(), &job)
 }
 
 // planChoice returns the configuration dorylus plan --json chooses with args.
@@ -143,7 +142,7 @@ func TestPlanJob(t *testing.T) {
 	space := []string{"--graph-servers", "1,2", "--intervals", "1,4"}
 	cpu := "  dataset: {builtin: {name: cora}}\n  model: {architecture: GCN, hidden: 32}\n  training: {epochs: 300, staleness: 1, learningRate: \"0.02\"}\n" +
 		"  runPolicy: {activeDeadlineSeconds: 600}\n"
-	job, err := planJob(t, cpu, space...)
+	job, _, err := planJob(t, cpu, space...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +157,7 @@ func TestPlanJob(t *testing.T) {
 	lambda := "  dataset: {s3: {bucket: b, prefix: p/, region: us-east-1}, format: Prepared}\n" +
 		"  tensorBackend: {lambda: {functionName: f, region: us-east-1, credentials: {roleARN: arn:aws:iam::1:role/r}}}\n"
 	size := []string{"--vertices", "100000", "--edges", "1000000", "--features", "64", "--classes", "8", "--budget", "1"}
-	job, err = planJob(t, lambda, append(append(space, size...), "--staleness", "0")...)
+	job, _, err = planJob(t, lambda, append(append(space, size...), "--staleness", "0")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +173,7 @@ func TestPlanJob(t *testing.T) {
 		args []string
 		want string
 	}{
+		"architecture":  {"  dataset: {builtin: {name: cora}}\n  model: {architecture: MLP}\n  training: {staleness: 1}\n", nil, `spec.model.architecture "MLP": want GCN, GAT or GraphSAGE`},
 		"sync":          {"  dataset: {builtin: {name: cora}}\n", nil, "spec.training.staleness is sync"},
 		"not builtin":   {lambda, []string{"--staleness", "1"}, "spec.dataset is not builtin"},
 		"unknown field": {cpu + "  graphServer: {replicas: 2}\n", nil, `unknown field "graphServer"`},
@@ -182,9 +182,50 @@ func TestPlanJob(t *testing.T) {
 		"json":          {cpu, []string{"--json"}, "--json with --job"},
 		"goal":          {cpu, []string{"--deadline", "1ms"}, "no configuration of the job's cpu backend meets its goal"},
 	} {
-		if _, err := planJob(t, tc.spec, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := planJob(t, tc.spec, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", name, err, tc.want)
 		}
+	}
+}
+
+// GraphSAGE plans as a GCN of twice the tensor work: on Cora each configuration's epoch is
+// longer and its graph server larger, and each tensor task is two calls (on the cpu backend
+// too: two ops a graph server runs); a job of
+// spec.model.architecture GraphSAGE plans a sage.
+func TestPlanSAGE(t *testing.T) {
+	report := func(args ...string) planReport {
+		out, err := runPlanCommand(t, append([]string{"--dataset", "cora", "--local", "--cores", "2", "--graph-servers", "1,2", "--intervals", "4",
+			"--backends", "cpu,lambda", "--memory-mb", "3008", "--concurrency-per-interval", "1", "--json"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep planReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	gcn, sage := report(), report("--model", "sage")
+	if sage.Workload.Model.Architecture != plan.SAGE || len(sage.Options) != len(gcn.Options) || len(gcn.Options) != 4 {
+		t.Fatalf("sage: model %v, %d options; gcn %d, want 4 each", sage.Workload.Model, len(sage.Options), len(gcn.Options))
+	}
+	byConfig := map[plan.Config]plan.Option{}
+	for _, o := range gcn.Options {
+		byConfig[o.Config] = o
+	}
+	for _, s := range sage.Options {
+		g := byConfig[s.Config]
+		if calls := 2 * g.Prediction.Calls; s.Prediction.EpochSeconds <= g.Prediction.EpochSeconds || s.GraphServerBytes <= g.GraphServerBytes || s.Prediction.Calls != calls {
+			t.Errorf("%s: sage epoch %v s, %v bytes, %v calls; gcn %v s, %v bytes, %v calls: want a longer epoch, more bytes and twice the calls",
+				s.Config, s.Prediction.EpochSeconds, s.GraphServerBytes, s.Prediction.Calls, g.Prediction.EpochSeconds, g.GraphServerBytes, g.Prediction.Calls)
+		}
+	}
+	job, table, err := planJob(t, "  dataset: {builtin: {name: cora}}\n  model: {architecture: GraphSAGE}\n  training: {epochs: 10, staleness: 1}\n", "--intervals", "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec.Model.Architecture != "GraphSAGE" || !strings.Contains(table, "; sage 2 layers, 16 hidden;") {
+		t.Errorf("GraphSAGE job: architecture %q, table:\n%s", job.Spec.Model.Architecture, table)
 	}
 }
 
