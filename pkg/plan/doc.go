@@ -11,6 +11,8 @@
 // per Â entry and input column), AV (2·V·w[l-1]·w[l] flops), SC (the ghosts' new rows), and
 // backward ∇AV (dW, and dZ above the first layer), the gradient rows back to the ghosts' owners
 // (a GCN ships dZ, a GAT's ∇SC its contributions) and ∇GA (above the first layer).
+// A GraphSAGE (mean aggregator) runs a GCN's tasks, its AV and ∇AV once per half of
+// [W_self; W_neigh]: two calls each on a function backend.
 // An epoch takes the largest of four bounds, plus a fixed time per epoch:
 //
 //   - work: the core-seconds of the server's kernels (multiply-adds and flops at their
