@@ -40,9 +40,9 @@ const (
 	finestMinPasses = 4       // passes at levels of more than finestLarge adjacency entries
 	finestLarge     = 1 << 26
 	// k-way FM refines levels of at most this many entries: its gains and queue cost about 100
-	// bytes of resident memory a vertex, and on larger levels the greedy passes alone keep the cut
-	// within 1.1× of METIS's on every graph tried (they gain less there, as the cut is already
-	// shaped by the levels below).
+	// bytes of resident memory a vertex, and with greedy passes alone on the larger levels the
+	// cut of the 1M-vertex graphs tried (a grid, a random 6-regular graph, R-MAT of two skews)
+	// stayed within 1.18× of METIS's.
 	fmMaxEntries = 1 << 20
 	keepFraction = 0.5
 )
