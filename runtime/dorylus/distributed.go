@@ -15,7 +15,6 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
-	"github.com/dorylus-gnn/dorylus/pkg/plan"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -133,10 +132,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	if err != nil {
 		return err
 	}
-	w := plan.Workload{Vertices: int64(m.Nodes), Entries: m.Edges, Features: m.Features, Classes: m.Classes, Model: o.planModel(),
-		Cuts: map[int]plan.Part{d.graphServers: heaviestPart(m.Quality, int64(m.Nodes))}}
-	c := plan.Config{Backend: plan.CPU, GraphServers: d.graphServers, Intervals: d.intervals, Staleness: d.staleness}
-	if err := checkMemory(needOf(w, c, d.graphServers, d.paramServers), machineMemory(), o, m.Dataset); err != nil {
+	if err := checkServersMemory(m, o, d); err != nil {
 		return err
 	}
 	rep := trainReport{

@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 
+	"github.com/dorylus-gnn/dorylus/pkg/graph"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
 
@@ -64,6 +68,24 @@ func (o trainOptions) planModel() plan.Model {
 	return m
 }
 
+// checkLocalMemory is checkMemory of the model of o trained or run in this process on d.
+func checkLocalMemory(d *graph.Dataset, o trainOptions) error {
+	w := plan.Workload{Vertices: int64(d.NumNodes()), Entries: d.Adj.NNZ(), Features: d.NumFeatures(), Classes: d.NumClasses, Model: o.planModel()}
+	if d.Features.Sparse != nil {
+		w.FeatureEntries = d.Features.Sparse.NNZ()
+	}
+	return checkMemory(needOf(w, plan.Config{Backend: plan.CPU, Intervals: 1, Staleness: jobconfig.Sync}, 0, 0), machineMemory(), o, d.Name)
+}
+
+// checkServersMemory is checkMemory of the model of o trained or run on the graph and
+// parameter servers of d, over the partitions m describes.
+func checkServersMemory(m *partition.Manifest, o trainOptions, d distOptions) error {
+	w := plan.Workload{Vertices: int64(m.Nodes), Entries: m.Edges, Features: m.Features, Classes: m.Classes, Model: o.planModel(),
+		Cuts: map[int]plan.Part{d.graphServers: heaviestPart(m.Quality, int64(m.Nodes))}}
+	c := plan.Config{Backend: plan.CPU, GraphServers: d.graphServers, Intervals: d.intervals, Staleness: d.staleness}
+	return checkMemory(needOf(w, c, d.graphServers, d.paramServers), machineMemory(), o, m.Dataset)
+}
+
 // checkMemory refuses, before the run allocates its model, a run whose need exceeds the
 // memory of this machine (have, from machineMemory; 0: unknown, not checked), naming the
 // sizes that multiply into it.
@@ -75,10 +97,15 @@ func checkMemory(need memoryNeed, have uint64, o trainOptions, dataset string) e
 	if o.model == "gat" {
 		sizes = fmt.Sprintf("--hidden %d × --heads %d with --layers %d", o.hidden, o.heads, o.layers)
 	}
+	remedy := "lower --hidden or --layers, or run it as a GNNTrainingJob on more nodes"
+	if o.inference != "" { // predict: the sizes are the model's, not flags
+		sizes = fmt.Sprintf("the model in %s (%s)", o.inference, strings.ReplaceAll(sizes, "--", ""))
+		remedy = "predict on a smaller graph, or as a GNNTrainingJob on more nodes"
+	}
 	where := "in one process"
 	if need.servers > 0 {
 		where = fmt.Sprintf("on %d graph servers", need.servers)
 	}
-	return fmt.Errorf("%s on %s %s needs about %s (one layer's rows of every vertex: %s); this machine has %s: lower --hidden or --layers, or run it as a GNNTrainingJob on more nodes",
-		sizes, dataset, where, memorySize(need.total), memorySize(need.rows), memorySize(float64(have)))
+	return fmt.Errorf("%s on %s %s needs about %s (one layer's rows of every vertex: %s); this machine has %s: %s",
+		sizes, dataset, where, memorySize(need.total), memorySize(need.rows), memorySize(float64(have)), remedy)
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,26 +51,56 @@ func TestCheckMemory(t *testing.T) {
 	}
 }
 
+// underMemoryLimit runs the dorylus binary with args under a 4 GiB address-space limit, where an
+// allocation of a model too big for the machine fails with Go's fatal out-of-memory, and
+// returns its output, how long it took and its error.
+func underMemoryLimit(args ...string) (string, time.Duration, error) {
+	start := time.Now()
+	cmd := exec.Command("sh", "-c", `ulimit -v 4194304; exec "$0" "$@"`, dorylusBin)
+	cmd.Args = append(cmd.Args, args...)
+	out, err := cmd.CombinedOutput()
+	return string(out), time.Since(start), err
+}
+
 // TestTrainRefusesRunTooBigForMemory: dorylus train of a model whose rows no machine holds is
-// refused in seconds, once the dataset is loaded and before the model allocates anything: the
-// binary runs under a 4 GiB address-space limit, where an allocation of the model would fail
-// with Go's fatal out-of-memory instead.
+// refused in seconds, once the dataset is loaded and before the model allocates anything
+// (underMemoryLimit).
 func TestTrainRefusesRunTooBigForMemory(t *testing.T) {
 	for _, args := range [][]string{
 		{"--hidden", "65536", "--layers", "16"},
 		{"--hidden", "65536", "--layers", "16", "--graph-servers", "2"},
 	} {
-		start := time.Now()
-		cmd := exec.Command("sh", "-c", `ulimit -v 4194304; exec "$0" "$@"`, dorylusBin, "train", "--epochs", "1",
-			"--dataset", "rmat:nodes=1000000,edges=1000000,features=8,classes=4,seed=1")
-		cmd.Args = append(cmd.Args, args...)
-		out, err := cmd.CombinedOutput()
-		took := time.Since(start)
-		msg := string(out)
+		msg, took, err := underMemoryLimit(append([]string{"train", "--epochs", "1",
+			"--dataset", "rmat:nodes=1000000,edges=1000000,features=8,classes=4,seed=1"}, args...)...)
 		if err == nil || !strings.Contains(msg, "--hidden 65536 with --layers 16 on rmat-n1000000-e1000000-f8-c4-s1") ||
 			!strings.Contains(msg, "(one layer's rows of every vertex: 244.1 GiB); this machine has") || strings.Contains(msg, "out of memory") {
 			t.Errorf("train %v: %v after %v:\n%s", args, err, took, msg)
 		}
 		t.Logf("train %v refused in %v", args, took.Round(time.Millisecond))
+	}
+}
+
+// TestPredictRefusesRunTooBigForMemory: dorylus predict of a wide model (hidden 65536, trained
+// on a graph of 100 vertices) on a graph of a million vertices, whose rows no machine holds,
+// is refused in seconds, in one process and on graph servers, naming the model's sizes, once
+// the dataset is loaded and before the model's rows are allocated (underMemoryLimit).
+func TestPredictRefusesRunTooBigForMemory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "model")
+	if _, logs, err := run(t, "train", "--epochs", "1", "--hidden", "65536", "--layers", "2", "--output-dir", dir,
+		"--dataset", "rmat:nodes=100,edges=500,features=8,classes=4,seed=1"); err != nil {
+		t.Fatalf("train: %v\n%s", err, logs)
+	}
+	for _, args := range [][]string{nil, {"--graph-servers", "2"}} {
+		out := filepath.Join(t.TempDir(), "predictions")
+		msg, took, err := underMemoryLimit(append([]string{"predict", "--model", dir, "--output-dir", out,
+			"--dataset", "rmat:nodes=1000000,edges=1000000,features=8,classes=4,seed=1"}, args...)...)
+		if err == nil || !strings.Contains(msg, "the model in "+dir+" (hidden 65536 with layers 2) on rmat-n1000000-e1000000-f8-c4-s1") ||
+			!strings.Contains(msg, "(one layer's rows of every vertex: 244.1 GiB); this machine has") || strings.Contains(msg, "out of memory") {
+			t.Errorf("predict %v: %v after %v:\n%s", args, err, took, msg)
+		}
+		if _, err := os.Stat(filepath.Join(out, "predict.json")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("predict %v refused, yet predict.json: %v", args, err)
+		}
+		t.Logf("predict %v refused in %v", args, took.Round(time.Millisecond))
 	}
 }

@@ -104,6 +104,11 @@ func runPredict(ctx context.Context, o predictOptions, stdout, stderr io.Writer)
 	if got := export.FeatureNormalisation(d.Features); got != c.Features {
 		return fmt.Errorf("the model in %s was trained on features normalised as %q; the features of dataset %s would be %q", src, c.Features, d.Name, got)
 	}
+	run := cardOptions(c)
+	run.inference = o.model
+	if err := checkLocalMemory(d, run); err != nil {
+		return err
+	}
 	p, err := loadPredictor(d, cardOptions(c), c.Seed, m.Tensors)
 	if err != nil {
 		return fmt.Errorf("the model in %s: %w", src, err)
@@ -163,6 +168,9 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 	to.epochs, to.evalEvery, to.seed, to.inference, to.outputs.location, to.outputs.overwrite = 1, 1, c.Seed, o.model, o.output, o.overwrite
 	dist := distOptions{graphServers: o.graphServers, staleness: jobconfig.Sync, intervals: 4, deadAfter: rpc.DefaultDeadAfter,
 		backend: backends.Options{Kind: jobconfig.BackendCPU}}
+	if err := checkServersMemory(pm, to, dist); err != nil {
+		return err
+	}
 	if _, err := launchOnce(ctx, exe, dir, work, to, dist, c.Seed, newProgress(io.Discard, 1), stderr, &serverStats{rss: map[string]int64{}}); err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
-	"github.com/dorylus-gnn/dorylus/pkg/plan"
 	"github.com/dorylus-gnn/dorylus/pkg/runpolicy"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -256,11 +255,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	w := plan.Workload{Vertices: int64(d.NumNodes()), Entries: d.Adj.NNZ(), Features: d.NumFeatures(), Classes: d.NumClasses, Model: o.planModel()}
-	if d.Features.Sparse != nil {
-		w.FeatureEntries = d.Features.Sparse.NNZ()
-	}
-	if err := checkMemory(needOf(w, plan.Config{Backend: plan.CPU, Intervals: 1, Staleness: jobconfig.Sync}, 0, 0), machineMemory(), o, d.Name); err != nil {
+	if err := checkLocalMemory(d, o); err != nil {
 		return err
 	}
 	loadSeconds := time.Since(start).Seconds()
