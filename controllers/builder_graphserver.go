@@ -50,8 +50,8 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 		keys = append(keys[:len(keys):len(keys)], pki.TokenFile)
 	}
 	if lambdaPull(job) {
-		// the function identity its descriptors carry
-		keys = append(keys[:len(keys):len(keys)], pki.FunctionCertFile, pki.FunctionKeyFile)
+		// the function issuer, which certifies the keys of the functions its descriptors reach
+		keys = append(keys[:len(keys):len(keys)], pki.FunctionCAFile, pki.FunctionCAKeyFile)
 	}
 	cv, cm := credentialsVolume(job, keys...)
 	volumes, mounts = append(volumes, cv), append(mounts, cm)

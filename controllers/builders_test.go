@@ -324,14 +324,14 @@ func TestBuildGraphStatefulSet(t *testing.T) {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "graphs", ReadOnly: true}}})
 			p.Containers[0].VolumeMounts = append(p.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "dataset", MountPath: "/data/dataset", ReadOnly: true})
 		}},
-		{name: "s3 and lambda secrets are mounted, never in env; lambda pull: the function identity", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
+		{name: "s3 and lambda secrets are mounted, never in env; lambda pull: the function issuer", replicas: 1, job: func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{S3: &dorylusv1alpha1.S3Location{Bucket: "graphs", SecretRef: &dorylusv1alpha1.SecretReference{Name: "s3"}}}
 			j.Spec.TensorBackend = &dorylusv1alpha1.TensorBackendSpec{Lambda: &dorylusv1alpha1.LambdaBackend{
 				FunctionName: "f", Region: "us-east-1", MemoryMB: 128, MaxConcurrency: 1, DataPath: dorylusv1alpha1.DataPathPull,
 				Credentials: dorylusv1alpha1.AWSCredentials{SecretRef: secret}}}
 		}, want: func(s *appsv1.StatefulSet) {
 			p := &s.Spec.Template.Spec
-			p.Volumes[2] = wantCredentialsVolume("ca.crt", "tls.crt", "tls.key", "function.crt", "function.key")
+			p.Volumes[2] = wantCredentialsVolume("ca.crt", "tls.crt", "tls.key", "function-ca.crt", "function-ca.key")
 			p.Volumes = append(p.Volumes,
 				corev1.Volume{Name: "secret-dataset", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s3"}}},
 				corev1.Volume{Name: "secret-lambda", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "aws"}}})

@@ -21,9 +21,11 @@ import (
 
 // Credentials policy: while a job runs, its data plane uses credentials the
 // operator issues (pkg/pki) into the Secret <job>-credentials: a CA of the
-// job's own, one certificate every server presents, the function certificate
-// that graph servers hand to Lambda functions in pull-mode descriptors, and
-// the HTTP function's bearer token. They belong to one running period, named by
+// job's own, one certificate every server presents, the HTTP function's
+// certificate (it serves HTTPS and pulls with it), the function issuer with
+// which the graph servers of a Lambda pull job certify the keys their
+// functions make (no descriptor carries a private key), and the HTTP
+// function's bearer token. They belong to one running period, named by
 // status.startTime (set at the first start, reset at every resume) and
 // status.restarts (restarts.go): a resumed or restarted job gets new ones,
 // which no longer trust the old CA, whose key was never stored. Pod templates carry the period, so that servers never mix the

@@ -74,7 +74,7 @@ func TestJobCredentials(t *testing.T) {
 	waitCondition(t, ns, "sec", dorylusv1alpha1.ConditionSuspended, metav1.ConditionTrue, dorylusv1alpha1.ReasonSuspended)
 	fakeClock.Step(10 * time.Minute)
 	_, second := resume()
-	for _, k := range []string{pki.CAFile, pki.CertFile, pki.KeyFile, pki.TokenFile, pki.FunctionCertFile, pki.FunctionKeyFile} {
+	for _, k := range []string{pki.CAFile, pki.CertFile, pki.KeyFile, pki.TokenFile, pki.FunctionCertFile, pki.FunctionKeyFile, pki.FunctionCAFile, pki.FunctionCAKeyFile} {
 		if string(first.Data[k]) == string(second.Data[k]) {
 			t.Errorf("%s kept across a resume", k)
 		}
@@ -85,8 +85,8 @@ func TestJobCredentials(t *testing.T) {
 }
 
 // checkCredentials checks the Secret field by field: the job's own, type kubernetes.io/tls,
-// exactly the six keys, a leaf for pki.ServerName and a function certificate that its CA
-// signed, a 64-digit token.
+// exactly the eight keys, a leaf for pki.ServerName, a function certificate and a function
+// issuer that its CA signed, a 64-digit token.
 func checkCredentials(t *testing.T, s *corev1.Secret, job *dorylusv1alpha1.GNNTrainingJob) {
 	t.Helper()
 	if s.Type != corev1.SecretTypeTLS {
@@ -100,7 +100,7 @@ func checkCredentials(t *testing.T, s *corev1.Secret, job *dorylusv1alpha1.GNNTr
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"ca.crt", "function.crt", "function.key", "tls.crt", "tls.key", "token"}; !slices.Equal(keys, want) {
+	if want := []string{"ca.crt", "function-ca.crt", "function-ca.key", "function.crt", "function.key", "tls.crt", "tls.key", "token"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 	parse := func(key string) *x509.Certificate {
@@ -126,8 +126,14 @@ func checkCredentials(t *testing.T, s *corev1.Secret, job *dorylusv1alpha1.GNNTr
 	if _, err := (&pki.Bundle{CA: s.Data[pki.CAFile], Cert: s.Data[pki.CertFile], Key: s.Data[pki.KeyFile]}).Credentials(); err != nil {
 		t.Errorf("key pair: %v", err)
 	}
-	if _, err := (&pki.Bundle{CA: s.Data[pki.CAFile], FunctionCert: s.Data[pki.FunctionCertFile], FunctionKey: s.Data[pki.FunctionKeyFile]}).Identity(); err != nil {
-		t.Errorf("function identity: %v", err)
+	if _, err := (&pki.Bundle{CA: s.Data[pki.CAFile], Cert: s.Data[pki.FunctionCertFile], Key: s.Data[pki.FunctionKeyFile]}).Credentials(); err != nil {
+		t.Errorf("function certificate: %v", err)
+	}
+	if fn := parse(pki.FunctionCertFile); fn.CheckSignatureFrom(ca) != nil || !slices.Equal(fn.DNSNames, []string{pki.FunctionServerName}) {
+		t.Errorf("function certificate: DNS names %v, want %s, signed by the job's CA", fn.DNSNames, pki.FunctionServerName)
+	}
+	if _, err := (&pki.Bundle{CA: s.Data[pki.CAFile], FunctionCA: s.Data[pki.FunctionCAFile], FunctionCAKey: s.Data[pki.FunctionCAKeyFile]}).Issuer(); err != nil {
+		t.Errorf("function issuer: %v", err)
 	}
 	if len(s.Data[pki.TokenFile]) != 64 {
 		t.Errorf("token of %d bytes, want 64 hex digits", len(s.Data[pki.TokenFile]))

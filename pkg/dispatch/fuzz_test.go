@@ -106,32 +106,29 @@ func FuzzDecodeResult(f *testing.F) {
 	})
 }
 
-// FuzzDecodeDescriptor decodes hostile pull-mode descriptors, with and without an identity.
+// FuzzDecodeDescriptor decodes hostile pull-mode descriptors, with and without a CA and a
+// certificate chain.
 func FuzzDecodeDescriptor(f *testing.F) {
-	id := identity(f)
+	ca, chain := certificates(f)
 	for i, r := range seedTasks() {
 		d := dispatch.Descriptor{Task: uint64(i), Lo: 1, Hi: 3, Source: "10.0.0.1:7070", WeightVersion: 4, WeightSource: "ps:7071"}
 		f.Add(dispatch.EncodeDescriptor(&r, d))
-		d.Identity = id
+		d.CA = ca
+		f.Add(dispatch.EncodeDescriptor(&r, d))
+		d.Chain = chain
 		f.Add(dispatch.EncodeDescriptor(&r, d))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d dispatch.Descriptor
 		var err error
 		decodeBudget.Check(t, len(b), "DecodeDescriptor", func() { _, d, err = dispatch.DecodeDescriptor(b) })
-		parts := 0
-		for _, p := range [][]byte{d.Identity.CA, d.Identity.Cert, d.Identity.Key} {
-			if len(p) > 0 {
-				parts++
-			}
-		}
 		switch {
 		case err != nil && !wireError(err):
 			t.Fatalf("DecodeDescriptor: %v: not a request error", err)
 		case err == nil && (d.Source == "" || d.Lo < 0 || d.Hi < d.Lo || len(d.Source) > dispatch.MaxAddress || len(d.WeightSource) > dispatch.MaxAddress):
 			t.Fatalf("DecodeDescriptor accepted %+v", d)
-		case err == nil && parts != 0 && parts != 3:
-			t.Fatalf("DecodeDescriptor accepted a part of an identity: %d, %d and %d bytes", len(d.Identity.CA), len(d.Identity.Cert), len(d.Identity.Key))
+		case err == nil && (len(d.Chain) > 0 && len(d.CA) == 0 || len(d.CA) > dispatch.MaxCertificate || len(d.Chain) > dispatch.MaxCertificate):
+			t.Fatalf("DecodeDescriptor accepted a CA of %d bytes and a chain of %d", len(d.CA), len(d.Chain))
 		}
 	})
 }

@@ -3,8 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"fmt"
-
-	"github.com/dorylus-gnn/dorylus/pkg/pki"
+	"slices"
 )
 
 // Descriptor is a pull-mode request, the small message the original Dorylus sends its
@@ -12,23 +11,24 @@ import (
 // fetches rows [Lo, Hi) of the task's inputs from there (rpc.TaskSource) and, when
 // WeightSource is set, the weight as layer Layer of version WeightVersion from that parameter
 // server. Source and WeightSource are addresses the function can reach (the servers' advertised
-// pod IPs). Identity, unless empty (a plaintext job), is the job's function identity, with
-// which the function does mutual TLS with those servers: so a function deployed once serves
-// any job, and the descriptor, which holds a private key, travels only inside an authorised
-// call (a Lambda Invoke, a Knative request with the job's token).
+// pod IPs). CA, unless empty (a plaintext job), is the job's CA certificate, against which the
+// function verifies those servers and by which it finds its own credentials for the job: a
+// mounted function certificate of that CA, or a certificate the job's function issuer signed
+// for the key the function made (pki.Issuer). Chain is such a certificate chain, which the
+// graph server adds when the function answered that it has none (remote.NeedCertificate). A
+// descriptor carries no private key: all of it is public but the task's name.
 //
 // On the wire a descriptor is the request header (magic "DRYP", the fields of the row range's
 // request, no tensors) followed by the task id (8 bytes), Lo and Hi (4 each), the weight
-// version (8), then Source, WeightSource and the identity's CA, Cert and Key, each as a 2-byte
-// length and its bytes (an address at most MaxAddress bytes, an identity's part at most
-// MaxIdentityPart).
+// version (8), then Source, WeightSource, CA and Chain, each as a 2-byte length and its bytes
+// (an address at most MaxAddress bytes, CA and Chain at most MaxCertificate).
 type Descriptor struct {
 	Task          uint64
 	Lo, Hi        int
 	Source        string
 	WeightVersion uint64
 	WeightSource  string
-	Identity      pki.Identity
+	CA, Chain     []byte // DER
 }
 
 const (
@@ -37,9 +37,9 @@ const (
 	// MaxAddress is the longest address a descriptor carries: a DNS name (253 bytes), a colon
 	// and a port.
 	MaxAddress = 259
-	// MaxIdentityPart is the longest CA certificate, function certificate or key a descriptor
-	// carries, DER (pki's are about 400, 400 and 140 bytes).
-	MaxIdentityPart = 2048
+	// MaxCertificate is the longest CA certificate or certificate chain a descriptor carries,
+	// DER (pki's are about 400 and 850 bytes).
+	MaxCertificate = 4096
 )
 
 // IsDescriptor reports whether b starts as a descriptor rather than a request.
@@ -48,7 +48,7 @@ func IsDescriptor(b []byte) bool { return len(b) >= 4 && string(b[:4]) == magicD
 // EncodeDescriptor returns the wire bytes of a descriptor of req, the request of the rows the
 // call computes (its tensors are not sent).
 func EncodeDescriptor(req *TaskRequest, d Descriptor) []byte {
-	fields := [][]byte{[]byte(d.Source), []byte(d.WeightSource), d.Identity.CA, d.Identity.Cert, d.Identity.Key}
+	fields := [][]byte{[]byte(d.Source), []byte(d.WeightSource), d.CA, d.Chain}
 	n := wireHeader + descriptorFixed
 	for _, f := range fields {
 		n += 2 + len(f)
@@ -79,13 +79,13 @@ func DecodeDescriptor(b []byte) (TaskRequest, Descriptor, error) {
 		return TaskRequest{}, Descriptor{}, err
 	}
 	d := Descriptor{Task: le.Uint64(fixed), Lo: int(le.Uint32(fixed[8:])), Hi: int(le.Uint32(fixed[12:])), WeightVersion: le.Uint64(fixed[16:])}
-	var v [5][]byte
-	for i, what := range []string{"address", "weight address", "CA certificate", "function certificate", "function key"} {
+	var v [4][]byte
+	for i, what := range []string{"address", "weight address", "CA certificate", "certificate chain"} {
 		n, err := r.take(2, what+" length")
 		if err != nil {
 			return TaskRequest{}, Descriptor{}, err
 		}
-		limit := MaxIdentityPart
+		limit := MaxCertificate
 		if i < 2 {
 			limit = MaxAddress
 		}
@@ -97,25 +97,36 @@ func DecodeDescriptor(b []byte) (TaskRequest, Descriptor, error) {
 		}
 	}
 	d.Source, d.WeightSource = string(v[0]), string(v[1])
-	parts := 0
-	for _, p := range v[2:] {
-		if len(p) > 0 {
-			parts++
-		}
+	if len(v[2]) > 0 {
+		d.CA = bytes.Clone(v[2])
 	}
-	if parts > 0 {
-		d.Identity = pki.Identity{CA: bytes.Clone(v[2]), Cert: bytes.Clone(v[3]), Key: bytes.Clone(v[4])}
+	if len(v[3]) > 0 {
+		d.Chain = bytes.Clone(v[3])
 	}
 	switch {
 	case len(r.b) != 0:
 		return TaskRequest{}, Descriptor{}, r.fail("%d trailing bytes", len(r.b))
 	case d.Source == "" || d.Lo < 0 || d.Hi < d.Lo:
 		return TaskRequest{}, Descriptor{}, r.fail("task %d rows [%d, %d) at %q: want a source and a row range", d.Task, d.Lo, d.Hi, d.Source)
-	case parts != 0 && parts != 3:
-		return TaskRequest{}, Descriptor{}, r.fail("an identity of %d, %d and %d bytes: want a CA certificate, a certificate and a key, or none",
-			len(d.Identity.CA), len(d.Identity.Cert), len(d.Identity.Key))
+	case len(d.Chain) > 0 && len(d.CA) == 0:
+		return TaskRequest{}, Descriptor{}, r.fail("a certificate chain of %d bytes without the CA certificate it chains to", len(d.Chain))
 	}
 	return requestOfHeader(h), d, nil
+}
+
+// WithChain returns the descriptor body with its certificate chain replaced by chain.
+func WithChain(body, chain []byte) ([]byte, error) {
+	_, d, err := DecodeDescriptor(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.CA) == 0 || len(chain) > MaxCertificate {
+		return nil, fmt.Errorf("%w: a certificate chain of %d bytes for a descriptor with a CA certificate of %d", ErrRequest, len(chain), len(d.CA))
+	}
+	// Chain is the last field: its length and bytes end the body.
+	out := slices.Clip(body[:len(body)-2-len(d.Chain)])
+	out = le.AppendUint16(out, uint16(len(chain)))
+	return append(out, chain...), nil
 }
 
 // CheckInputs checks that inputs, a request fetched for the descriptor whose header is want,

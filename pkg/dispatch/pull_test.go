@@ -12,17 +12,20 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// TestDescriptorRoundTrip encodes descriptors with and without an identity, decodes them back,
-// and refuses damaged ones.
+// TestDescriptorRoundTrip encodes descriptors without a CA, with one and with a certificate
+// chain, decodes them back, replaces their chain (WithChain), and refuses damaged ones.
 func TestDescriptorRoundTrip(t *testing.T) {
 	req := dispatch.TaskRequest{Op: dispatch.OpBackward, Model: cfg, Layer: 1, RowOffset: 120, Key: 77, Train: true, Z: tensor.NewDense(4, 5)}
 	plain := dispatch.Descriptor{Task: 9, Lo: 20, Hi: 24, Source: "10.0.0.7:7000", WeightVersion: 31, WeightSource: "10.0.0.8:7100"}
-	d := plain
-	d.Identity = identity(t)
+	withCA := plain
+	withCA.CA, withCA.Chain = certificates(t)
+	chainless := withCA
+	chainless.Chain = nil
+	d := withCA
 	for _, c := range []struct {
 		d   dispatch.Descriptor
 		max int
-	}{{plain, 256}, {d, 1280}} {
+	}{{plain, 256}, {chainless, 700}, {d, 1600}} {
 		b := dispatch.EncodeDescriptor(&req, c.d)
 		if len(b) > c.max {
 			t.Errorf("descriptor of %d bytes, want at most %d", len(b), c.max)
@@ -54,16 +57,30 @@ func TestDescriptorRoundTrip(t *testing.T) {
 	if err := dispatch.CheckInputs(&inputs, &got, gd); !errors.Is(err, dispatch.ErrRequest) {
 		t.Errorf("inputs of other rows: got %v, want an error wrapping ErrRequest", err)
 	}
+	for _, from := range []dispatch.Descriptor{chainless, d} {
+		body, err := dispatch.WithChain(dispatch.EncodeDescriptor(&req, from), d.Chain[:100])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := from
+		want.Chain = d.Chain[:100]
+		if _, gd, err := dispatch.DecodeDescriptor(body); err != nil || !cmp.Equal(gd, want) {
+			t.Errorf("WithChain: %+v, %v; want %+v", gd, err, want)
+		}
+	}
+	if _, err := dispatch.WithChain(dispatch.EncodeDescriptor(&req, plain), d.Chain); !errors.Is(err, dispatch.ErrRequest) {
+		t.Errorf("WithChain of a plaintext descriptor: %v, want an error wrapping ErrRequest", err)
+	}
 	for name, bad := range map[string][]byte{"truncated": b[:len(b)-3], "trailing": append(b[:len(b):len(b)], 0)} {
 		if _, _, err := dispatch.DecodeDescriptor(bad); !errors.Is(err, dispatch.ErrRequest) {
 			t.Errorf("%s descriptor: got %v, want an error wrapping ErrRequest", name, err)
 		}
 	}
 	bad := map[string]func(*dispatch.Descriptor){
-		"no source":                 func(d *dispatch.Descriptor) { d.Source = "" },
-		"a long address":            func(d *dispatch.Descriptor) { d.WeightSource = strings.Repeat("a", dispatch.MaxAddress+1) },
-		"a long certificate":        func(d *dispatch.Descriptor) { d.Identity.Cert = make([]byte, dispatch.MaxIdentityPart+1) },
-		"an identity without a key": func(d *dispatch.Descriptor) { d.Identity.Key = nil },
+		"no source":            func(d *dispatch.Descriptor) { d.Source = "" },
+		"a long address":       func(d *dispatch.Descriptor) { d.WeightSource = strings.Repeat("a", dispatch.MaxAddress+1) },
+		"a long chain":         func(d *dispatch.Descriptor) { d.Chain = make([]byte, dispatch.MaxCertificate+1) },
+		"a chain without a CA": func(d *dispatch.Descriptor) { d.CA = nil },
 	}
 	for name, edit := range bad {
 		e := d
@@ -74,15 +91,23 @@ func TestDescriptorRoundTrip(t *testing.T) {
 	}
 }
 
-// identity returns the function identity of a new job's credentials.
-func identity(t testing.TB) pki.Identity {
+// certificates returns the CA certificate of a new job's credentials and a certificate chain
+// its function issuer signed for a new key.
+func certificates(t testing.TB) (ca, chain []byte) {
 	b, err := pki.Issue("ns/job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.Identity()
+	is, err := b.Issuer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	_, pub, err := pki.NewFunctionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chain, err = is.Certify(pub); err != nil {
+		t.Fatal(err)
+	}
+	return is.CA(), chain
 }

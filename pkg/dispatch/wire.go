@@ -45,7 +45,9 @@ import (
 // Version 3 added the rows' original ids (TaskRequest.RowIDs, an int32 vector), which key the
 // dropout masks of a renumbered partition: a version-2 caller would draw other masks.
 // Version 4 added the job's function identity to descriptors (Descriptor.Identity).
-const WireVersion = 4
+// Version 5 took the private key out of descriptors: they carry the job's CA certificate and,
+// on a second try, a certificate chain for the function's own key (Descriptor.CA, Chain).
+const WireVersion = 5
 
 // ErrWireVersion is wrapped by the error a decoder returns for another version's bytes.
 var ErrWireVersion = errors.New("unsupported tensor task wire version")

@@ -8,11 +8,14 @@
 // chaining to the job's CA is the authentication, and new credentials (a restart, a resumed
 // job) come from a new CA, which also revokes the old set. Every leaf carries the DNS name
 // ServerName, which clients verify as the server's name, so that one certificate serves every
-// address of the job (pod IPs, Service names, loopback). The function certificate travels to
-// the functions in pull-mode descriptors (Identity); servers let it fetch a task's inputs and
-// weights and nothing else.
+// address of the job (pod IPs, Service names, loopback). A function that mounts no Secret
+// (Lambda) makes a key of its own, and a graph server certifies it with the job's function
+// issuer (Issuer), a CA below the job's that signs client certificates naming no server: no
+// private key travels. Servers let a function's certificate (one that does not name
+// ServerName, IsFunction) fetch a task's inputs and weights and nothing else.
 //
 // On disk the credentials use the kubernetes.io/tls Secret layout plus ca.crt, token,
-// function.crt and function.key: CAFile, CertFile, KeyFile, TokenFile, FunctionCertFile and
-// FunctionKeyFile in one folder.
+// function.crt, function.key, function-ca.crt and function-ca.key: CAFile, CertFile, KeyFile,
+// TokenFile, FunctionCertFile, FunctionKeyFile, FunctionCAFile and FunctionCAKeyFile in one
+// folder.
 package pki

@@ -28,6 +28,9 @@ const (
 
 	FunctionCertFile = "function.crt" // the HTTP function's certificate, PEM
 	FunctionKeyFile  = "function.key" // its private key, PEM (PKCS #8)
+
+	FunctionCAFile    = "function-ca.crt" // the function issuer's CA certificate, PEM
+	FunctionCAKeyFile = "function-ca.key" // its private key, PEM (PKCS #8)
 )
 
 // ServerName is the DNS name in every leaf certificate, which clients verify as the server's
@@ -50,13 +53,18 @@ type Bundle struct {
 	// FunctionServerName and fetches with them on the pull data path, where servers let it
 	// call nothing but the fetches of a task's inputs and weights (rpc.FunctionMethods).
 	FunctionCert, FunctionKey []byte // PEM
+	// FunctionCA and FunctionCAKey are the function issuer (Issuer): a CA below the job's that
+	// signs certificates for client use only, naming neither ServerName nor
+	// FunctionServerName, for the keys functions make themselves (Lambda, which mounts no
+	// Secret). The graph servers of a pull job hold it.
+	FunctionCA, FunctionCAKey []byte // PEM
 	Token                     string // hex, 256 random bits
 }
 
 // Issue makes a new CA named for the job, signs with it one leaf certificate (server and client
-// use, DNS name ServerName) and one function certificate (server and client use, DNS name
-// FunctionServerName), both valid from a minute ago for Validity, discards the CA's key and
-// draws a token.
+// use, DNS name ServerName), one function certificate (server and client use, DNS name
+// FunctionServerName) and the function issuer's CA, all valid from a minute ago for Validity,
+// discards the CA's key and draws a token.
 func Issue(job string) (*Bundle, error) {
 	now := time.Now().Add(-time.Minute) // clocks of the job's nodes may lag a little
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -67,7 +75,7 @@ func Issue(job string) (*Bundle, error) {
 		Subject:   pkix.Name{CommonName: "dorylus job CA " + job},
 		NotBefore: now, NotAfter: now.Add(Validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
+		BasicConstraintsValid: true, IsCA: true, MaxPathLen: 1, // the function issuer below it, no further
 	}
 	if caTmpl.SerialNumber, err = serial(); err != nil {
 		return nil, err
@@ -100,6 +108,17 @@ func Issue(job string) (*Bundle, error) {
 	}
 	if b.FunctionCert, b.FunctionKey, err = sign(fn, ca, caKey); err != nil {
 		return nil, fmt.Errorf("function certificate: %w", err)
+	}
+	issuer := &x509.Certificate{
+		Subject:   pkix.Name{CommonName: "dorylus job function issuer " + job},
+		NotBefore: now, NotAfter: now.Add(Validity),
+		KeyUsage:              x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, // nothing it signs serves
+		BasicConstraintsValid: true, IsCA: true, MaxPathLenZero: true,
+		ExcludedDNSDomains: []string{ServerName, FunctionServerName},
+	}
+	if b.FunctionCA, b.FunctionCAKey, err = sign(issuer, ca, caKey); err != nil {
+		return nil, fmt.Errorf("function issuer: %w", err)
 	}
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
@@ -140,7 +159,7 @@ func serial() (*big.Int, error) {
 // Files returns the bundle as the contents of a credentials folder, by file name.
 func (b *Bundle) Files() map[string][]byte {
 	return map[string][]byte{CAFile: b.CA, CertFile: b.Cert, KeyFile: b.Key, TokenFile: []byte(b.Token),
-		FunctionCertFile: b.FunctionCert, FunctionKeyFile: b.FunctionKey}
+		FunctionCertFile: b.FunctionCert, FunctionKeyFile: b.FunctionKey, FunctionCAFile: b.FunctionCA, FunctionCAKeyFile: b.FunctionCAKey}
 }
 
 // WriteDir writes the bundle into dir (created if missing), readable by the owner only.
@@ -174,18 +193,11 @@ func LoadFunction(dir string) (*Credentials, error) {
 
 // loadPair reads the CA and the certificate and key of the given file names from dir.
 func loadPair(dir, certFile, keyFile string) (*Credentials, error) {
-	var b Bundle
-	for _, f := range []struct {
-		name string
-		dst  *[]byte
-	}{{CAFile, &b.CA}, {certFile, &b.Cert}, {keyFile, &b.Key}} {
-		data, err := os.ReadFile(filepath.Join(dir, f.name))
-		if err != nil {
-			return nil, fmt.Errorf("load TLS credentials: %w", err)
-		}
-		*f.dst = data
+	f, err := readFiles(dir, CAFile, certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS credentials: %w", err)
 	}
-	c, err := credentials(b.CA, b.Cert, b.Key, certFile, keyFile)
+	c, err := credentials(f[0], f[1], f[2], certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("load TLS credentials from %s: %w", dir, err)
 	}
@@ -249,72 +261,6 @@ func (c *Credentials) ClientConfig() *tls.Config {
 // caller.
 func (c *Credentials) FunctionClientConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: c.ca, ServerName: FunctionServerName}
-}
-
-// Identity is the functions' TLS identity for one running period of a job, as a pull-mode
-// descriptor carries it (dispatch.Descriptor): the job's CA certificate, the function
-// certificate and its key, DER (the key PKCS #8). With it a function deployed once does mutual
-// TLS with the servers of whichever job invokes it.
-type Identity struct{ CA, Cert, Key []byte }
-
-// LoadIdentity reads the functions' identity from the credentials folder dir.
-func LoadIdentity(dir string) (Identity, error) {
-	var b Bundle
-	for _, f := range []struct {
-		name string
-		dst  *[]byte
-	}{{CAFile, &b.CA}, {FunctionCertFile, &b.FunctionCert}, {FunctionKeyFile, &b.FunctionKey}} {
-		data, err := os.ReadFile(filepath.Join(dir, f.name))
-		if err != nil {
-			return Identity{}, fmt.Errorf("load the function identity: %w", err)
-		}
-		*f.dst = data
-	}
-	id, err := b.Identity()
-	if err != nil {
-		return Identity{}, fmt.Errorf("load the function identity from %s: %w", dir, err)
-	}
-	return id, nil
-}
-
-// Identity returns the bundle's function identity, checked.
-func (b *Bundle) Identity() (Identity, error) {
-	var der [3][]byte
-	for i, f := range []struct {
-		name string
-		pem  []byte
-	}{{CAFile, b.CA}, {FunctionCertFile, b.FunctionCert}, {FunctionKeyFile, b.FunctionKey}} {
-		blk, _ := pem.Decode(f.pem)
-		if blk == nil {
-			return Identity{}, fmt.Errorf("%s: no PEM block", f.name)
-		}
-		der[i] = blk.Bytes
-	}
-	id := Identity{CA: der[0], Cert: der[1], Key: der[2]}
-	if _, err := id.Credentials(); err != nil {
-		return Identity{}, err
-	}
-	return id, nil
-}
-
-// Credentials parses the identity, whose certificate must be valid now for client use and
-// chain to its CA: the credentials of a client of the job's servers.
-func (id Identity) Credentials() (*Credentials, error) {
-	cert, err := tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: id.Cert}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: id.Key}))
-	if err != nil {
-		return nil, fmt.Errorf("function certificate and key: %w", err)
-	}
-	ca, err := x509.ParseCertificate(id.CA)
-	if err != nil {
-		return nil, fmt.Errorf("CA certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("function certificate: %w", err)
-	}
-	return &Credentials{cert: cert, ca: pool}, nil
 }
 
 // IsFunction reports whether cert, a verified client certificate, is a function's: one that

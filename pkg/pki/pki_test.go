@@ -3,13 +3,16 @@ package pki
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestIssueWriteLoad issues a bundle, writes it, loads it back and checks the leaf field by
@@ -75,26 +78,15 @@ func TestIssueWriteLoad(t *testing.T) {
 	}
 }
 
-// TestFunctionIdentity loads the function identity of a bundle: a client certificate of the
-// job's CA, which no server would accept as its peer's and IsFunction tells apart; its
-// credentials trust the job's CA alone.
-func TestFunctionIdentity(t *testing.T) {
+// TestFunctionCertificate checks the HTTP function's certificate: a server's for
+// FunctionServerName and a client's of the job's CA, which IsFunction tells apart from the
+// servers' and which no client takes for a server's (ServerName).
+func TestFunctionCertificate(t *testing.T) {
 	b, err := Issue("ns/job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := b.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	id, err := LoadIdentity(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(id.CA) + len(id.Cert) + len(id.Key); n > 1500 {
-		t.Errorf("identity of %d bytes, want a small one", n)
-	}
-	c, err := id.Credentials()
+	c, err := (&Bundle{CA: b.CA, Cert: b.FunctionCert, Key: b.FunctionKey}).Credentials()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,24 +109,101 @@ func TestFunctionIdentity(t *testing.T) {
 	if _, err := fn.Verify(opts); err == nil {
 		t.Error("the function certificate verifies as a graph or parameter server's")
 	}
+}
+
+// TestFunctionIssuer certifies a function's key with the job's function issuer: the chain is
+// a client's of the job's CA only, a function's (IsFunction), for that key alone; the issuer
+// cannot make a server's certificate (its usage and name constraints), another job's issuer's
+// chain does not chain to the job's CA, and a broken issuer key is refused naming its file.
+func TestFunctionIssuer(t *testing.T) {
+	b, err := Issue("ns/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := b.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	is, err := LoadIssuer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func() *ecdsa.PrivateKey {
+		k, _, err := NewFunctionKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	certify := func(is *Issuer, k *ecdsa.PrivateKey) []byte {
+		pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+		chain, err := is.Certify(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return chain
+	}
+	fn := key()
+	chain := certify(is, fn)
+	c, err := ChainCredentials(is.CA(), chain, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(c.NotAfter()); d > CertifiedValidity || d < CertifiedValidity-2*time.Minute {
+		t.Errorf("certified for %v, want %v", d, CertifiedValidity)
+	}
+	certs, err := x509.ParseCertificates(chain)
+	if err != nil || len(certs) != 2 {
+		t.Fatalf("chain of %d certificates (%v), want the function's and the issuer's", len(certs), err)
+	}
+	leaf := certs[0]
+	if !IsFunction(leaf) || len(leaf.DNSNames) != 0 || leaf.IsCA {
+		t.Errorf("certified: DNS names %v, CA %v", leaf.DNSNames, leaf.IsCA)
+	}
+	inter := x509.NewCertPool()
+	inter.AddCert(certs[1])
+	opts := x509.VerifyOptions{Roots: c.ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if _, err := leaf.Verify(opts); err == nil {
+		t.Error("a certified function key verifies as a server's")
+	}
+	// the issuer's key cannot make a certificate that names a server, whatever it asks
+	for _, name := range []string{ServerName, FunctionServerName} {
+		n, _ := serial()
+		tmpl := &x509.Certificate{SerialNumber: n, DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, is.cert, &fn.PublicKey, is.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, _ := x509.ParseCertificate(der)
+		for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := forged.Verify(x509.VerifyOptions{Roots: c.ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{u}}); err == nil {
+				t.Errorf("the issuer made a certificate naming %s that verifies for %v", name, u)
+			}
+		}
+	}
+	if _, err := ChainCredentials(is.CA(), chain, key()); !errors.Is(err, ErrOtherKey) {
+		t.Errorf("a chain for another key: %v, want ErrOtherKey", err)
+	}
 	other, err := Issue("ns/job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mixed := id
-	mixed.Key = pemDER(t, other.FunctionKey)
-	if _, err := mixed.Credentials(); err == nil {
-		t.Error("an identity whose key is not its certificate's is accepted")
-	}
-	mixed.Cert = pemDER(t, other.FunctionCert)
-	if _, err := mixed.Credentials(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
-		t.Errorf("an identity whose certificate is of another CA: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, FunctionKeyFile), []byte("junk"), 0o600); err != nil {
+	ois, err := other.Issuer()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadIdentity(dir); err == nil || !strings.Contains(err.Error(), FunctionKeyFile) {
-		t.Errorf("bad %s: %v", FunctionKeyFile, err)
+	if _, err := ChainCredentials(is.CA(), certify(ois, fn), fn); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("another job's issuer's chain: %v, want unknown authority", err)
+	}
+	if _, err := is.Certify([]byte("junk")); err == nil {
+		t.Error("a junk public key was certified")
+	}
+	if err := os.WriteFile(filepath.Join(dir, FunctionCAKeyFile), []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadIssuer(dir); err == nil || !strings.Contains(err.Error(), FunctionCAKeyFile) {
+		t.Errorf("bad %s: %v", FunctionCAKeyFile, err)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestTLS serves health over WithTLS and its plaintext ServeHealth endpoint: a client with the
 // job's credentials is served; one with another job's, or in plaintext, fails Unavailable;
-// one with the job's function identity is refused health (unary and stream) as
+// one with a function's certificate (the HTTP function's, or one the job's function issuer
+// certified) is refused health (unary and stream) as
 // PermissionDenied; the plaintext endpoint answers health.
 func TestTLS(t *testing.T) {
 	bundle := func() *pki.Bundle {
@@ -34,14 +35,7 @@ func TestTLS(t *testing.T) {
 	}
 	jobBundle := bundle()
 	job, other := creds(jobBundle), creds(bundle())
-	id, err := jobBundle.Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, err := id.Credentials()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := functionCredentials(t, jobBundle)
 	listen := func() net.Listener {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -84,7 +78,14 @@ func TestTLS(t *testing.T) {
 		t.Errorf("plaintext health endpoint: %v", err)
 	}
 	if err := check(lis.Addr().String(), WithTLS(fn)); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("the function identity: %v, want PermissionDenied", err)
+		t.Errorf("a certified function key: %v, want PermissionDenied", err)
+	}
+	httpFn, err := (&pki.Bundle{CA: jobBundle.CA, Cert: jobBundle.FunctionCert, Key: jobBundle.FunctionKey}).Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(lis.Addr().String(), WithTLS(httpFn)); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the HTTP function's certificate: %v, want PermissionDenied", err)
 	}
 	conn, err := Dial(lis.Addr().String(), WithTLS(fn))
 	if err != nil {
@@ -103,4 +104,27 @@ func TestTLS(t *testing.T) {
 			t.Errorf("%s: %v, want Unavailable", name, err)
 		}
 	}
+}
+
+// functionCredentials returns the credentials of a function whose key the function issuer of
+// b certified.
+func functionCredentials(t *testing.T, b *pki.Bundle) *pki.Credentials {
+	t.Helper()
+	is, err := b.Issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, pub, err := pki.NewFunctionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := is.Certify(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pki.ChainCredentials(is.CA(), chain, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -43,10 +43,13 @@ graph servers verify, and reloads it when the Secret's files change; without, pl
 Knative Service's container, behind the queue-proxy). Every HTTP call but the health checks
 must carry "Authorization: Bearer <token>" with the job's token (--token-file); a Lambda
 function is authorised by IAM instead. On the pull data path the
-function fetches over mutual TLS with the job's function identity, which every descriptor
-carries, so one function serves any job. --insecure, for debugging only, serves HTTP without a
-token when no --token-file is given and pulls in plaintext for descriptors without an identity
-(a job run with --insecure). The --fault flags inject failures for tests.`,
+function fetches over mutual TLS with a certificate of the job's CA, which every descriptor
+names: the --credentials-dir function certificate when it is of that CA, else one the job's
+graph server signs for a key the function makes and keeps in memory (it answers the first
+descriptor of a job with its public key, and the graph server sends the call again with the
+certificate), so one function serves any job and no request carries a private key. --insecure,
+for debugging only, serves HTTP without a token when no --token-file is given and pulls in
+plaintext for descriptors without a CA (a job run with --insecure). The --fault flags inject failures for tests.`,
 		Example: `  dorylus function --listen 127.0.0.1:8443 --token-file /var/run/secrets/dorylus/job/token --credentials-dir /var/run/secrets/dorylus/job
   aws-lambda-rie --runtime-interface-emulator-address 127.0.0.1:9000 --runtime-api-address 127.0.0.1:9001 ./dorylus function`,
 		Args: cobra.NoArgs,
@@ -64,8 +67,8 @@ token when no --token-file is given and pulls in plaintext for descriptors witho
 	f.IntVar(&o.maxRequest, "max-request-bytes", 0, "refuse requests larger than this (0: Lambda's own limit, or function.MaxHTTPRequest, 1 GiB, over HTTP)")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for the calls in flight")
 	f.StringVar(&o.tokenFile, "token-file", os.Getenv(jobconfig.EnvTokenFile), "HTTP: file of the bearer token every call must carry (default $"+jobconfig.EnvTokenFile+")")
-	f.StringVar(&o.credsDir, "credentials-dir", "", "HTTP: folder of the job's "+pki.CAFile+", "+pki.FunctionCertFile+" and "+pki.FunctionKeyFile+" (a mounted credentials Secret): serve HTTPS with that certificate")
-	f.BoolVar(&o.insecure, "insecure", false, "debugging only: serve HTTP without a token where --token-file is not given, and pull in plaintext for descriptors without a TLS identity")
+	f.StringVar(&o.credsDir, "credentials-dir", "", "HTTP: folder of the job's "+pki.CAFile+", "+pki.FunctionCertFile+" and "+pki.FunctionKeyFile+" (a mounted credentials Secret): serve HTTPS with that certificate, and pull with it for that CA's jobs")
+	f.BoolVar(&o.insecure, "insecure", false, "debugging only: serve HTTP without a token where --token-file is not given, and pull in plaintext for descriptors without a CA certificate")
 	f.IntVar(&o.faults.Every, "fault-every", 0, "inject a fault into every Nth call (0: none)")
 	f.StringVar(&o.faults.Mode, "fault", function.FaultDelay, "fault to inject: delay, error, hang or exit")
 	f.DurationVar(&o.faults.Delay, "fault-delay", 0, "with --fault delay: how long the call is delayed")
@@ -79,6 +82,13 @@ func runFunction(ctx context.Context, o functionOptions, stderr io.Writer) error
 	}
 	if o.insecure {
 		h.AllowPlaintextPull()
+	}
+	var creds *pki.Reloader
+	if o.credsDir != "" {
+		if creds, err = pki.NewFunctionReloader(o.credsDir); err != nil {
+			return fmt.Errorf("--credentials-dir: %w", err)
+		}
+		h.UseCredentials(creds)
 	}
 	if function.InLambda() {
 		function.ServeLambda(ctx, h)
@@ -95,11 +105,7 @@ func runFunction(ctx context.Context, o functionOptions, stderr io.Writer) error
 	}
 	var tlsConf *tls.Config
 	scheme := "http"
-	if o.credsDir != "" {
-		creds, err := pki.NewFunctionReloader(o.credsDir)
-		if err != nil {
-			return fmt.Errorf("--credentials-dir: %w", err)
-		}
+	if creds != nil {
 		tlsConf, scheme = creds.HTTPSConfig(), "https"
 	}
 	lis, err := net.Listen("tcp", o.listen)

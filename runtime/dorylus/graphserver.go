@@ -93,13 +93,13 @@ func (f *serverFlags) healthListener() (net.Listener, error) {
 	return lis, nil
 }
 
-// functionIdentity returns the function identity of the run config's credentials, which
-// pull-mode descriptors carry: none for an insecure run.
-func functionIdentity(s jobconfig.Security) (pki.Identity, error) {
+// functionIssuer returns the function issuer of the run config's credentials, with which the
+// pull data path certifies functions' keys: none for an insecure run.
+func functionIssuer(s jobconfig.Security) (*pki.Issuer, error) {
 	if s.Insecure {
-		return pki.Identity{}, nil
+		return nil, nil
 	}
-	return pki.LoadIdentity(s.TLSDir)
+	return pki.LoadIssuer(s.TLSDir)
 }
 
 // tlsCredentials returns the TLS credentials the run config's security section names: nil for
@@ -368,11 +368,11 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		if addr == "" {
 			addr = cfg.Peers[o.partition]
 		}
-		id, err := functionIdentity(c.Security)
+		issuer, err := functionIssuer(c.Security)
 		if err != nil {
 			return err
 		}
-		if pull, err = remote.NewStore(addr, id); err != nil {
+		if pull, err = remote.NewStore(addr, issuer); err != nil {
 			return err
 		}
 		cfg.Pull = pull

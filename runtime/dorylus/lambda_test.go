@@ -150,9 +150,9 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		}, true},
 		{"lambda-exit", lambdaFaults(nil, "--fault-every", "5", "--fault", "exit"), true},
 		// the pull data path, with functions that have no credentials of their own and refuse
-		// any request over 2 KiB: only descriptors pass, and the functions fetch inputs and
-		// weights from the servers' advertised addresses over mutual TLS with the identity
-		// the descriptors carry
+		// any request over 2 KiB: only descriptors pass, each emulator's function has the
+		// graph server certify a key it made (one more call each), and the functions fetch
+		// inputs and weights from the servers' advertised addresses over mutual TLS with it
 		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048")), false},
 		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit")), true},
 		{"knative-pull", pullMode(func(t *testing.T) backends.Options {

@@ -2,8 +2,12 @@
 // request in the dispatch wire format, runs it with dispatch.Execute and encodes the result.
 // A pull-mode request (a dispatch.Descriptor) names the task instead: the handler fetches its
 // inputs from the graph server (rpc.TaskSource) and its weight by version from the parameter
-// server over gRPC, over mutual TLS with the job's function identity the descriptor carries.
-// It keeps no state between calls but those connections. Serve runs it as an AWS Lambda handler (aws-lambda-go)
+// server over gRPC, over mutual TLS with a certificate of the job's CA, which the descriptor
+// names: the function certificate of a mounted credentials Secret (UseCredentials), or one the
+// job's function issuer signed for a key the function made and keeps in memory, which it asks
+// for by answering a descriptor with its public key (remote.ErrorTypeNeedCertificate). No
+// request carries a private key. It keeps no state between calls but those connections, its
+// key and its certificates. Serve runs it as an AWS Lambda handler (aws-lambda-go)
 // when the Lambda runtime API is in its environment, and otherwise as an HTTP service for
 // Knative: POST / takes a request and answers the result, GET /healthz and /readyz answer
 // 200 (readyz 503 once shutdown began), and cancelling Serve's context (SIGTERM) drains the
@@ -11,6 +15,7 @@
 //
 // A request it cannot serve (another wire version, a bad shape, too many bytes) gets an error
 // of type remote.ErrorTypeBadRequest; a task that fails gets remote.ErrorTypeFailed.
+// remote.ErrorTypeNeedCertificate is HTTP 403.
 //
 // For fault tests, Faults makes every Nth call slow, fail, hang or kill the process.
 package function
@@ -62,7 +67,7 @@ func (f Faults) Validate() error {
 
 // Error is a failed call, with the error type the caller branches on.
 type Error struct {
-	Type string // remote.ErrorTypeBadRequest or remote.ErrorTypeFailed
+	Type string // remote.ErrorTypeBadRequest, ErrorTypeNeedCertificate or ErrorTypeFailed
 	Err  error
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
-	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/runtime/function"
 )
 
@@ -35,7 +34,7 @@ func FuzzHandler(f *testing.F) {
 	f.Cleanup(srv.Close)
 	client := &http.Client{Timeout: 10 * time.Second}
 	tasks := remotetest.Tasks(1, 4, 6, 3)
-	_, pulled := pulltest.Source(f, tasks, nil, pki.Identity{})
+	_, pulled := pulltest.Source(f, tasks, nil, nil)
 	addr := pulled[0].WeightSource // the task source and the parameter server share it
 	for _, r := range append(tasks, remotetest.GATTasks(2, 3, 5, 2)...) {
 		f.Add(dispatch.EncodeRequest(&r))

@@ -1,9 +1,12 @@
 package function
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/sha256"
-	"encoding/binary"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -20,67 +23,106 @@ import (
 )
 
 // fetcher serves the pull data path: it fetches a descriptor's inputs from its graph server
-// and its weight from its parameter server over gRPC, with mutual TLS as the descriptor's
-// identity says, keeping a connection per address and identity across calls (a warm function
-// reuses them), at most maxConns, the least recently used closed first.
+// and its weight from its parameter server over gRPC, with mutual TLS with the credentials it
+// holds for the descriptor's CA (identity), keeping a connection per address and credentials
+// across calls (a warm function reuses them), at most maxConns, the least recently used closed
+// first.
 type fetcher struct {
 	mu        sync.Mutex
-	conns     map[string]*fetchConn // by address
-	plaintext bool                  // a descriptor without an identity is fetched in plaintext
+	conns     map[string]*fetchConn                  // by address
+	plaintext bool                                   // a descriptor without a CA is fetched in plaintext
+	mounted   *pki.Reloader                          // the function certificate of a mounted Secret (nil: none)
+	key       *ecdsa.PrivateKey                      // made at the first descriptor it has no certificate for
+	pub       []byte                                 // key's public key, PKIX DER
+	certified map[[sha256.Size]byte]*pki.Credentials // chains for key, by the CA's digest
 }
 
-// fetchConn is a connection to one address with one identity.
+// fetchConn is a connection to one address with one set of credentials.
 type fetchConn struct {
 	conn *grpc.ClientConn
-	id   [sha256.Size]byte // of the identity (zero: plaintext)
+	id   [sha256.Size]byte // of the credentials (zero: plaintext)
 	used time.Time
 }
 
-// maxConns bounds the connections a function keeps: it may serve many jobs in turn.
-const maxConns = 64
+// maxConns bounds the connections a function keeps, and maxCertified the jobs it holds a
+// certificate for: it may serve many jobs in turn.
+const (
+	maxConns     = 64
+	maxCertified = 64
+)
 
 // AllowPlaintextPull makes the pull data path fetch in plaintext for a descriptor that carries
-// no identity (a job marked insecure: tests, and `dorylus function --insecure`). Without it
-// such descriptors are refused.
+// no CA (a job marked insecure: tests, and `dorylus function --insecure`). Without it such
+// descriptors are refused.
 func (h *Handler) AllowPlaintextPull() {
 	h.pull.mu.Lock()
 	defer h.pull.mu.Unlock()
 	h.pull.plaintext = true
 }
 
-// fingerprint identifies an identity (zero for none): a connection made with one is never
-// used for a descriptor carrying another.
-func fingerprint(id pki.Identity) [sha256.Size]byte {
-	if len(id.CA) == 0 {
-		return [sha256.Size]byte{}
-	}
-	h := sha256.New()
-	for _, p := range [][]byte{id.CA, id.Cert, id.Key} {
-		h.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(p))))
-		h.Write(p)
-	}
-	return [sha256.Size]byte(h.Sum(nil))
+// UseCredentials makes the pull data path use the function certificate of r (a mounted
+// credentials Secret) for descriptors of its CA, before any certificate for a key of its own.
+func (h *Handler) UseCredentials(r *pki.Reloader) {
+	h.pull.mu.Lock()
+	defer h.pull.mu.Unlock()
+	h.pull.mounted = r
 }
 
-// conn returns the connection to addr with identity id, dialing it on first use; it replaces a
-// connection to addr made with another identity (a job's new credentials).
-func (f *fetcher) conn(addr string, id pki.Identity) (*grpc.ClientConn, error) {
-	fp := fingerprint(id)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(id.CA) == 0 && !f.plaintext {
-		return nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: the descriptor carries no TLS identity: only a function started with --insecure serves a plaintext job", dispatch.ErrRequest)}
+// identity returns the credentials for descriptor d (nil: plaintext): the mounted ones if they
+// are of d's CA, else a chain d carries for the function's own key, else one it was given
+// before that is not near its end; without any, an error of type
+// remote.ErrorTypeNeedCertificate whose message is the function's public key, which the graph
+// server certifies and sends back in the next descriptor. f.mu must be held.
+func (f *fetcher) identity(d *dispatch.Descriptor) (*pki.Credentials, error) {
+	if len(d.CA) == 0 {
+		if !f.plaintext {
+			return nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: the descriptor carries no CA certificate: only a function started with --insecure serves a plaintext job", dispatch.ErrRequest)}
+		}
+		return nil, nil
+	}
+	if f.mounted != nil {
+		if c := f.mounted.Get(); bytes.Equal(c.CA(), d.CA) {
+			return c, nil
+		}
+	}
+	ca := sha256.Sum256(d.CA)
+	if len(d.Chain) > 0 && f.key != nil {
+		c, err := pki.ChainCredentials(d.CA, d.Chain, f.key)
+		switch {
+		case err == nil:
+			if len(f.certified) >= maxCertified {
+				clear(f.certified) // each job asks again once
+			}
+			f.certified[ca] = c
+			return c, nil
+		case !errors.Is(err, pki.ErrOtherKey): // another instance's chain is no refusal
+			return nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: the descriptor's certificate chain: %v", dispatch.ErrRequest, err)}
+		}
+	}
+	if c := f.certified[ca]; c != nil && time.Until(c.NotAfter()) > pki.RenewBefore {
+		return c, nil
+	}
+	if f.key == nil {
+		k, pub, err := pki.NewFunctionKey()
+		if err != nil {
+			return nil, &Error{remote.ErrorTypeFailed, err}
+		}
+		f.key, f.pub, f.certified = k, pub, make(map[[sha256.Size]byte]*pki.Credentials)
+	}
+	return nil, &Error{remote.ErrorTypeNeedCertificate, errors.New(base64.StdEncoding.EncodeToString(f.pub))}
+}
+
+// conn returns the connection to addr with creds (nil: plaintext), dialing it on first use; it
+// replaces a connection to addr made with other credentials (a job's new ones, a renewed
+// certificate).
+func (f *fetcher) conn(addr string, creds *pki.Credentials) (*grpc.ClientConn, error) {
+	var fp [sha256.Size]byte
+	if creds != nil {
+		fp = creds.Fingerprint()
 	}
 	if c, ok := f.conns[addr]; ok && c.id == fp {
 		c.used = time.Now()
 		return c.conn, nil
-	}
-	var creds *pki.Credentials
-	if len(id.CA) > 0 {
-		var err error
-		if creds, err = id.Credentials(); err != nil {
-			return nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: the descriptor's TLS identity: %v", dispatch.ErrRequest, err)}
-		}
 	}
 	conn, err := rpc.Dial(addr, rpc.WithTLS(creds))
 	if err != nil {
@@ -107,6 +149,22 @@ func (f *fetcher) conn(addr string, id pki.Identity) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
+// connsFor returns the connections to a descriptor's graph server and, when it names one, its
+// parameter server (else nil).
+func (f *fetcher) connsFor(d *dispatch.Descriptor) (gs, ps *grpc.ClientConn, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	creds, err := f.identity(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if gs, err = f.conn(d.Source, creds); err != nil || d.WeightSource == "" {
+		return gs, nil, err
+	}
+	ps, err = f.conn(d.WeightSource, creds)
+	return gs, ps, err
+}
+
 // request returns the task a descriptor names, with its tensors fetched.
 func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskRequest, error) {
 	want, d, err := dispatch.DecodeDescriptor(body)
@@ -116,7 +174,7 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 	failed := func(format string, args ...any) error {
 		return &Error{remote.ErrorTypeFailed, fmt.Errorf("%v layer %d task %d: %s", want.Op, want.Layer, d.Task, fmt.Sprintf(format, args...))}
 	}
-	gs, err := f.conn(d.Source, d.Identity)
+	gs, ps, err := f.connsFor(&d)
 	if err != nil {
 		return want, err
 	}
@@ -139,10 +197,6 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 	}
 	if req.Op.IsGAT() || req.Model.Validate() != nil || req.Model.Layers > dispatch.MaxLayers || req.Layer < 0 || req.Layer >= req.Model.Layers {
 		return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: a weight by version is for the layers of a valid GCN", dispatch.ErrRequest, req.Op, req.Layer)}
-	}
-	ps, err := f.conn(d.WeightSource, d.Identity)
-	if err != nil {
-		return req, err
 	}
 	// No Keep report: the graph server pinned the version for the task's lifetime.
 	w, err := rpc.NewParamServerClient(ps).Pull(ctx, &rpc.PullRequest{Version: d.WeightVersion})

@@ -88,8 +88,11 @@ func HTTPHandler(h *Handler, ready func() bool) http.Handler {
 		res, err := h.Handle(r.Context(), body)
 		if err != nil {
 			typ, status := errorType(err), http.StatusInternalServerError
-			if typ == remote.ErrorTypeBadRequest {
+			switch typ {
+			case remote.ErrorTypeBadRequest:
 				status = http.StatusBadRequest
+			case remote.ErrorTypeNeedCertificate:
+				status = http.StatusForbidden
 			}
 			w.Header().Set(remote.ErrorTypeHeader, typ)
 			http.Error(w, err.Error(), status)

@@ -13,7 +13,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
-	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // writeRunConfig writes a valid run config with backend b and returns its path.
@@ -80,7 +79,7 @@ func TestBackendFromConfig(t *testing.T) {
 	if _, err := o.Build(context.Background(), 8, cpu.Options{}, nil, nil); err == nil || !strings.Contains(err.Error(), "pull") {
 		t.Errorf("pull data path without a store: %v, want an error", err)
 	}
-	store, err := remote.NewStore("127.0.0.1:7000", pki.Identity{})
+	store, err := remote.NewStore("127.0.0.1:7000", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

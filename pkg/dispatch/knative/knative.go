@@ -142,6 +142,12 @@ func (t *transport) Call(ctx context.Context, url string, body []byte) ([]byte, 
 		return nil, fmt.Errorf("%w: %w: POST %s: reading the answer: %w", remote.ErrTransient, remote.ErrUnreachable, url, err)
 	case resp.StatusCode == http.StatusOK:
 		return b, nil
+	case resp.Header.Get(remote.ErrorTypeHeader) == remote.ErrorTypeNeedCertificate:
+		nc, err := remote.ParseNeedCertificate(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("POST %s: %w", url, err)
+		}
+		return nil, nc
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return nil, fmt.Errorf("%w: %w: POST %s: %s", remote.ErrTransient, remote.ErrThrottled, url, answer(resp, b))
 	case resp.StatusCode >= 500:

@@ -64,7 +64,7 @@ func TestHTTPFunction(t *testing.T) {
 // fetching its own rows.
 func TestHTTPFunctionPull(t *testing.T) {
 	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512", "--insecure") // a plaintext task source
-	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, pki.Identity{})
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, nil)
 	b := newBackend(t, []string{url}, remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
 	if u := b.Usage(); u.Tasks != 10 || u.Splits != 0 || u.Failures != 0 {
@@ -74,6 +74,56 @@ func TestHTTPFunctionPull(t *testing.T) {
 	remotetest.RunTasks(t, small, reqs[:1], 2)
 	if u := small.Usage(); u.Tasks != 2 || u.Splits != 2 || u.Tries < 8 || u.Failures != 0 {
 		t.Errorf("usage %+v, want 2 tasks, each cut into at least 4 row ranges, without failures", u)
+	}
+}
+
+// TestHTTPFunctionPullTLS runs GCN tasks in pull mode through HTTPS functions from a task
+// source and parameter server that speak mutual TLS only. A function whose mounted
+// credentials are the job's fetches with its function certificate, every call at the first
+// try; one whose mounted credentials are another job's (a mount not yet refreshed after a
+// rotation) answers the first descriptor with a key of its own, which the store certifies:
+// one more call, then the same results.
+func TestHTTPFunctionPullTLS(t *testing.T) {
+	job, err := remotetest.Bundle(t).Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer, err := remotetest.Bundle(t).Issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), job, issuer)
+	other, err := pki.Issue("another job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDir := remotetest.WriteCredentials(t, other)
+	for _, c := range []struct {
+		name           string
+		creds          string
+		certifications int64
+	}{{"mounted", remotetest.CredentialsDir(t), 0}, {"certified", otherDir, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			url, _ := remotetest.HTTPFunctionOf(t, dorylus, c.creds, "--max-request-bytes", "2048")
+			// the other job's function serves that job's certificate: trust it to reach it
+			tls := remotetest.ClientTLS(t)
+			if c.certifications > 0 {
+				oc, err := (&pki.Bundle{CA: other.CA, Cert: other.FunctionCert, Key: other.FunctionKey}).Credentials()
+				if err != nil {
+					t.Fatal(err)
+				}
+				tls = oc.FunctionClientConfig()
+			}
+			b, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, TLS: tls, Tuning: remote.Options{MaxConcurrency: 2, Pull: store}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			remotetest.RunTasks(t, b, reqs, 1)
+			if u := b.Usage(); u.Tasks != int64(len(reqs)) || u.Failures != 0 || u.Tries != u.Tasks+c.certifications {
+				t.Errorf("usage %+v, want %d tasks without failures in %d tries", u, len(reqs), int64(len(reqs))+c.certifications)
+			}
+		})
 	}
 }
 
@@ -204,10 +254,7 @@ func TestHTTPFunctionNotOfTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherDir := filepath.Join(t.TempDir(), "other")
-	if err := other.WriteDir(otherDir); err != nil {
-		t.Fatal(err)
-	}
+	otherDir := remotetest.WriteCredentials(t, other)
 	serverDir := remotetest.CredentialsDir(t) // the job's, with the servers' pair as the function's
 	for from, to := range map[string]string{pki.CertFile: pki.FunctionCertFile, pki.KeyFile: pki.FunctionKeyFile} {
 		b, err := os.ReadFile(filepath.Join(serverDir, from))

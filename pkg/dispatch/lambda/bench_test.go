@@ -14,7 +14,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/pulltest"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
-	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
 // benchConcurrency is the calls in flight of the throughput benchmarks: cpu workers, HTTP
@@ -43,7 +42,7 @@ func BenchmarkBackends(b *testing.B) {
 	b.Cleanup(func() { httpB.Close() })
 	tiny := remotetest.Tasks(1, 1, 8, 4)[0]
 	all := remotetest.Tasks(2, 680, 1433, 16)
-	store, pulled := pulltest.Source(b, all, nil, pki.Identity{})
+	store, pulled := pulltest.Source(b, all, nil, nil)
 	pull := fixed
 	pull.Pull = store
 	httpPull, err := knative.New(knative.Options{URLs: []string{url}, Token: remotetest.Token, TLS: remotetest.ClientTLS(b), Tuning: pull})

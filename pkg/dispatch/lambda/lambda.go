@@ -177,6 +177,13 @@ func functionError(endpoint string, out *awslambda.InvokeOutput) error {
 	if e.Type == "" && out.FunctionError != nil {
 		e.Type = *out.FunctionError
 	}
+	if e.Type == remote.ErrorTypeNeedCertificate {
+		nc, err := remote.ParseNeedCertificate(e.Message)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where(endpoint), err)
+		}
+		return nc
+	}
 	if e.Type == remote.ErrorTypeBadRequest {
 		return fmt.Errorf("%s: function refused the request: %w: %s", where(endpoint), dispatch.ErrRequest, e.Message)
 	}

@@ -91,7 +91,7 @@ func TestEmulatorGAT(t *testing.T) {
 // weights by version from a real parameter-server shard, and the results equal
 // dispatch.Execute's bit for bit. GAT tasks pull their inputs, weights included, too.
 func TestEmulatorPull(t *testing.T) {
-	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, pki.Identity{})
+	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, nil)
 	// --insecure: the task source and parameter server are plaintext
 	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512", "--insecure"), remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
@@ -103,11 +103,13 @@ func TestEmulatorPull(t *testing.T) {
 
 // TestEmulatorPullTLS runs GCN tasks in pull mode through an emulator whose function has no
 // credentials of its own, from a task source and parameter server that speak mutual TLS only:
-// with the job's function identity in the descriptors the results equal dispatch.Execute's;
-// with another job's identity the function refuses the servers' certificates; an identity
-// whose certificate is not of its CA, or none, the function refuses at once.
+// the function answers the first descriptor with the public key it made, the graph server's
+// store certifies it with the job's function issuer and sends the call again, and from then
+// on every call is served at the first try with the results of dispatch.Execute. A store with
+// another job's issuer gets the function certified by that job, whose CA the servers' do not
+// chain to; a store without one (a plaintext job) is refused at once.
 func TestEmulatorPullTLS(t *testing.T) {
-	issue := func() (*pki.Credentials, pki.Identity) {
+	issue := func() (*pki.Credentials, *pki.Issuer) {
 		b, err := pki.Issue("ns/job")
 		if err != nil {
 			t.Fatal(err)
@@ -116,11 +118,11 @@ func TestEmulatorPullTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := b.Identity()
+		is, err := b.Issuer()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c, id
+		return c, is
 	}
 	job, own := issue()
 	_, other := issue()
@@ -129,20 +131,19 @@ func TestEmulatorPullTLS(t *testing.T) {
 	store, reqs := pulltest.Source(t, tasks, job, own)
 	b := newBackend(t, endpoints, remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 1)
-	if u := b.Usage(); u.Tasks != int64(len(reqs)) || u.Failures != 0 {
-		t.Errorf("usage %+v, want %d tasks without failures", u, len(reqs))
+	if u := b.Usage(); u.Tasks != int64(len(reqs)) || u.Failures != 0 || u.Tries != u.Tasks+1 {
+		t.Errorf("usage %+v, want %d tasks without failures in one try each and one certification", u, len(reqs))
 	}
 	for _, c := range []struct {
-		name string
-		id   pki.Identity
-		want string
+		name   string
+		issuer *pki.Issuer
+		want   string
 	}{
-		{"another job's identity", other, "authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
-		{"another job's function certificate", pki.Identity{CA: own.CA, Cert: other.Cert, Key: other.Key}, "TLS identity: function certificate: x509: certificate signed by unknown authority"},
-		{"no identity", pki.Identity{}, "the descriptor carries no TLS identity"},
+		{"another job's issuer", other, "authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{"no issuer", nil, "the descriptor carries no CA certificate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			store, reqs := pulltest.Source(t, tasks, job, c.id)
+			store, reqs := pulltest.Source(t, tasks, job, c.issuer)
 			b := newBackend(t, endpoints, remote.Options{Pull: store, Attempts: 1})
 			if _, err := b.Run(context.Background(), reqs[0]); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want an error saying %q", err, c.want)

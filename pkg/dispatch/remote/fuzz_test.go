@@ -13,7 +13,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/internal/hostile"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
-	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -26,7 +25,7 @@ func FuzzStoreInputs(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	st, err := NewStore(lis.Addr().String(), pki.Identity{})
+	st, err := NewStore(lis.Addr().String(), nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -20,11 +20,11 @@ import (
 // of its task is being encoded.
 type Store struct {
 	rpc.UnimplementedTaskSourceServer
-	addr  string
-	id    pki.Identity
-	mu    sync.Mutex
-	next  uint64
-	tasks map[uint64]*heldTask
+	addr   string
+	issuer *pki.Issuer
+	mu     sync.Mutex
+	next   uint64
+	tasks  map[uint64]*heldTask
 }
 
 // heldTask is a task in flight; mu is held for reading while its inputs are encoded.
@@ -35,12 +35,26 @@ type heldTask struct {
 }
 
 // NewStore returns a store whose functions reach it at addr, the graph server's advertised gRPC
-// address, and authenticate with id, the job's function identity (empty: a plaintext job).
-func NewStore(addr string, id pki.Identity) (*Store, error) {
+// address; issuer, the job's function issuer (nil: a plaintext job), certifies the keys of
+// functions that have no certificate of the job's (NeedCertificate).
+func NewStore(addr string, issuer *pki.Issuer) (*Store, error) {
 	if addr == "" || len(addr) > dispatch.MaxAddress {
 		return nil, fmt.Errorf("pull data path: graph server address %q: want a host:port the functions can reach", addr)
 	}
-	return &Store{addr: addr, id: id, tasks: make(map[uint64]*heldTask)}, nil
+	return &Store{addr: addr, issuer: issuer, tasks: make(map[uint64]*heldTask)}, nil
+}
+
+// certify returns body, a descriptor, carrying a certificate chain for the public key a
+// function answered with.
+func (s *Store) certify(body []byte, nc *NeedCertificate) ([]byte, error) {
+	if s.issuer == nil {
+		return nil, fmt.Errorf("%w: the function asks for a certificate of a plaintext job", dispatch.ErrRequest)
+	}
+	chain, err := s.issuer.Certify(nc.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", dispatch.ErrRequest, err)
+	}
+	return dispatch.WithChain(body, chain)
 }
 
 // add holds req until remove and returns its id.
@@ -91,8 +105,11 @@ func (s *Store) Inputs(_ context.Context, in *rpc.TaskInputsRequest) (*rpc.TaskI
 // descriptor returns the encoder of the calls of task id: their descriptors.
 func (s *Store) descriptor(id uint64) encoder {
 	return func(r *dispatch.TaskRequest, lo, hi int) []byte {
-		return dispatch.EncodeDescriptor(r, dispatch.Descriptor{Task: id, Lo: lo, Hi: hi, Source: s.addr,
-			WeightVersion: r.WeightVersion, WeightSource: r.WeightSource, Identity: s.id})
+		d := dispatch.Descriptor{Task: id, Lo: lo, Hi: hi, Source: s.addr, WeightVersion: r.WeightVersion, WeightSource: r.WeightSource}
+		if s.issuer != nil {
+			d.CA = s.issuer.CA()
+		}
+		return dispatch.EncodeDescriptor(r, d)
 	}
 }
 

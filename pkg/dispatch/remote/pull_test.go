@@ -1,7 +1,12 @@
 package remote
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"slices"
 	"testing"
 
@@ -17,10 +22,10 @@ import (
 // TestStoreInputs serves rows of a held task, leaves out a weight named by version, refuses
 // rows the task does not have, and forgets the task once it is removed.
 func TestStoreInputs(t *testing.T) {
-	if _, err := NewStore("", pki.Identity{}); err == nil {
+	if _, err := NewStore("", nil); err == nil {
 		t.Error("store without an address: no error")
 	}
-	st, err := NewStore("127.0.0.1:7000", pki.Identity{})
+	st, err := NewStore("127.0.0.1:7000", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,4 +54,81 @@ func TestStoreInputs(t *testing.T) {
 	if _, err := st.Inputs(ctx, &rpc.TaskInputsRequest{Task: id, Hi: 20}); status.Code(err) != codes.NotFound {
 		t.Errorf("removed task: %v, want NotFound", err)
 	}
+}
+
+// TestDescriptorHoldsNoKey encodes the descriptors a store of a secure job sends, before and
+// after it certifies a function's key: they carry the job's CA certificate and then a chain
+// for that key, which verifies for client use, and no PEM block, PKCS #8 key or private
+// scalar of any key of the job's credentials or of the function.
+func TestDescriptorHoldsNoKey(t *testing.T) {
+	b, err := pki.Issue("ns/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := b.Issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewStore("127.0.0.1:7000", is)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := remotetest.Tasks(3, 20, 12, 4)[4]
+	first := st.descriptor(st.add(&req))(&req, 0, req.NumRows())
+	fn, pub, err := pki.NewFunctionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.certify(first, &NeedCertificate{PublicKey: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fnKey, err := x509.MarshalPKCS8PrivateKey(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := [][]byte{fnKey, raw(t, fn)}
+	for _, k := range [][]byte{b.Key, b.FunctionKey, b.FunctionCAKey} {
+		blk, _ := pem.Decode(k)
+		key, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, blk.Bytes, raw(t, key.(*ecdsa.PrivateKey)))
+	}
+	for name, body := range map[string][]byte{"first": first, "certified": second} {
+		_, d, err := dispatch.DecodeDescriptor(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(d.CA, is.CA()) {
+			t.Errorf("%s descriptor: no CA certificate of the job's", name)
+		}
+		if bytes.Contains(body, []byte("-----BEGIN")) || bytes.Contains(body, []byte("PRIVATE KEY")) {
+			t.Errorf("%s descriptor holds PEM", name)
+		}
+		for i, s := range secrets {
+			if bytes.Contains(body, s) {
+				t.Errorf("%s descriptor holds private key material %d", name, i)
+			}
+		}
+		if name == "certified" {
+			if _, err := pki.ChainCredentials(d.CA, d.Chain, fn); err != nil {
+				t.Errorf("certified chain: %v", err)
+			}
+		}
+	}
+	if _, err := (&Store{addr: "x:1"}).certify(first, &NeedCertificate{PublicKey: pub}); !errors.Is(err, dispatch.ErrRequest) {
+		t.Errorf("a plaintext store certifying: %v, want a refusal", err)
+	}
+}
+
+// raw returns the private scalar of k.
+func raw(t *testing.T, k *ecdsa.PrivateKey) []byte {
+	t.Helper()
+	b, err := k.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

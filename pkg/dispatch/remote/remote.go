@@ -18,9 +18,11 @@ package remote
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,9 +59,33 @@ const (
 	ErrorTypeBadRequest = "dorylus.BadRequest"
 	// ErrorTypeFailed: the task failed inside the function; another try may succeed.
 	ErrorTypeFailed = "dorylus.Failed"
+	// ErrorTypeNeedCertificate: on the pull data path, the function holds no certificate of
+	// the descriptor's CA; the message is its public key (NeedCertificate).
+	ErrorTypeNeedCertificate = "dorylus.NeedCertificate"
 	// ErrorTypeHeader is the HTTP response header that carries the error type.
 	ErrorTypeHeader = "X-Dorylus-Error-Type"
 )
+
+// NeedCertificate is a function's answer to a descriptor whose CA it holds no certificate
+// of: the public key it made (PKIX DER, base64 in the answer's message), which the Store's
+// function issuer certifies before the call is sent again with the chain. The answer comes
+// through the transport that authenticates the function (Lambda's Invoke, the function's
+// verified HTTPS): only a certificate, never a key, travels back.
+type NeedCertificate struct{ PublicKey []byte }
+
+// Error returns the message.
+func (e *NeedCertificate) Error() string {
+	return "the function needs a certificate of the job's for its key"
+}
+
+// ParseNeedCertificate returns the NeedCertificate answer of a function whose message is msg.
+func ParseNeedCertificate(msg string) (*NeedCertificate, error) {
+	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(msg))
+	if err != nil || len(k) == 0 || len(k) > 1024 {
+		return nil, fmt.Errorf("a %s answer without a public key (%d bytes of message)", ErrorTypeNeedCertificate, len(msg))
+	}
+	return &NeedCertificate{PublicKey: k}, nil
+}
 
 // Options configures a Backend. Zero values take the defaults given.
 type Options struct {
@@ -421,6 +447,18 @@ func (b *Backend) try(k kind, i int, s *slot, body []byte, results chan<- tryRes
 	ctx, cancel := context.WithTimeout(b.life, b.opts.CallTimeout)
 	start := time.Now()
 	res, err := b.tr.Call(ctx, b.eps[i].addr, body)
+	calls := int64(1)
+	if nc := (*NeedCertificate)(nil); errors.As(err, &nc) && b.opts.Pull != nil {
+		// the function made a key and needs it certified: once, then again on this
+		// endpoint; a function that still has none (another instance) is tried again later
+		if body, err = b.opts.Pull.certify(body, nc); err == nil {
+			res, err = b.tr.Call(ctx, b.eps[i].addr, body)
+			calls++
+		}
+		if errors.As(err, &nc) {
+			err = fmt.Errorf("%w: %s: %w", ErrTransient, b.eps[i].addr, err)
+		}
+	}
 	d := time.Since(start)
 	switch {
 	case err != nil && b.life.Err() != nil:
@@ -430,7 +468,7 @@ func (b *Backend) try(k kind, i int, s *slot, body []byte, results chan<- tryRes
 	}
 	cancel()
 	b.mu.Lock()
-	b.usage.Tries++
+	b.usage.Tries += calls
 	b.usage.Billed += d.Truncate(time.Millisecond)
 	if d%time.Millisecond != 0 {
 		b.usage.Billed += time.Millisecond

@@ -20,14 +20,14 @@ import (
 // a real parameter-server shard initialised for the model. It returns reqs with each weight
 // replaced by the shard's version 0 of that layer and named by version (WeightSource), so
 // that a function pulls it from the shard. The server speaks mutual TLS with creds (nil:
-// plaintext); the Store's descriptors carry id.
-func Source(t testing.TB, reqs []dispatch.TaskRequest, creds *pki.Credentials, id pki.Identity) (*remote.Store, []dispatch.TaskRequest) {
+// plaintext); the Store certifies functions' keys with issuer (nil: a plaintext job).
+func Source(t testing.TB, reqs []dispatch.TaskRequest, creds *pki.Credentials, issuer *pki.Issuer) (*remote.Store, []dispatch.TaskRequest) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := remote.NewStore(lis.Addr().String(), id)
+	store, err := remote.NewStore(lis.Addr().String(), issuer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,8 +172,17 @@ func Bundle(t testing.TB) *pki.Bundle {
 // holds it, and returns the folder.
 func CredentialsDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "credentials")
-	if err := Bundle(t).WriteDir(dir); err != nil {
+	return WriteCredentials(t, Bundle(t))
+}
+
+// WriteCredentials writes b into a new folder of the test's and returns the folder.
+func WriteCredentials(t testing.TB, b *pki.Bundle) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(t.TempDir(), "credentials-")
+	if err == nil {
+		err = b.WriteDir(dir)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dir
