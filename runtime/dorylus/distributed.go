@@ -128,7 +128,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(work)
-	dir, m, err := trainPartitions(local, work, d.graphServers)
+	dir, m, err := trainPartitions(ctx, local, work, d.graphServers)
 	if err != nil {
 		return err
 	}

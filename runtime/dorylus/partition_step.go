@@ -112,7 +112,7 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if loc.S3 != nil {
 		dir = filepath.Join(work, "partitions")
 	}
-	if err := preparePartitions(spec, dir, parts, partition.DefaultMethod, out); err != nil {
+	if err := preparePartitions(ctx, spec, dir, parts, partition.DefaultMethod, out); err != nil {
 		return jobstatus.Partitions{}, err
 	}
 	m, err := partition.ReadManifest(dir)

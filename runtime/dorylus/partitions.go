@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +16,22 @@ import (
 const defaultPartitionMethod = partition.DefaultMethod
 
 // preparePartitions writes src as parts partition files into dir, cut by method: streaming from
-// a prepared whole-graph file, or through memory from any other source.
-func preparePartitions(src, dir string, parts int, method partition.Method, out io.Writer) error {
+// a prepared whole-graph file, or through memory from any other source. It returns as soon as
+// ctx ends (SIGTERM, SIGINT): the cut of a large graph takes minutes and has no point to stop
+// at, so it goes on in the background until the process, whose command returns, exits.
+func preparePartitions(ctx context.Context, src, dir string, parts int, method partition.Method, out io.Writer) error {
+	done := make(chan error, 1)
+	go func() { done <- cutPartitions(src, dir, parts, method, out) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("cutting %s into %d partitions: stopped: %w", src, parts, context.Cause(ctx))
+	}
+}
+
+// cutPartitions is preparePartitions without its context.
+func cutPartitions(src, dir string, parts int, method partition.Method, out io.Writer) error {
 	if graph.IsPreparedFile(src) || graph.IsPreparedFile(filepath.Join(src, graph.PreparedFileName)) {
 		_, q, err := partition.WritePreparedWith(src, parts, dir, method)
 		if err != nil {
@@ -50,12 +65,13 @@ func partitionDataset(d *graph.Dataset, parts int, method partition.Method, dir 
 // trainPartitions returns the directory of partition files the graph servers of a run of
 // `dorylus train --graph-servers parts` read, and its manifest: src itself when `dorylus
 // prepare --partitions` wrote it (checked against parts and the files' headers, without
-// reading the graph), else src cut by the default method into a directory under work.
-func trainPartitions(src, work string, parts int) (string, *partition.Manifest, error) {
+// reading the graph), else src cut by the default method into a directory under work (until
+// ctx ends).
+func trainPartitions(ctx context.Context, src, work string, parts int) (string, *partition.Manifest, error) {
 	dir := src
 	if !partition.HasManifest(src) && !hasPartitionFiles(src) {
 		dir = filepath.Join(work, "partitions")
-		if err := preparePartitions(src, dir, parts, defaultPartitionMethod, io.Discard); err != nil {
+		if err := preparePartitions(ctx, src, dir, parts, defaultPartitionMethod, io.Discard); err != nil {
 			return "", nil, err
 		}
 	}

@@ -267,7 +267,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 		return 0, err
 	}
 	defer os.RemoveAll(work)
-	dir, _, err := trainPartitions(local, work, c.GraphServers)
+	dir, _, err := trainPartitions(ctx, local, work, c.GraphServers)
 	if err != nil {
 		return 0, err
 	}

@@ -159,7 +159,7 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 		return err
 	}
 	defer os.RemoveAll(work)
-	dir, pm, err := trainPartitions(dir, work, o.graphServers)
+	dir, pm, err := trainPartitions(ctx, dir, work, o.graphServers)
 	if err != nil {
 		return err
 	}

@@ -144,3 +144,50 @@ func TestKilledLauncherFolderCleanedAtNextStart(t *testing.T) {
 		t.Errorf("the next launcher's folder %s: %v, %v: want a folder of the user's alone", next, st, err)
 	}
 }
+
+// TestSignalStopsThePartitionStep: dorylus train --graph-servers 4 and dorylus prepare
+// --partitions 4 of an R-MAT graph whose cut takes about 15 s, sent SIGTERM 2 s in, while the
+// graph is generated and cut, exit within 3 s saying the cut stopped; no process is left, and
+// train's folder (under $TMPDIR) is removed.
+func TestSignalStopsThePartitionStep(t *testing.T) {
+	const rmat = "rmat:nodes=1000000,edges=5000000,features=4,classes=2,seed=1"
+	tmp := t.TempDir()
+	for i, args := range [][]string{
+		{"train", "--graph-servers", "4", "--epochs", "1", "--dataset", rmat},
+		{"prepare", "--partitions", "4", rmat, filepath.Join(tmp, "parts")},
+	} {
+		marker := fmt.Sprintf("DORYLUS_SIGNAL_TEST=%d-partition-%d", os.Getpid(), i)
+		cmd := exec.Command(dorylusBin, args...)
+		cmd.Env = append(os.Environ(), marker, "TMPDIR="+tmp)
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		time.Sleep(2 * time.Second)
+		sent := time.Now()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		select {
+		case err = <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			err = <-exited
+		}
+		took := time.Since(sent)
+		t.Logf("%s: SIGTERM 2 s in: exited %v later (%v)", args[0], took.Round(10*time.Millisecond), err)
+		if err == nil || took > 3*time.Second || !strings.Contains(logs.String(), "into 4 partitions: stopped: terminated signal received") {
+			t.Errorf("%s: SIGTERM 2 s in: exited %v later with %v, want within 3 s, the cut stopped:\n%s", args[0], took, err, logs.String())
+		}
+		if left := marked(marker); len(left) > 0 {
+			t.Errorf("%s: processes left: %v", args[0], left)
+		}
+	}
+	if runs, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("dorylus-runs-%d", os.Getuid()), "train-*")); len(runs) > 0 {
+		t.Errorf("train's folder left: %v", runs)
+	}
+}
