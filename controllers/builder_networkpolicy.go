@@ -28,9 +28,8 @@ func networkPolicyName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.
 //
 // The kubelet's readiness probes come from the node, which common CNIs
 // (Calico, Cilium, the AWS VPC CNI) do not subject to policy, so no rule
-// admits them. A managed Knative function is not selected: Knative delivers
-// requests through its activator and ingress gateway to the queue-proxy
-// port, so the job's pods are never the source a function pod sees.
+// admits them. The functions' pods have a policy of their own
+// (buildFunctionNetworkPolicy).
 func buildNetworkPolicy(job *dorylusv1alpha1.GNNTrainingJob, scrapers metav1.LabelSelector) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	data := networkingv1ac.NetworkPolicyIngressRule().WithPorts(policyPorts(serverDataPorts...)...)
 	if !lambdaPull(job) {
@@ -50,6 +49,33 @@ func buildNetworkPolicy(job *dorylusv1alpha1.GNNTrainingJob, scrapers metav1.Lab
 				networkingv1ac.NetworkPolicyIngressRule().
 					WithPorts(policyPorts(jobconfig.MetricsPort)...).
 					WithFrom(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(labelSelector(scrapers)))))
+}
+
+// LabelFunctionOf on the pods of an HTTP function that serves one job (a
+// Deployment at spec.tensorBackend.knative.url) names that job: its
+// NetworkPolicy <job>-function selects them.
+const LabelFunctionOf = "dorylus.dev/function-of"
+
+// functionPolicyName is the NetworkPolicy of the job's function pods.
+func functionPolicyName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-function" }
+
+// buildFunctionNetworkPolicy admits ingress to the pods labelled
+// LabelFunctionOf the job's name, on any port, only from the job's graph
+// servers: the only callers of a function at a URL. A function Deployment
+// that serves the job carries that label; with none the policy selects
+// nothing. A managed Knative function's pods do not carry it: Knative
+// delivers their requests through its activator and ingress gateway to the
+// queue-proxy port, so the job's pods are never the source those pods see.
+func buildFunctionNetworkPolicy(job *dorylusv1alpha1.GNNTrainingJob) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	return networkingv1ac.NetworkPolicy(functionPolicyName(job), job.Namespace).
+		WithLabels(childLabels(job, RoleRuntime)).
+		WithOwnerReferences(ownerReference(job)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelFunctionOf: job.Name})).
+			WithPolicyTypes("Ingress").
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithFrom(networkingv1ac.NetworkPolicyPeer().
+					WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(job, RoleGraphServer))))))
 }
 
 // policyPorts are TCP ports of a NetworkPolicy rule.

@@ -73,6 +73,7 @@ func (r *GNNTrainingJobReconciler) desiredChildren(job *dorylusv1alpha1.GNNTrain
 		buildGraphStatefulSet(job, image, hash, period, gsReplicas),
 		buildParamService(job),
 		buildNetworkPolicy(job, r.MetricsScrapers),
+		buildFunctionNetworkPolicy(job),
 	}
 	for n := int32(0); n < paramShards(job); n++ {
 		out = append(out, buildParamDeployment(job, image, hash, period, n, psReplicas))

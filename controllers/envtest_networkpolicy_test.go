@@ -15,10 +15,11 @@ import (
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
 
-// TestNetworkPolicy reads each job's NetworkPolicy back from the API server:
+// TestNetworkPolicy reads each job's NetworkPolicies back from the API server:
 // its servers admit the job's own pods on the data ports and the scraper
 // namespaces on the metrics port; a Lambda function pulling tensors reaches the
-// data ports from outside the cluster.
+// data ports from outside the cluster; the pods of a function serving the job
+// (labelled dorylus.dev/function-of) admit its graph servers alone.
 func TestNetworkPolicy(t *testing.T) {
 	ns := newNamespace(t)
 	createJob(t, userJob(ns, "cora"))
@@ -63,6 +64,22 @@ func TestNetworkPolicy(t *testing.T) {
 		if np.Labels[LabelJobName] != job || np.Labels[ManagedByLabel] != "dorylus-operator" {
 			t.Errorf("%s NetworkPolicy labels %v", job, np.Labels)
 		}
+		var fp networkingv1.NetworkPolicy
+		if err := getObj(t, ns, job+"-function", &fp); err != nil {
+			t.Fatalf("function NetworkPolicy of %s: %v", job, err)
+		}
+		wantFn := networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"dorylus.dev/function-of": job}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+				PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dorylus.dev/job-name": job, "dorylus.dev/role": "graph-server"}}}}}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		}
+		if diff := cmp.Diff(wantFn, fp.Spec); diff != "" {
+			t.Errorf("%s function NetworkPolicy spec (-want +got):\n%s", job, diff)
+		}
+		if diff := cmp.Diff(owner, fp.OwnerReferences); diff != "" {
+			t.Errorf("%s function NetworkPolicy owner (-want +got):\n%s", job, diff)
+		}
 	}
 
 	// The policy selects the job's server pods, and its data rule admits them
@@ -89,5 +106,26 @@ func TestNetworkPolicy(t *testing.T) {
 	other := labels.Set{LabelJobName: "pull", LabelRole: RoleGraphServer}
 	if pods.Matches(other) || peers.Matches(other) {
 		t.Errorf("cora's policy selects or admits another job's pods %v", other)
+	}
+
+	// The function policy selects the pods of cora's function, not another
+	// job's, and admits cora's graph servers only: not its parameter servers,
+	// not another job's graph servers, not a pod without labels.
+	var fp networkingv1.NetworkPolicy
+	if err := getObj(t, ns, "cora-function", &fp); err != nil {
+		t.Fatal(err)
+	}
+	fnPods, _ := metav1.LabelSelectorAsSelector(&fp.Spec.PodSelector)
+	callers, _ := metav1.LabelSelectorAsSelector(fp.Spec.Ingress[0].From[0].PodSelector)
+	if !fnPods.Matches(labels.Set{LabelFunctionOf: "cora", "app": "fn"}) || fnPods.Matches(labels.Set{LabelFunctionOf: "pull"}) || fnPods.Matches(labels.Set(sts.Spec.Template.Labels)) {
+		t.Errorf("the function policy selects %s", fnPods)
+	}
+	if !callers.Matches(labels.Set(sts.Spec.Template.Labels)) {
+		t.Errorf("the function policy does not admit the graph servers %v (%s)", sts.Spec.Template.Labels, callers)
+	}
+	for name, l := range map[string]labels.Set{"parameter servers": dep.Spec.Template.Labels, "another job's graph servers": other, "a pod without labels": {}} {
+		if callers.Matches(l) {
+			t.Errorf("the function policy admits %s %v", name, l)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/controllers"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 )
 
@@ -134,8 +135,9 @@ func TestCiteseerGATKnative(t *testing.T) {
 	// The function serves HTTPS with the function certificate of the job's CA,
 	// from the job's credentials Secret, as a Deployment of the job's user
 	// would: its pod starts once the operator has issued them, and the graph
-	// servers wait for it (backends.ReadyTimeout) and verify it.
-	createServePod(t, c, "dorylus-function", runtimeImage(t), functionPort, nil, []secretMount{
+	// servers wait for it (backends.ReadyTimeout) and verify it. Its label
+	// puts it under the job's NetworkPolicy <job>-function.
+	createServePod(t, c, "dorylus-function", runtimeImage(t), functionPort, map[string]string{controllers.LabelFunctionOf: name}, []secretMount{
 		{secret: token.Name, dir: secretDir + "/token"},
 		{secret: name + "-credentials", dir: secretDir + "/job", keys: []string{pki.CAFile, pki.FunctionCertFile, pki.FunctionKeyFile}},
 	}, "/dorylus", "function", "--listen", ":8080", "--token-file", secretDir+"/token/token", "--credentials-dir", secretDir+"/job")
