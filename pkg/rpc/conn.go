@@ -35,6 +35,7 @@ type settings struct {
 	maxMessage int
 	maxReceive int // of a server; 0: maxMessage
 	tls        *pki.Credentials
+	dialer     func(context.Context, string) (net.Conn, error)
 }
 
 // WithTLS makes every connection mutual TLS with the job's credentials (pki): a server
@@ -47,6 +48,12 @@ func WithTLS(c *pki.Credentials) Option {
 }
 
 // WithMaxMessage makes n bytes (at least 1) the largest message the server receives and sends,
+// WithDialer makes Dial connect with d instead of the default dialer (a client that may dial
+// only some addresses).
+func WithDialer(d func(ctx context.Context, addr string) (net.Conn, error)) Option {
+	return func(s *settings) { s.dialer = d }
+}
+
 // or the client sends and receives, instead of MaxMessage.
 func WithMaxMessage(n int) Option {
 	return func(s *settings) {
@@ -173,12 +180,16 @@ func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 	if set.tls != nil {
 		creds = credentials.NewTLS(set.tls.ClientConfig())
 	}
-	conn, err := grpc.NewClient("passthrough:///"+addr,
+	dopts := []grpc.DialOption{
 		grpc.WithConnectParams(redial),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.maxMessage), grpc.MaxCallSendMsgSize(set.maxMessage)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if set.dialer != nil {
+		dopts = append(dopts, grpc.WithContextDialer(set.dialer))
+	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

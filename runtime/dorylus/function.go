@@ -24,6 +24,7 @@ type functionOptions struct {
 	faults     function.Faults
 	tokenFile  string // the bearer token HTTP calls must carry
 	credsDir   string // the job's credentials: HTTPS with the function certificate
+	networks   string // what the pull data path may dial
 	insecure   bool
 }
 
@@ -47,7 +48,9 @@ function fetches over mutual TLS with a certificate of the job's CA, which every
 names: the --credentials-dir function certificate when it is of that CA, else one the job's
 graph server signs for a key the function makes and keeps in memory (it answers the first
 descriptor of a job with its public key, and the graph server sends the call again with the
-certificate), so one function serves any job and no request carries a private key. --insecure,
+certificate), so one function serves any job and no request carries a private key. It dials only what
+--pull-networks allows (by default any address but loopback, link-local, unspecified and
+multicast ones). --insecure,
 for debugging only, serves HTTP without a token when no --token-file is given and pulls in
 plaintext for descriptors without a CA (a job run with --insecure). The --fault flags inject failures for tests.`,
 		Example: `  dorylus function --listen 127.0.0.1:8443 --token-file /var/run/secrets/dorylus/job/token --credentials-dir /var/run/secrets/dorylus/job
@@ -68,6 +71,7 @@ plaintext for descriptors without a CA (a job run with --insecure). The --fault 
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for the calls in flight")
 	f.StringVar(&o.tokenFile, "token-file", os.Getenv(jobconfig.EnvTokenFile), "HTTP: file of the bearer token every call must carry (default $"+jobconfig.EnvTokenFile+")")
 	f.StringVar(&o.credsDir, "credentials-dir", "", "HTTP: folder of the job's "+pki.CAFile+", "+pki.FunctionCertFile+" and "+pki.FunctionKeyFile+" (a mounted credentials Secret): serve HTTPS with that certificate, and pull with it for that CA's jobs")
+	f.StringVar(&o.networks, "pull-networks", os.Getenv(function.EnvPullNetworks), "pull data path: comma-separated CIDR prefixes of the only addresses to fetch from, e.g. the cluster's pod network (default $"+function.EnvPullNetworks+"; empty: any but loopback, link-local, unspecified and multicast addresses)")
 	f.BoolVar(&o.insecure, "insecure", false, "debugging only: serve HTTP without a token where --token-file is not given, and pull in plaintext for descriptors without a CA certificate")
 	f.IntVar(&o.faults.Every, "fault-every", 0, "inject a fault into every Nth call (0: none)")
 	f.StringVar(&o.faults.Mode, "fault", function.FaultDelay, "fault to inject: delay, error, hang or exit")
@@ -83,6 +87,11 @@ func runFunction(ctx context.Context, o functionOptions, stderr io.Writer) error
 	if o.insecure {
 		h.AllowPlaintextPull()
 	}
+	nets, err := function.ParseNetworks(o.networks)
+	if err != nil {
+		return fmt.Errorf("--pull-networks: %w", err)
+	}
+	h.AllowPullNetworks(nets)
 	var creds *pki.Reloader
 	if o.credsDir != "" {
 		if creds, err = pki.NewFunctionReloader(o.credsDir); err != nil {

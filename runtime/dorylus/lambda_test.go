@@ -153,10 +153,10 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		// any request over 2 KiB: only descriptors pass, each emulator's function has the
 		// graph server certify a key it made (one more call each), and the functions fetch
 		// inputs and weights from the servers' advertised addresses over mutual TLS with it
-		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048")), false},
-		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit")), true},
+		{"lambda-pull", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", remotetest.PullLoopback)), false},
+		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit", remotetest.PullLoopback)), true},
 		{"knative-pull", pullMode(func(t *testing.T) backends.Options {
-			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds, "--max-request-bytes", "2048", "--token-file", token)
+			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds, "--max-request-bytes", "2048", "--token-file", token, remotetest.PullLoopback)
 			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: token}
 		}), false},
 	} {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ func FuzzHandler(f *testing.F) {
 		f.Fatal(err)
 	}
 	h.AllowPlaintextPull()
+	h.AllowPullNetworks([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}) // the test's servers
 	srv := httptest.NewServer(function.HTTPHandler(h, func() bool { return true }))
 	f.Cleanup(srv.Close)
 	client := &http.Client{Timeout: 10 * time.Second}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type fetcher struct {
 	conns     map[string]*fetchConn                  // by address
 	plaintext bool                                   // a descriptor without a CA is fetched in plaintext
 	mounted   *pki.Reloader                          // the function certificate of a mounted Secret (nil: none)
+	networks  []netip.Prefix                         // what it may dial (AllowPullNetworks)
 	key       *ecdsa.PrivateKey                      // made at the first descriptor it has no certificate for
 	pub       []byte                                 // key's public key, PKIX DER
 	certified map[[sha256.Size]byte]*pki.Credentials // chains for key, by the CA's digest
@@ -124,7 +126,7 @@ func (f *fetcher) conn(addr string, creds *pki.Credentials) (*grpc.ClientConn, e
 		c.used = time.Now()
 		return c.conn, nil
 	}
-	conn, err := rpc.Dial(addr, rpc.WithTLS(creds))
+	conn, err := rpc.Dial(addr, rpc.WithTLS(creds), rpc.WithDialer(dialer(f.networks)))
 	if err != nil {
 		return nil, &Error{remote.ErrorTypeFailed, err}
 	}
@@ -154,6 +156,11 @@ func (f *fetcher) conn(addr string, creds *pki.Credentials) (*grpc.ClientConn, e
 func (f *fetcher) connsFor(d *dispatch.Descriptor) (gs, ps *grpc.ClientConn, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for _, a := range []string{d.Source, d.WeightSource} {
+		if err := refuseAddr(f.networks, a); a != "" && err != nil {
+			return nil, nil, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v", dispatch.ErrRequest, err)}
+		}
+	}
 	creds, err := f.identity(d)
 	if err != nil {
 		return nil, nil, err

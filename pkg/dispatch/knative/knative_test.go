@@ -63,7 +63,7 @@ func TestHTTPFunction(t *testing.T) {
 // dispatch.Execute's bit for bit. Under a result limit AV_0 is cut into row ranges, each call
 // fetching its own rows.
 func TestHTTPFunctionPull(t *testing.T) {
-	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512", "--insecure") // a plaintext task source
+	url, _ := remotetest.HTTPFunction(t, dorylus, "--max-request-bytes", "512", "--insecure", remotetest.PullLoopback) // a plaintext task source
 	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, nil)
 	b := newBackend(t, []string{url}, remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
@@ -104,7 +104,7 @@ func TestHTTPFunctionPullTLS(t *testing.T) {
 		certifications int64
 	}{{"mounted", remotetest.CredentialsDir(t), 0}, {"certified", otherDir, 1}} {
 		t.Run(c.name, func(t *testing.T) {
-			url, _ := remotetest.HTTPFunctionOf(t, dorylus, c.creds, "--max-request-bytes", "2048")
+			url, _ := remotetest.HTTPFunctionOf(t, dorylus, c.creds, "--max-request-bytes", "2048", remotetest.PullLoopback)
 			// the other job's function serves that job's certificate: trust it to reach it
 			tls := remotetest.ClientTLS(t)
 			if c.certifications > 0 {

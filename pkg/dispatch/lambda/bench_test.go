@@ -28,7 +28,7 @@ const benchConcurrency = 4
 // flight, reporting tasks per second. The -pull variants send descriptors: the function
 // fetches the inputs from a loopback task source and the weights from a parameter server.
 func BenchmarkBackends(b *testing.B) {
-	url, _ := remotetest.HTTPFunction(b, dorylus, "--insecure") // plaintext task source and parameter server
+	url, _ := remotetest.HTTPFunction(b, dorylus, "--insecure", remotetest.PullLoopback) // plaintext task source and parameter server
 	eps := emulators(b, benchConcurrency, nil, "--insecure")
 	fixed := remote.Options{MaxConcurrency: benchConcurrency, Fixed: true, StragglerFactor: -1}
 	cpuB, err := cpu.New(cpu.Options{Workers: benchConcurrency})

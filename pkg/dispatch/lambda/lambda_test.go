@@ -93,7 +93,7 @@ func TestEmulatorGAT(t *testing.T) {
 func TestEmulatorPull(t *testing.T) {
 	store, reqs := pulltest.Source(t, remotetest.Tasks(7, 60, 50, 16), nil, nil)
 	// --insecure: the task source and parameter server are plaintext
-	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512", "--insecure"), remote.Options{Pull: store})
+	b := newBackend(t, emulators(t, 2, nil, "--max-request-bytes", "512", "--insecure", remotetest.PullLoopback), remote.Options{Pull: store})
 	remotetest.RunTasks(t, b, reqs, 2)
 	remotetest.RunTasks(t, b, remotetest.GATTasks(9, 40, 30, 8), 1)
 	if u := b.Usage(); u.Tasks != 18 || u.Failures != 0 {
@@ -126,7 +126,7 @@ func TestEmulatorPullTLS(t *testing.T) {
 	}
 	job, own := issue()
 	_, other := issue()
-	endpoints := emulators(t, 1, nil, "--max-request-bytes", "2048")
+	endpoints := emulators(t, 1, nil, "--max-request-bytes", "2048", remotetest.PullLoopback)
 	tasks := remotetest.Tasks(7, 60, 50, 16)
 	store, reqs := pulltest.Source(t, tasks, job, own)
 	b := newBackend(t, endpoints, remote.Options{Pull: store})

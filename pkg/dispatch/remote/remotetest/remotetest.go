@@ -141,6 +141,10 @@ func waitHTTP(t testing.TB, p *Process, client *http.Client, method, url string)
 	t.Fatalf("%s not answering after 30 s:\n%s", url, tail(p.Output(), 3000))
 }
 
+// PullLoopback is the flag of `dorylus function` that lets the pull data path fetch from the
+// tests' task sources and parameter servers, on loopback, which it refuses by default.
+const PullLoopback = "--pull-networks=127.0.0.0/8"
+
 // Token is the bearer token HTTPFunction's functions require (knative.Options.Token).
 const Token = "remotetest-token"
 
