@@ -153,7 +153,8 @@ func TestServersRefuseOutsiders(t *testing.T) {
 }
 
 // TestFunctionNeedsItsCredentials: `dorylus function` refuses to serve HTTP without a token
-// unless told --insecure, and names a bad --token-file.
+// unless told --insecure, and names a bad --token-file, a --credentials-dir without the
+// function's files and a bad --pull-networks.
 func TestFunctionNeedsItsCredentials(t *testing.T) {
 	t.Setenv(jobconfig.EnvTokenFile, "")
 	empty := filepath.Join(t.TempDir(), "token")
@@ -166,6 +167,8 @@ func TestFunctionNeedsItsCredentials(t *testing.T) {
 	}{
 		{nil, "--token-file (or $DORYLUS_TOKEN_FILE) is required to serve HTTP; --insecure serves without authentication"},
 		{[]string{"--token-file", empty}, "--token-file: load token: " + empty + " is empty"},
+		{[]string{"--token-file", empty, "--credentials-dir", filepath.Dir(empty)}, "--credentials-dir: load TLS credentials: stat " + filepath.Join(filepath.Dir(empty), "ca.crt")},
+		{[]string{"--pull-networks", "10.0.0.0/8,10.1/16"}, `--pull-networks: network "10.1/16": want a CIDR prefix`},
 	} {
 		_, _, err := run(t, append([]string{"function", "--listen", "127.0.0.1:0"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
