@@ -81,10 +81,11 @@ func TestArm64TrainsCora(t *testing.T) {
 	}
 	train := func(arch string, argv ...string) report {
 		cmd := exec.Command(argv[0], append(argv[1:], "train", "--dataset", "cora", "--output", "json")...)
-		cmd.Stderr = os.Stderr
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%s: %v", arch, err)
+			t.Fatalf("%s: %v\n%s", arch, err, stderr.Bytes())
 		}
 		var r report
 		if err := json.Unmarshal(out, &r); err != nil {
