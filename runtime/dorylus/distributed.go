@@ -15,6 +15,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -46,6 +47,7 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, graphServersOnly+": how long a server may fail its health checks before the run fails naming it")
 	f.Float64Var(&d.target, "target-accuracy", 0, graphServersOnly+": stop once the validation accuracy reaches this fraction")
 	f.BoolVar(&d.insecure, "insecure", false, graphServersOnly+", debugging only: plaintext gRPC between the servers instead of mutual TLS with a CA made for the run")
+	f.StringVar(&d.tlsDir, "credentials-dir", "", graphServersOnly+": the run's credentials from this folder (`dorylus credentials DIR`) instead of a CA made for the run, so that an HTTPS function started before it (`dorylus function --credentials-dir DIR`) serves the run's certificate")
 	d.backend.AddFlags(f)
 	return d
 }
@@ -78,6 +80,14 @@ func (d *distOptions) validate(f *pflag.FlagSet) error {
 			return fmt.Errorf("%s %s --graph-servers: the run in one process is synchronous and has no servers, intervals or backend to set", strings.Join(set, ", "), verb)
 		}
 		return nil
+	}
+	if d.tlsDir != "" {
+		if d.insecure {
+			return errors.New("--credentials-dir with --insecure: an insecure run uses no credentials")
+		}
+		if _, err := pki.Load(d.tlsDir); err != nil {
+			return fmt.Errorf("--credentials-dir: %w", err)
+		}
 	}
 	return errors.Join(lim.ParameterServers.Check("--param-servers", d.paramServers),
 		lim.Intervals.Check("--intervals", d.intervals),

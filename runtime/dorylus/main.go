@@ -46,6 +46,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCommand(), newPrepareCommand(), newPartitionCommand(), newGraphServerCommand(), newParamServerCommand(), newFunctionCommand(), newPredictCommand(), newPlanCommand())
+	root.AddCommand(newTrainCommand(), newPrepareCommand(), newPartitionCommand(), newGraphServerCommand(), newParamServerCommand(), newFunctionCommand(), newCredentialsCommand(), newPredictCommand(), newPlanCommand())
 	return root
 }

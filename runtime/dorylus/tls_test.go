@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/internal/loopback"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -187,6 +191,59 @@ func TestCommandArgs(t *testing.T) {
 	} {
 		if got := commandArgs(c.argv); !slices.Equal(got, c.want) {
 			t.Errorf("commandArgs(%q) = %q, want %q", c.argv, got, c.want)
+		}
+	}
+}
+
+// TestTrainOnGivenCredentials issues credentials with `dorylus credentials`, starts an HTTPS
+// function on them before the run, and trains Cora through it with `dorylus train
+// --credentials-dir`: the graph servers verify the function against the folder's CA, and the
+// function counts the run's calls. A folder that holds credentials is not issued into again,
+// and --credentials-dir refuses a folder without them and --insecure.
+func TestTrainOnGivenCredentials(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, logs, err := run(t, "credentials", dir); err != nil {
+		t.Fatalf("credentials: %v\n%s", err, logs)
+	}
+	if _, _, err := run(t, "credentials", dir); err == nil || !strings.Contains(err.Error(), "already holds credentials") {
+		t.Errorf("credentials into a folder that holds them: %v", err)
+	}
+	token := filepath.Join(dir, pki.TokenFile)
+	url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, dir, "--token-file", token)
+	rep := runCLI(t, "train", "--graph-servers", "2", "--epochs", "3", "--intervals", "2", "--output", "json", "--eval-every", "3",
+		"--backend", "knative", "--knative-urls", url, "--knative-token-file", token, "--credentials-dir", dir)
+	if rep.Epochs != 3 || rep.TestAccuracy <= 0 {
+		t.Errorf("report: %d epochs, test accuracy %g", rep.Epochs, rep.TestAccuracy)
+	}
+	creds, err := pki.LoadFunction(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := pki.LoadToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url+"metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: creds.FunctionClientConfig()}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := regexp.MustCompile(`(?m)^dorylus_function_calls_total (\d+)$`).FindSubmatch(metrics); m == nil || string(m[1]) == "0" {
+		t.Errorf("the function served no call of the run: %q", m)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--credentials-dir", t.TempDir()}, "--credentials-dir: load TLS credentials"},
+		{[]string{"--credentials-dir", dir, "--insecure"}, "--credentials-dir with --insecure"},
+	} {
+		_, _, err := run(t, append([]string{"train", "--graph-servers", "2"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("train %q: %v, want %q", c.args, err, c.want)
 		}
 	}
 }
