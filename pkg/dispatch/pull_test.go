@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote/remotetest"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
@@ -94,14 +95,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 // certificates returns the CA certificate of a new job's credentials and a certificate chain
 // its function issuer signed for a new key.
 func certificates(t testing.TB) (ca, chain []byte) {
-	b, err := pki.Issue("ns/job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := b.Issuer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, is := remotetest.NewJob(t)
 	_, pub, err := pki.NewFunctionKey()
 	if err != nil {
 		t.Fatal(err)

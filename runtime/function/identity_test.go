@@ -26,18 +26,8 @@ func TestPullCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.AllowPullNetworks([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
-	issuer := func() *pki.Issuer {
-		b, err := pki.Issue("ns/job")
-		if err != nil {
-			t.Fatal(err)
-		}
-		is, err := b.Issuer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return is
-	}
-	job, other := issuer(), issuer()
+	_, _, job := remotetest.NewJob(t)
+	_, _, other := remotetest.NewJob(t)
 	req := remotetest.Tasks(1, 4, 6, 3)[0]
 	d := dispatch.Descriptor{Task: 1, Hi: req.NumRows(), Source: "127.0.0.1:1", CA: job.CA()}
 	call := func(chain []byte) error {

@@ -109,23 +109,8 @@ func TestEmulatorPull(t *testing.T) {
 // another job's issuer gets the function certified by that job, whose CA the servers' do not
 // chain to; a store without one (a plaintext job) is refused at once.
 func TestEmulatorPullTLS(t *testing.T) {
-	issue := func() (*pki.Credentials, *pki.Issuer) {
-		b, err := pki.Issue("ns/job")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := b.Credentials()
-		if err != nil {
-			t.Fatal(err)
-		}
-		is, err := b.Issuer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, is
-	}
-	job, own := issue()
-	_, other := issue()
+	_, job, own := remotetest.NewJob(t)
+	_, _, other := remotetest.NewJob(t)
 	endpoints := emulators(t, 1, nil, "--max-request-bytes", "2048", remotetest.PullLoopback)
 	tasks := remotetest.Tasks(7, 60, 50, 16)
 	store, reqs := pulltest.Source(t, tasks, job, own)

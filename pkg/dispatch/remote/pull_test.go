@@ -61,14 +61,7 @@ func TestStoreInputs(t *testing.T) {
 // for that key, which verifies for client use, and no PEM block, PKCS #8 key or private
 // scalar of any key of the job's credentials or of the function.
 func TestDescriptorHoldsNoKey(t *testing.T) {
-	b, err := pki.Issue("ns/job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := b.Issuer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _, is := remotetest.NewJob(t)
 	st, err := NewStore("127.0.0.1:7000", is)
 	if err != nil {
 		t.Fatal(err)

@@ -162,6 +162,24 @@ func TokenFile(t testing.TB) string {
 // binary.
 var bundle = sync.OnceValues(func() (*pki.Bundle, error) { return pki.Issue("remotetest") })
 
+// NewJob issues a new job's credentials and returns them, parsed, and their function issuer.
+func NewJob(t testing.TB) (*pki.Bundle, *pki.Credentials, *pki.Issuer) {
+	t.Helper()
+	b, err := pki.Issue("ns/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := b.Issuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, c, is
+}
+
 // Bundle returns the job credentials of HTTPFunction's functions.
 func Bundle(t testing.TB) *pki.Bundle {
 	t.Helper()
