@@ -59,7 +59,7 @@ func TestPodTemplatesReachThePods(t *testing.T) {
 		ownLabels map[string]string
 		ownEnv    int
 	}{
-		{"graph servers", sts.Spec.Template, gs, map[string]string{LabelJobName: "tmpl", LabelRole: RoleGraphServer}, 5},
+		{"graph servers", sts.Spec.Template, gs, map[string]string{LabelJobName: "tmpl", LabelRole: RoleGraphServer}, 6},
 		{"parameter servers", dep.Spec.Template, ps, map[string]string{LabelJobName: "tmpl", LabelRole: RoleParamServer, LabelShard: "0"}, 4},
 		{"knative function", fnPod, fn, map[string]string{LabelJobName: "tmpl", LabelRole: RoleFunction}, 0},
 	} {

@@ -60,7 +60,7 @@ var invalidManifests = []struct {
 	{"pvc path escapes", []edit{set("spec.dataset", obj{"pvc": obj{"claimName": "graphs", "path": "a/../../etc"}})}, "spec.dataset.pvc.path", "must not contain '..'"},
 	{"ftp dataset url", []edit{set("spec.dataset", obj{"http": obj{"url": "ftp://example.org/cora.tgz"}})}, "spec.dataset.http.url", "should match"},
 	{"bad sha256", []edit{set("spec.dataset", obj{"http": obj{"url": "https://example.org/c.tgz", "sha256": "xyz"}})}, "spec.dataset.http.sha256", "should match"},
-	{"unknown architecture", []edit{set("spec.model.architecture", "GraphSAGE")}, "spec.model.architecture", "Unsupported value"},
+	{"unknown architecture", []edit{set("spec.model.architecture", "MLP")}, "spec.model.architecture", "Unsupported value"},
 	{"zero layers", []edit{set("spec.model.layers", int64(0))}, "spec.model.layers", "greater than or equal to 1"},
 	{"too many layers", []edit{set("spec.model.layers", int64(17))}, "spec.model.layers", "less than or equal to 16"},
 	{"dropout of one", []edit{set("spec.model.dropout", "1.0")}, "spec.model.dropout", "must be in [0, 1)"},
