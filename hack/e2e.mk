@@ -33,9 +33,9 @@ image: ## Write the runtime image (operator, dorylus, builtin datasets; non-root
 
 # The image's arm64 half, tested on this amd64 machine under Debian's qemu-aarch64-static (user
 # emulation, run explicitly: no binfmt_misc handler needed): pkg/tensor's tests, -short (its
-# kernels are portable Go on arm64; emulated on 2 busy cores, load 30, the whole suite took 568 s
-# and -short 337, natively 26 s), and Cora trained by the image's arm64 dorylus to the accuracy
-# of its amd64 one within a point (hack/image's TestArm64TrainsCora, about 40 s).
+# kernels are portable Go on arm64; emulated, -short takes 29 s on 2 quiet cores, the whole suite
+# 568 s on busy ones), and Cora trained by the image's arm64 dorylus to the accuracy of its amd64
+# one within a point (hack/image's TestArm64TrainsCora, 15 s).
 .PHONY: test-arm64
 test-arm64: image ## Test the image's linux/arm64 half under qemu-aarch64-static: pkg/tensor's tests; Cora trains to amd64's accuracy within a point
 	GOARCH=arm64 $(GO) test -short -exec qemu-aarch64-static ./pkg/tensor/...
