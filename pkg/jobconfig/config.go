@@ -263,6 +263,11 @@ type Training struct {
 	// Intervals per graph server; 0 means as many as the backend's
 	// concurrency.
 	Intervals int `json:"intervals,omitempty"`
+	// UpdateEvery is the asynchronous pipeline's update granularity: how many
+	// of a graph server's intervals sum their gradients into one weight
+	// update; on the wire as "updateEvery", absent for the default, one
+	// update per server per epoch.
+	UpdateEvery UpdateEvery `json:"-"`
 	// Seed seeds initialisation and dropout.
 	Seed int64 `json:"seed"`
 }

@@ -42,6 +42,9 @@ var Limits = struct {
 	// Intervals: spec.training.intervals, --intervals, training.intervals (0: the backend's
 	// concurrency).
 	Intervals Range
+	// UpdateEvery: the number of intervals of spec.training.updateEvery, --update-every and
+	// training.updateEvery (UpdateEvery; "epoch" and "interval" besides).
+	UpdateEvery Range
 	// GraphServers: spec.graphServers.replicas, --graph-servers (0: one process),
 	// graphServers.replicas.
 	GraphServers Range
@@ -72,6 +75,7 @@ var Limits = struct {
 	Epochs:             Range{1, 1_000_000},
 	Staleness:          Range{0, MaxStaleness},
 	Intervals:          Range{1, 65536},
+	UpdateEvery:        Range{1, 65536},
 	GraphServers:       Range{1, 256},
 	ParameterServers:   Range{1, 32},
 	Workers:            Range{1, 1024},

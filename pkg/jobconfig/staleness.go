@@ -133,22 +133,29 @@ func (s *Staleness) UnmarshalJSON(data []byte) error {
 }
 
 // trainingJSON is Training on the wire: the staleness as the two fields "sync" and
-// "staleness", as the operator has always written them.
+// "staleness", as the operator has always written them, and the update granularity in its
+// text form, absent for the default.
 type trainingJSON struct {
 	*trainingFields
-	Sync      bool `json:"sync"`
-	Staleness int  `json:"staleness"`
+	Sync        bool   `json:"sync"`
+	Staleness   int    `json:"staleness"`
+	UpdateEvery string `json:"updateEvery,omitempty"`
 }
 
 type trainingFields Training
 
 // MarshalJSON writes the staleness as "sync" and "staleness".
 func (t Training) MarshalJSON() ([]byte, error) {
-	return json.Marshal(trainingJSON{trainingFields: (*trainingFields)(&t), Sync: t.Staleness.sync, Staleness: t.Staleness.bound})
+	w := trainingJSON{trainingFields: (*trainingFields)(&t), Sync: t.Staleness.sync, Staleness: t.Staleness.bound}
+	if t.UpdateEvery != (UpdateEvery{}) {
+		w.UpdateEvery = t.UpdateEvery.String()
+	}
+	return json.Marshal(w)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes, refusing unknown fields as Parse does, and a
-// staleness StalenessOf refuses as ErrInvalid naming training.staleness.
+// staleness StalenessOf refuses, or an update granularity ParseUpdateEvery refuses, as
+// ErrInvalid naming training.staleness or training.updateEvery.
 func (t *Training) UnmarshalJSON(data []byte) error {
 	w := trainingJSON{trainingFields: (*trainingFields)(t)}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -161,5 +168,11 @@ func (t *Training) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("%w: training.staleness %v", ErrInvalid, err)
 	}
 	t.Staleness = st
+	t.UpdateEvery = UpdateEvery{}
+	if w.UpdateEvery != "" {
+		if t.UpdateEvery, err = ParseUpdateEvery(w.UpdateEvery); err != nil {
+			return fmt.Errorf("%w: training.updateEvery %v", ErrInvalid, err)
+		}
+	}
 	return nil
 }

@@ -910,7 +910,7 @@ type InitRequest struct {
 	// sync and staleness are the run's jobconfig.Staleness (jobconfig.StalenessOf reads them):
 	// synchronous training, staleness 0; or the bound S of the asynchronous pipeline.
 	Sync          bool   `protobuf:"varint,6,opt,name=sync,proto3" json:"sync,omitempty"`
-	Contributions uint32 `protobuf:"varint,7,opt,name=contributions,proto3" json:"contributions,omitempty"` // gradients per epoch: intervals of all graph servers
+	Contributions uint32 `protobuf:"varint,7,opt,name=contributions,proto3" json:"contributions,omitempty"` // pushes per epoch of all graph servers: their intervals, or their updates (asynchronous)
 	GraphServers  uint32 `protobuf:"varint,8,opt,name=graph_servers,json=graphServers,proto3" json:"graph_servers,omitempty"`
 	Run           string `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
 	// GAT, when heads > 0: dims are then input, heads·hidden…, classes, and the shard holds the

@@ -28,6 +28,7 @@ type distOptions struct {
 	graphServers, paramServers int
 	staleness                  jobconfig.Staleness
 	intervals                  int
+	updateEvery                jobconfig.UpdateEvery
 	deadAfter                  time.Duration
 	target                     float64
 	backend                    backends.Options
@@ -42,6 +43,7 @@ func addDistributedFlags(f *pflag.FlagSet) *distOptions {
 	f.IntVar(&d.paramServers, "param-servers", 1, graphServersOnly+": parameter-server processes (weights sharded by layer)")
 	f.Var(&d.staleness, "staleness", graphServersOnly+": sync, or the staleness bound S ≥ 0 of the asynchronous pipeline")
 	f.IntVar(&d.intervals, "intervals", 4, graphServersOnly+": intervals per graph server")
+	f.Var(&d.updateEvery, "update-every", graphServersOnly+", asynchronous: how many of a graph server's intervals sum their weight gradients into one update: epoch (all), interval (each its own, as the original Dorylus) or a number")
 	f.IntVar(&d.backend.Workers, "workers", 0, graphServersOnly+": concurrent tensor tasks per graph server (0: one per interval and epoch in flight)")
 	f.DurationVar(&d.backend.Latency, "inject-latency", 0, graphServersOnly+": latency added to every tensor task")
 	f.DurationVar(&d.deadAfter, "dead-after", rpc.DefaultDeadAfter, graphServersOnly+": how long a server may fail its health checks before the run fails naming it")
@@ -80,6 +82,9 @@ func (d *distOptions) validate(f *pflag.FlagSet) error {
 			return fmt.Errorf("%s %s --graph-servers: the run in one process is synchronous and has no servers, intervals or backend to set", strings.Join(set, ", "), verb)
 		}
 		return nil
+	}
+	if f.Changed("update-every") && d.staleness.Sync() {
+		return fmt.Errorf("--update-every %v needs an asynchronous --staleness: synchronous training makes one update per epoch of every interval's gradients", d.updateEvery)
 	}
 	if d.tlsDir != "" {
 		if d.insecure {

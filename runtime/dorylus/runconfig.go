@@ -21,7 +21,7 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64) (*jobc
 		Model: jobconfig.Model{Layers: o.layers, Hidden: o.hidden,
 			Dropout: o.dropout},
 		Training: jobconfig.Training{Epochs: o.epochs, LearningRate: o.lr, WeightDecay: o.weightDecay,
-			TargetAccuracy: d.target, Staleness: d.staleness, Intervals: d.intervals, Seed: int64(seed),
+			TargetAccuracy: d.target, Staleness: d.staleness, Intervals: d.intervals, UpdateEvery: d.updateEvery, Seed: int64(seed),
 			EvalEvery: o.evalEvery, Patience: o.patience},
 		GraphServers: jobconfig.GraphServers{Replicas: d.graphServers, DeadAfter: jobconfig.Duration(d.deadAfter)},
 		Backend:      d.backend.ToConfig(d.intervals, cmp.Or(o.cost.lambdaMemoryMB, defaultLambdaMemoryMB)),

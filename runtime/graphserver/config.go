@@ -51,7 +51,12 @@ type Config struct {
 	// DrainEvery, in asynchronous mode, drains the pipeline every this many epochs
 	// (pipeline.Config.DrainEvery): the epoch boundaries where the parameter servers take their
 	// checkpoints. 0 never drains.
-	DrainEvery     int
+	DrainEvery int
+	// UpdateEvery, in asynchronous mode, is how many of the server's intervals sum their
+	// gradients of an epoch into one push to the parameter servers (its zero value: all of
+	// them, one update per server per epoch). Synchronous mode pushes every interval's, which
+	// the parameter servers sum in a fixed order.
+	UpdateEvery    jobconfig.UpdateEvery
 	TargetAccuracy float64 // stop once the validation accuracy reaches it (0: never)
 	EvalEvery      int     // evaluate every this many epochs, and after the last
 	// Patience > 0 selects by validation as the GAT paper does (model.BestValidation, with
@@ -185,6 +190,22 @@ func Slots(st jobconfig.Staleness, heads int) int {
 }
 
 func (c *Config) slots() int { return Slots(c.Staleness, c.Heads) }
+
+// updateSize returns how many of the server's intervals one push sums.
+func (c *Config) updateSize() int {
+	if c.Staleness.Sync() {
+		return 1
+	}
+	return c.UpdateEvery.Size(c.Intervals)
+}
+
+// contributions returns the pushes the parameter servers count an epoch, of all graph servers.
+func (c *Config) contributions() int {
+	if c.Staleness.Sync() {
+		return c.Partitions * c.Intervals
+	}
+	return c.Partitions * c.UpdateEvery.PerEpoch(c.Intervals)
+}
 
 // guardsSlots reports whether a run keeps its rows in two slots under a slotGuard: an
 // asynchronous GCN.

@@ -23,7 +23,7 @@ func FromRunConfig(c *jobconfig.RunConfig, partition int) (Config, error) {
 		Peers: peers, ParamServers: c.ParameterServers.Shards, Run: c.Job.Namespace + "/" + c.Job.Name + "/" + c.Job.UID,
 		Layers: c.Model.Layers, Hidden: c.Model.Hidden, Dropout: c.Model.Dropout, AttentionDropout: c.Model.Dropout,
 		LearningRate: c.Training.LearningRate, WeightDecay: c.Training.WeightDecay,
-		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Staleness: c.Training.Staleness,
+		Epochs: c.Training.Epochs, Seed: uint64(c.Training.Seed), Staleness: c.Training.Staleness, UpdateEvery: c.Training.UpdateEvery,
 		TargetAccuracy: c.Training.TargetAccuracy, EvalEvery: max(c.Training.EvalEvery, 1), Patience: c.Training.Patience,
 		DeadAfter: time.Duration(c.GraphServers.DeadAfter),
 	}

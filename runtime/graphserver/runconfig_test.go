@@ -48,6 +48,8 @@ func TestFromRunConfig(t *testing.T) {
 		{"as written", 1, func(*jobconfig.RunConfig) {}, func(*Config) {}},
 		{"sync", 1, func(r *jobconfig.RunConfig) { r.Training.Staleness = jobconfig.Sync },
 			func(c *Config) { c.Staleness = jobconfig.Sync }},
+		{"update every 2 intervals", 1, func(r *jobconfig.RunConfig) { r.Training.UpdateEvery = jobconfig.UpdateIntervals(2) },
+			func(c *Config) { c.UpdateEvery = jobconfig.UpdateIntervals(2) }},
 		{"gat", 1, func(r *jobconfig.RunConfig) { r.Model.Architecture, r.Model.Heads = jobconfig.ArchitectureGAT, 8 },
 			func(c *Config) { c.Heads, c.OutHeads = 8, 1 }},
 		{"patience", 1, func(r *jobconfig.RunConfig) { r.Training.Patience, r.Training.EvalEvery = 10, 0 },

@@ -103,7 +103,8 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	}
 	s.weights.shards = s.shards
 	s.tasks = &runner{lay: s.lay, model: s.model, peers: s.peers, shards: s.shards, keep: s.keep,
-		pushed: func(i, v, ck int) { s.post(shardMoved{i, v, ck}) }}
+		updates: newUpdates(cfg.updateSize(), cfg.Intervals, s.shape.params),
+		pushed:  func(i, v, ck int) { s.post(shardMoved{i, v, ck}) }}
 	s.eval = newEvaluator(s.lay, s.model, s.peers, s.weights)
 	s.loop = newLoop(&s.cfg, s.pipeline(), part.Totals, s.keep, s.weights, s.shards, s.measure)
 	s.reports = newReports(&s.cfg, s.metrics)
@@ -154,7 +155,7 @@ func (s *server) connect(ctx context.Context) error {
 		return nil // inference: no parameter servers
 	}
 	req := &rpc.InitRequest{GraphServer: uint32(c.Partition), Seed: c.Seed, LearningRate: float32(c.LearningRate),
-		WeightDecay: float32(c.WeightDecay), Sync: c.Staleness.Sync(), Staleness: uint32(c.Staleness.Bound()), Contributions: uint32(c.Partitions * c.Intervals),
+		WeightDecay: float32(c.WeightDecay), Sync: c.Staleness.Sync(), Staleness: uint32(c.Staleness.Bound()), Contributions: uint32(c.contributions()),
 		GraphServers: uint32(c.Partitions), Run: c.Run, Dims: s.shape.initDims, Heads: s.shape.heads, OutHeads: s.shape.outHeads, Sage: s.shape.sage}
 	if err := s.shards.init(ctx, req, len(s.shape.params), c.Startup); err != nil {
 		return err

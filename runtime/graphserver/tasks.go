@@ -16,6 +16,9 @@ type runner struct {
 	peers  *peers
 	shards *shards
 	keep   *keeper
+	// updates sums the gradients of groups of intervals into one push (nil: each interval
+	// pushes its own)
+	updates *updates
 	// pushed receives a shard's new version and newest checkpoint after WU.
 	pushed func(shard, version, checkpoint int)
 }
@@ -33,7 +36,7 @@ func (r *runner) run(ctx context.Context, st pipeline.Started) (loss float64, se
 			sent, err = r.scatterGradients(ctx, t, iv)
 		}
 	case pipeline.KindWU:
-		err = r.shards.push(ctx, t, st.Weights, r.keep.load(), func(l int) *tensor.Dense { return r.model.gradient(t, l) }, r.pushed)
+		err = r.update(ctx, st)
 	default:
 		if loss, err = r.model.run(ctx, st); err != nil {
 			break
@@ -43,6 +46,24 @@ func (r *runner) run(ctx context.Context, st pipeline.Started) (loss float64, se
 		}
 	}
 	return loss, sent, err
+}
+
+// update is WU: it pushes the interval's gradients, or adds them to its group's sum of the
+// epoch and, the group's last, pushes that (at the version this interval's epoch pinned; an
+// asynchronous parameter server applies a push to its newest weights whatever it was computed
+// at).
+func (r *runner) update(ctx context.Context, st pipeline.Started) error {
+	t := st.Task
+	grad := func(l int) *tensor.Dense { return r.model.gradient(t, l) }
+	if r.updates != nil {
+		sum := r.updates.add(t, grad)
+		if sum == nil {
+			return nil
+		}
+		defer r.updates.release(sum)
+		grad = func(l int) *tensor.Dense { return sum[l] }
+	}
+	return r.shards.push(ctx, t, st.Weights, r.keep.load(), grad, r.pushed)
 }
 
 // scatter is SC_l: it sends the interval's P_l rows each peer holds as ghosts (a GAT's: each

@@ -158,18 +158,22 @@ func sageConfig(epochs int) graphserver.Config {
 	return c
 }
 
-// TestAsyncLearns trains a GCN with S = 0 and S = 1, and a GAT and a 3-layer GraphSAGE network
-// with S = 1, for a few epochs (the asynchronous paths, short enough for the race detector):
+// TestAsyncLearns trains a GCN with S = 0 and S = 1 (with an update per graph server per epoch,
+// the default, and per interval), and a GAT and a 3-layer GraphSAGE network with S = 1, for a
+// few epochs (the asynchronous paths, short enough for the race detector):
 // every epoch is reported with a finite loss, the loss falls, and the result is the last epoch's.
 func TestAsyncLearns(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		cfg  graphserver.Config
-		s    int
-	}{{"gcn-S0", gcnConfig(12), 0}, {"gcn-S1", gcnConfig(12), 1}, {"gat-S1", gatConfig(8), 1}, {"sage-S1", sageConfig(12), 1}} {
+		name  string
+		cfg   graphserver.Config
+		s     int
+		every jobconfig.UpdateEvery
+	}{{"gcn-S0", gcnConfig(12), 0, jobconfig.UpdateEvery{}}, {"gcn-S1", gcnConfig(12), 1, jobconfig.UpdateEvery{}},
+		{"gcn-S1-every-interval", gcnConfig(12), 1, jobconfig.UpdateIntervals(1)}, {"gat-S1", gatConfig(8), 1, jobconfig.UpdateEvery{}},
+		{"sage-S1", sageConfig(12), 1, jobconfig.UpdateEvery{}}} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
-			cfg.Staleness, cfg.EvalEvery = jobconfig.Bounded(c.s), 4
+			cfg.Staleness, cfg.EvalEvery, cfg.UpdateEvery = jobconfig.Bounded(c.s), 4, c.every
 			// Both servers record into one recorder, so that the race detector sees the
 			// tracing of tasks, waits and the loop.
 			cfg.Trace = trace.New(0, 1<<12)
@@ -200,11 +204,12 @@ func TestAsyncLearns(t *testing.T) {
 	}
 }
 
-// TestAsyncAccuracy trains the GCN asynchronously with S = 0 and S = 1 (200 epochs, 2 seeds)
-// and checks each mean test accuracy against the single-process mean (within 1.5 points).
+// TestAsyncAccuracy trains the GCN asynchronously with S = 0 and S = 1, each with an update
+// per graph server per epoch (the default) and per interval (200 epochs, 2 seeds), and checks
+// each mean test accuracy against the single-process mean (within 1.5 points).
 func TestAsyncAccuracy(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("trains Cora six times for 200 epochs (TestAsyncLearns covers the asynchronous paths under -race and -short)")
+		t.Skip("trains Cora ten times for 200 epochs (TestAsyncLearns covers the asynchronous paths under -race and -short)")
 	}
 	const seeds = 2
 	mean := func(run func(seed uint64) float64) float64 {
@@ -221,14 +226,16 @@ func TestAsyncAccuracy(t *testing.T) {
 		return m.TestAcc
 	})
 	for _, s := range []int{0, 1} {
-		acc := mean(func(seed uint64) float64 {
-			c := gcnConfig(200)
-			c.Seed, c.Staleness = seed, jobconfig.Bounded(s)
-			return train(t, c, 2, 2).Final.TestAcc
-		})
-		t.Logf("staleness %d: test accuracy %.4f, single process %.4f", s, acc, base)
-		if math.Abs(acc-base) > 0.015 {
-			t.Errorf("staleness %d: test accuracy %.4f, single process %.4f", s, acc, base)
+		for _, every := range []jobconfig.UpdateEvery{{}, jobconfig.UpdateIntervals(1)} {
+			acc := mean(func(seed uint64) float64 {
+				c := gcnConfig(200)
+				c.Seed, c.Staleness, c.UpdateEvery = seed, jobconfig.Bounded(s), every
+				return train(t, c, 2, 2).Final.TestAcc
+			})
+			t.Logf("staleness %d, an update every %v: test accuracy %.4f, single process %.4f", s, every, acc, base)
+			if math.Abs(acc-base) > 0.015 {
+				t.Errorf("staleness %d, an update every %v: test accuracy %.4f, single process %.4f", s, every, acc, base)
+			}
 		}
 	}
 }
