@@ -3,8 +3,9 @@
 # that holds the envtest binaries, and prints that folder: kube-controller-manager,
 # kube-scheduler, kubectl, kubelet and kube-proxy (through the wrapper module
 # hack/local-cluster/k8s), containerd, containerd-shim-runc-v2 and ctr, and
-# CoreDNS (static, for its image). A binary already there at the pinned version
-# is kept. runc and the CNI plugins come from Debian (hack/local-cluster/deps.sh).
+# CoreDNS (static, for its image), and kube-router (its NetworkPolicy firewall
+# only: a test-only enforcer, never shipped). A binary already there at the
+# pinned version is kept. runc and the CNI plugins come from Debian (hack/local-cluster/deps.sh).
 # Usage: hack/local-cluster/build.sh [-q]
 set -euo pipefail
 
@@ -49,6 +50,9 @@ build kube-proxy --version "Kubernetes ${K8S_VERSION}"
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+# The only version the module proxy serves; security flaws are reported for it,
+# acceptable for a firewall that only the local cluster runs.
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v2.1.0}
 
 # install NAME PACKAGE MODULE VERSION [TAGS]: go install, static, unless the
 # binary there was built from MODULE at VERSION.
@@ -70,4 +74,5 @@ install containerd github.com/containerd/containerd/v2/cmd/containerd github.com
 install containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$ctags"
 install ctr github.com/containerd/containerd/v2/cmd/ctr github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" "$ctags"
 install coredns github.com/coredns/coredns github.com/coredns/coredns "$COREDNS_VERSION"
+install kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION"
 echo "$ASSETS"

@@ -2,7 +2,9 @@
 # Starts (up) or stops (down) a real one-node Kubernetes cluster on this
 # machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # containerd (with Debian's runc and CNI plugins), kubelet, kube-proxy
-# (iptables), and CoreDNS as a pod. The node's address is on a bridge this
+# (iptables), CoreDNS as a pod, and kube-router's firewall, which enforces
+# NetworkPolicy (iptables + ipset; its routing and service proxy off;
+# NETWORK_POLICY=none leaves it out). The node's address is on a bridge this
 # script creates ($BRIDGE, $NODE_CIDR); pods get addresses from the same /24.
 # It must run as root.
 #
@@ -15,7 +17,8 @@
 # too), and creates $HOST_VOLUMES/models for hostPath volumes. down stops exactly the pids up recorded
 # (and the containerd shims of its pods), unmounts what lies under the state
 # folder, deletes the bridge, restores the sysctls and the netfilter ruleset
-# recorded before up, and removes the host folders up created.
+# recorded before up, destroys the ipsets kube-router made (those not there
+# before up), and removes the host folders up created.
 #
 # State (certificates, etcd data, containerd root, kubelet root, logs, pids)
 # lives in $LOCAL_CLUSTER_DIR (default ~/.cache/dorylus/local-cluster); the
@@ -34,6 +37,8 @@ SERVICE_CIDR=${SERVICE_CIDR:-10.214.0.0/24}
 SERVICE_IP=${SERVICE_CIDR%.*}.1
 DNS_IP=${SERVICE_CIDR%.*}.10
 NODE=${NODE_NAME:-dorylus-local}
+# The NetworkPolicy enforcer: kube-router (its firewall only), or none.
+NETWORK_POLICY=${NETWORK_POLICY:-kube-router}
 CGROUP_ROOT=/dorylus-local
 SOCK=$DIR/containerd/containerd.sock
 KUBECONFIG_OUT=$DIR/kubeconfig
@@ -67,7 +72,7 @@ down() {
 	for f in "$DIR"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/shim.pid; do
 		[[ -f "$f" ]] && stop_pid containerd-shim "$(cat "$f")"
 	done
-	for name in kube-proxy coredns kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do stop "$name"; done
+	for name in kube-router kube-proxy coredns kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do stop "$name"; done
 	# Kubelet volumes, pod network namespaces and containerd's overlay
 	# mounts, deepest first.
 	awk -v d="$DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
@@ -77,6 +82,16 @@ down() {
 	if [[ -f "$DIR/host/nft.before" ]]; then
 		nft flush ruleset && nft -f "$DIR/host/nft.before" && log "restored the netfilter ruleset"
 		rm -f "$DIR/host/nft.before"
+	fi
+	# kube-router's ipsets (KUBE-SRC-…, KUBE-DST-…, TMP-… while it restores,
+	# inet6:… for IPv6) that were not there before up; its rules that held
+	# them went with the ruleset above.
+	if [[ -f "$DIR/host/ipsets.before" ]]; then
+		for set in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?(KUBE-|TMP-)' | grep -vxFf "$DIR/host/ipsets.before"); do
+			ipset destroy "$set" || log "cannot destroy ipset $set"
+		done
+		rm -f "$DIR/host/ipsets.before"
+		log "destroyed kube-router's ipsets"
 	fi
 	for link in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$link" || true; done
 	if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link delete "$BRIDGE" && log "deleted bridge $BRIDGE"; fi
@@ -116,6 +131,8 @@ host_setup() {
 	for d in "${HOST_DIRS[@]}"; do [[ -e "$d" ]] || echo "$d" >>"$DIR/host/created"; done
 	for k in "${SYSCTLS[@]}"; do echo "$k $(sysctl -n "$k")"; done >"$DIR/host/sysctls"
 	nft list ruleset >"$DIR/host/nft.before"
+	# An empty line keeps grep -vxFf from matching every set when there was none.
+	{ echo; ipset list -n; } >"$DIR/host/ipsets.before"
 	sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
 	install -d -o 65532 -g 65532 "$HOST_VOLUMES/models"
 	ip link add "$BRIDGE" type bridge
@@ -212,10 +229,31 @@ YAML
 }
 
 # addons: CoreDNS (a Deployment and the Service at $DNS_IP) and the RBAC
-# kube-proxy and CoreDNS need.
+# kube-proxy, kube-router and CoreDNS need.
 addons() {
 	kubectl create clusterrolebinding dorylus-local-node-proxier --clusterrole system:node-proxier --user system:kube-proxy >/dev/null
 	kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: dorylus-local:kube-router}
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes, services, endpoints]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: dorylus-local:kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: dorylus-local:kube-router}
+subjects:
+- {kind: User, name: "dorylus-local:kube-router", apiGroup: rbac.authorization.k8s.io}
+---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: coredns, namespace: kube-system}
@@ -294,7 +332,8 @@ YAML
 up() {
 	[[ $EUID -eq 0 ]] || { log "must run as root (bridge, mounts, cgroups)"; exit 1; }
 	local t0=$SECONDS
-	for need in runc nft iptables ip openssl; do
+	case $NETWORK_POLICY in kube-router | none) ;; *) log "NETWORK_POLICY=$NETWORK_POLICY: kube-router or none"; exit 2 ;; esac
+	for need in runc nft iptables ip openssl ipset; do
 		command -v "$need" >/dev/null || { log "$need missing: run hack/local-cluster/deps.sh"; exit 1; }
 	done
 	[[ -x /usr/lib/cni/bridge ]] || { log "CNI plugins missing in /usr/lib/cni: run hack/local-cluster/deps.sh"; exit 1; }
@@ -308,7 +347,7 @@ up() {
 	mkdir -p "$DIR/pki" "$DIR/logs" "$DIR/pids" "$DIR/kubelet"
 	echo "$ASSETS" >"$DIR/assets"
 	images
-	if [[ ! -f "$DIR/pki/ca.crt" || ! -f "$DIR/pki/kubelet.crt" ]] || ! openssl x509 -in "$DIR/pki/apiserver.crt" -noout -text | grep -q "IP Address:$NODE_IP"; then
+	if [[ ! -f "$DIR/pki/ca.crt" || ! -f "$DIR/pki/kubelet.crt" || ! -f "$DIR/pki/kube-router.crt" ]] || ! openssl x509 -in "$DIR/pki/apiserver.crt" -noout -text | grep -q "IP Address:$NODE_IP"; then
 		openssl req -x509 -newkey rsa:2048 -nodes -keyout "$DIR/pki/ca.key" -subj "/CN=dorylus-local-ca" -days 30 -out "$DIR/pki/ca.crt" 2>/dev/null
 		openssl genrsa -out "$DIR/pki/sa.key" 2048 2>/dev/null
 		openssl rsa -in "$DIR/pki/sa.key" -pubout -out "$DIR/pki/sa.pub" 2>/dev/null
@@ -319,9 +358,10 @@ up() {
 		cert scheduler system:kube-scheduler
 		cert node "system:node:$NODE" system:nodes
 		cert kube-proxy system:kube-proxy
+		cert kube-router dorylus-local:kube-router
 		cert kubelet "$NODE" "" "IP:$NODE_IP,DNS:$NODE"
 	fi
-	for n in admin controller-manager scheduler node kube-proxy; do kubeconfig "$n"; done
+	for n in admin controller-manager scheduler node kube-proxy kube-router; do kubeconfig "$n"; done
 	cp "$DIR/admin.kubeconfig" "$KUBECONFIG_OUT"
 	host_setup
 	containerd_config
@@ -356,9 +396,19 @@ up() {
 		--proxy-mode iptables --cluster-cidr "$NODE_CIDR" --bind-address "$NODE_IP" \
 		--metrics-bind-address 127.0.0.1:$((KUBELET_PORT + 1)) --healthz-bind-address 127.0.0.1:$((KUBELET_PORT + 6)) \
 		--conntrack-max-per-core 0 --iptables-localhost-nodeports=false
+	if [[ "$NETWORK_POLICY" == kube-router ]]; then
+		# Its firewall alone: the bridge CNI routes and kube-proxy serves
+		# Services. No health or metrics port; its filter chains are the
+		# sign that it runs (it admits the node's own traffic to the pods:
+		# the kubelet's probes).
+		start kube-router "$ASSETS/kube-router" --kubeconfig "$DIR/kube-router.kubeconfig" --hostname-override "$NODE" \
+			--run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+			--service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
+	fi
 	wait_for "Node $NODE Ready" 120 kubectl wait --for=condition=Ready "node/$NODE" --timeout 1s
 	wait_for "ConfigMap default/kube-root-ca.crt" 120 kubectl get configmap kube-root-ca.crt
 	wait_for "CoreDNS" 120 kubectl -n kube-system wait --for=condition=Available deployment/coredns --timeout 1s
+	if [[ "$NETWORK_POLICY" == kube-router ]]; then wait_for kube-router 60 iptables -S KUBE-ROUTER-FORWARD; fi
 	log "up in $((SECONDS - t0)) s"
 	echo "$KUBECONFIG_OUT"
 }
