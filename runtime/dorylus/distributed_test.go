@@ -148,11 +148,7 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	d, err := graph.Load("cora", graph.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := partitionDataset(d, 2, defaultPartitionMethod, dir); err != nil {
+	if err := cutPartitions("cora", dir, 2, defaultPartitionMethod, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
@@ -30,36 +32,44 @@ func preparePartitions(ctx context.Context, src, dir string, parts int, method p
 	}
 }
 
-// cutPartitions is preparePartitions without its context.
+// cutPartitions is preparePartitions without its context. A source that is not a prepared file
+// is first written as one, in a folder beside dir that is removed after, and the graph it loaded
+// released: the cut then streams from that file, so that its peak is the larger of the load's
+// and the streamed cut's rather than their sum.
 func cutPartitions(src, dir string, parts int, method partition.Method, out io.Writer) error {
-	if graph.IsPreparedFile(src) || graph.IsPreparedFile(filepath.Join(src, graph.PreparedFileName)) {
-		_, q, err := partition.WritePreparedWith(src, parts, dir, method)
+	whole := src
+	if !graph.IsPreparedFile(src) && !graph.IsPreparedFile(filepath.Join(src, graph.PreparedFileName)) {
+		tmp, err := wholeGraphDir(dir)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "wrote %d partitions (%s) of %s to %s (streamed): %v\n", parts, method, src, dir, q)
-		return nil
+		defer os.RemoveAll(tmp)
+		whole = filepath.Join(tmp, graph.PreparedFileName)
+		if err := graph.Prepare(src, whole); err != nil {
+			return err
+		}
+		debug.FreeOSMemory() // the loaded graph is garbage now
 	}
-	d, err := graph.Load(src, graph.LoadOptions{AllowMissingFeatures: true})
+	_, q, err := partition.WritePreparedWith(whole, parts, dir, method)
 	if err != nil {
 		return err
 	}
-	_, q, err := partitionDataset(d, parts, method, dir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "wrote %d partitions (%s) of %s to %s: %v\n", parts, method, d.Name, dir, q)
+	fmt.Fprintf(out, "wrote %d partitions (%s) of %s to %s (streamed): %v\n", parts, method, src, dir, q)
 	return nil
 }
 
-// partitionDataset cuts d into parts by method and writes them.
-func partitionDataset(d *graph.Dataset, parts int, method partition.Method, dir string) (partition.Plan, partition.Quality, error) {
-	plan, err := partition.New(d.Adj, parts, method)
-	if err != nil {
-		return plan, partition.Quality{}, err
+// wholeGraphDir makes the folder, beside partition folder dir, that holds the prepared file of
+// the whole graph while it is cut.
+func wholeGraphDir(dir string) (string, error) {
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("cutting partitions into %s: %w", dir, err)
 	}
-	q, err := partition.WriteDataset(d, plan, dir)
-	return plan, q, err
+	tmp, err := os.MkdirTemp(parent, ".whole-graph-*")
+	if err != nil {
+		return "", fmt.Errorf("cutting partitions into %s: %w", dir, err)
+	}
+	return tmp, nil
 }
 
 // trainPartitions returns the directory of partition files the graph servers of a run of
