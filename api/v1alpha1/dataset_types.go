@@ -18,12 +18,13 @@ type DatasetSource struct {
 	// +optional
 	HTTP *HTTPLocation `json:"http,omitempty"`
 
-	// Format is the layout of an s3, pvc or http dataset: Prepared (the
-	// partitioned binary output of `dorylus prepare`, each graph server reads
-	// only its own partition) or Text (the plain-text benchmark layout,
-	// partitioned at load time). Builtin datasets ignore it.
-	// +kubebuilder:validation:Enum=Prepared;Text
-	// +kubebuilder:default=Prepared
+	// Format is the layout an s3, pvc or http dataset must be in: Prepared (the
+	// output of `dorylus prepare`: a prepared file, or its partition files, of
+	// which each graph server reads only its own), Text (the plain-text
+	// benchmark layout), OGB (OGB's node-property-prediction layout) or NumPy
+	// (arrays with PyG's names). Unset, the layout is detected. A dataset in
+	// another layout than the one named fails the job. Builtin datasets ignore it.
+	// +kubebuilder:validation:Enum=Prepared;Text;OGB;NumPy
 	// +optional
 	Format DatasetFormat `json:"format,omitempty"`
 	// PartitionTo, when set, has the operator cut the dataset once, before
@@ -43,10 +44,14 @@ type DatasetSource struct {
 type DatasetFormat string
 
 const (
-	// DatasetFormatPrepared is the partitioned binary layout of `dorylus prepare`.
+	// DatasetFormatPrepared is the binary layout of `dorylus prepare`, whole or in partitions.
 	DatasetFormatPrepared DatasetFormat = "Prepared"
 	// DatasetFormatText is the plain-text benchmark layout (datasets/FORMAT.md).
 	DatasetFormatText DatasetFormat = "Text"
+	// DatasetFormatOGB is OGB's node-property-prediction layout, as it unpacks.
+	DatasetFormatOGB DatasetFormat = "OGB"
+	// DatasetFormatNumPy is NumPy arrays with PyG's names (.npy files or a .npz).
+	DatasetFormatNumPy DatasetFormat = "NumPy"
 )
 
 // BuiltinDataset names a benchmark dataset shipped in the runtime image.

@@ -139,18 +139,34 @@ func DetectFormat(p string) (Format, error) {
 	return "", fmt.Errorf("graph: %s is not a prepared dataset file (%w), a .npz archive nor a dataset directory", p, ErrNotPrepared)
 }
 
+// CheckFormat returns an error unless the dataset at path p is in layout want, or want is
+// empty.
+func CheckFormat(p string, want Format) error {
+	if want == "" {
+		return nil
+	}
+	if !slices.Contains(Formats, want) {
+		return fmt.Errorf("graph: dataset %s: format %q is none of %v", p, want, Formats)
+	}
+	f, err := DetectFormat(p)
+	if err != nil {
+		return err
+	}
+	if f != want {
+		return fmt.Errorf("graph: dataset %s is in the %s layout, not the %s layout its configuration names", p, f, want)
+	}
+	return nil
+}
+
 // loadPath loads the dataset at path p in the layout DetectFormat finds, which must be
 // opts.Format when that is set.
 func loadPath(p string, opts LoadOptions) (*Dataset, error) {
-	if opts.Format != "" && !slices.Contains(Formats, opts.Format) {
-		return nil, fmt.Errorf("graph: dataset %s: format %q is none of %v", p, opts.Format, Formats)
+	if err := CheckFormat(p, opts.Format); err != nil {
+		return nil, err
 	}
 	f, err := DetectFormat(p)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Format != "" && f != opts.Format {
-		return nil, fmt.Errorf("graph: dataset %s is in the %s layout, not the %s layout its configuration names", p, f, opts.Format)
 	}
 	switch f {
 	case FormatText:

@@ -66,10 +66,12 @@ const (
 	SourceHTTP    = "http"    // a tar.gz archive over HTTP(S)
 )
 
-// Dataset formats.
+// Dataset formats: the layouts graph.DetectFormat names. Empty is detected.
 const (
-	FormatPrepared = "prepared" // the partitioned binary output of `dorylus prepare`
+	FormatPrepared = "prepared" // the binary output of `dorylus prepare`, whole or in partitions
 	FormatText     = "text"     // the plain-text layout of datasets/FORMAT.md
+	FormatOGB      = "ogb"      // OGB's node-property-prediction layout
+	FormatNumPy    = "numpy"    // NumPy arrays with PyG's names
 )
 
 // Tensor backend kinds.
@@ -177,8 +179,9 @@ type JobRef struct {
 type Dataset struct {
 	// Source is SourceBuiltin, SourceS3, SourcePVC or SourceHTTP.
 	Source string `json:"source"`
-	// Format is FormatPrepared or FormatText; empty for builtin, and for a
-	// dataset whose format is detected from its files (dorylus train).
+	// Format is the layout the dataset must be in (FormatPrepared, FormatText,
+	// FormatOGB or FormatNumPy); empty for builtin, and for a dataset whose
+	// layout is detected from its files.
 	Format string `json:"format,omitempty"`
 	// Name is the builtin dataset's name, or an R-MAT generator spec
 	// (rmat:nodes=N,edges=E,...).

@@ -3,6 +3,7 @@ package jobconfig
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -79,7 +80,8 @@ func (d *Dataset) validate(v *validator) {
 		v.fail("dataset.source", "unknown source %q", d.Source)
 	}
 	if d.Source != SourceBuiltin {
-		v.check(d.Format == "" || d.Format == FormatPrepared || d.Format == FormatText, "dataset.format", "must be %q, %q or empty (detected), got %q", FormatPrepared, FormatText, d.Format)
+		v.check(slices.Contains([]string{"", FormatPrepared, FormatText, FormatOGB, FormatNumPy}, d.Format), "dataset.format",
+			"must be %q, %q, %q, %q or empty (detected), got %q", FormatPrepared, FormatText, FormatOGB, FormatNumPy, d.Format)
 	}
 }
 

@@ -266,7 +266,8 @@ func (o *graphServerOptions) fromConfig(path string) error {
 // loadPartition reads partition p of parts of dataset d: its own file from a partitioned
 // directory, checked against the directory's manifest when it has one (of a remote dataset,
 // only that file is downloaded, under /tmp, the pods' writable emptyDir), or the whole dataset
-// cut in memory by the default plan (deterministic: every server computes the same cut).
+// cut in memory by the default plan (deterministic: every server computes the same cut). The
+// dataset must be in the layout d.Format names, when it names one.
 func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Options, p, parts int) (*graph.PartitionData, error) {
 	fetch.Partition, fetch.Partitions = p, parts
 	spec, err := source.Fetch(ctx, d, fetch)
@@ -274,6 +275,10 @@ func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Option
 		return nil, err
 	}
 	own := filepath.Join(spec, graph.PartitionFileName(p, parts))
+	format := graph.Format(d.Format)
+	if (partition.HasManifest(spec) || isRegular(own)) && format != "" && format != graph.FormatPrepared {
+		return nil, fmt.Errorf("dataset %s holds partition files (the %s layout), not the %s layout its configuration names", source.Redact(source.Spec(d)), graph.FormatPrepared, format)
+	}
 	if partition.HasManifest(spec) {
 		m, err := partition.ReadManifest(spec)
 		if err != nil {
@@ -291,7 +296,7 @@ func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Option
 	if isRegular(own) {
 		return graph.ReadPartitionFile(own, p, parts)
 	}
-	whole, err := graph.Load(spec, graph.LoadOptions{})
+	whole, err := graph.Load(spec, graph.LoadOptions{Format: format})
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,9 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if partition.HasManifest(spec) || hasPartitionFiles(spec) {
 		return jobstatus.Partitions{}, fmt.Errorf("dataset %s is already cut into partition files: leave spec.dataset.partitionTo unset", source.Redact(source.Spec(c.Dataset)))
 	}
+	if err := graph.CheckFormat(spec, graph.Format(c.Dataset.Format)); err != nil {
+		return jobstatus.Partitions{}, err
+	}
 	in, err := digestInputs(spec, partition.DefaultMethod, parts)
 	if err != nil {
 		return jobstatus.Partitions{}, err

@@ -16,6 +16,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 )
 
 // partitionConfig is the part of a job's run config the partition step reads: Cora, parts
@@ -213,5 +214,58 @@ func TestPartitionStepDatasetChangedInPlace(t *testing.T) {
 	}
 	if p := step(); p.Reused {
 		t.Fatalf("no digest recorded: %+v, want a new cut", p)
+	}
+}
+
+// TestDatasetFormatIsHonoured: a dataset in another layout than its configuration's format
+// names is refused, naming both, by the partition step and by a graph server loading it
+// whole or as partition files; the named layout, or none, is read.
+func TestDatasetFormatIsHonoured(t *testing.T) {
+	ctx := context.Background()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, parts := filepath.Join(t.TempDir(), "cora"), filepath.Join(t.TempDir(), "parts")
+	if err := graph.WriteText(text, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := cutPartitions(text, parts, 2, partition.DefaultMethod, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	pvc := func(path, format string) jobconfig.Dataset {
+		return jobconfig.Dataset{Source: jobconfig.SourcePVC, Path: path, Format: format}
+	}
+	step := func(ds jobconfig.Dataset) error {
+		c := partitionConfig(2, jobconfig.Location{Path: filepath.Join(t.TempDir(), "out")})
+		c.Dataset = ds
+		_, err := partitionStep(ctx, c, t.TempDir(), io.Discard)
+		return err
+	}
+	load := func(ds jobconfig.Dataset) error {
+		_, err := loadPartition(ctx, ds, source.Options{Dir: t.TempDir()}, 1, 2)
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		run  func(jobconfig.Dataset) error
+		ds   jobconfig.Dataset
+		want string // "" for none
+	}{
+		{"step, text named ogb", step, pvc(text, jobconfig.FormatOGB), "is in the text layout, not the ogb layout"},
+		{"step, text named text", step, pvc(text, jobconfig.FormatText), ""},
+		{"step, text detected", step, pvc(text, ""), ""},
+		{"server, text named prepared", load, pvc(text, jobconfig.FormatPrepared), "is in the text layout, not the prepared layout"},
+		{"server, text named text", load, pvc(text, jobconfig.FormatText), ""},
+		{"server, partitions named numpy", load, pvc(parts, jobconfig.FormatNumPy), "holds partition files (the prepared layout), not the numpy layout"},
+		{"server, partitions named prepared", load, pvc(parts, jobconfig.FormatPrepared), ""},
+	} {
+		err := c.run(c.ds)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
 	}
 }
