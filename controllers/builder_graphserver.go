@@ -53,7 +53,7 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 		// the function issuer, which certifies the keys of the functions its descriptors reach
 		keys = append(keys[:len(keys):len(keys)], pki.FunctionCAFile, pki.FunctionCAKeyFile)
 	}
-	cv, cm := credentialsVolume(job, keys...)
+	cv, cm := credentialsVolume(job, period, keys...)
 	volumes, mounts = append(volumes, cv), append(mounts, cm)
 	if k := job.Spec.Backend().Knative; k != nil && k.TokenSecretRef != nil {
 		v, m := secretVolume(secretFunctionToken, k.TokenSecretRef.Name)

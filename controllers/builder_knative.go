@@ -78,7 +78,7 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image, period stri
 	podSpec["containerConcurrency"] = int64(concurrency)
 	podSpec["containers"] = []any{container}
 	podSpec["volumes"] = []any{map[string]any{"name": volumeCredentials, "secret": map[string]any{
-		"secretName": credentialsSecretName(job),
+		"secretName": credentialsSecretName(job, period),
 		"items":      []any{map[string]any{"key": pki.TokenFile, "path": pki.TokenFile}},
 	}}}
 	own := childLabels(job, RoleFunction)

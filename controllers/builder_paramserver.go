@@ -35,7 +35,7 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, p
 	tmpl := templateOf(job.Spec.ParameterServers.PodTemplate)
 	volumes := podVolumes(job)
 	mounts := podMounts()
-	cv, cm := credentialsVolume(job, tlsKeys...)
+	cv, cm := credentialsVolume(job, period, tlsKeys...)
 	volumes, mounts = append(volumes, cv), append(mounts, cm)
 	if c := job.Spec.Checkpoint; c != nil && c.PVC != nil {
 		v, m := pvcVolume(volumeCheckpoint, c.PVC.ClaimName, jobconfig.CheckpointMountPath, false)

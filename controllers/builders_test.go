@@ -253,13 +253,18 @@ func wantGraphStatefulSet(replicas int32) *appsv1.StatefulSet {
 	}
 }
 
-// wantCredentialsVolume is the volume of the job's credentials Secret with the given keys.
+// wantCredentialsSecret is the name of testJob's credentials Secret of period "p": the first
+// 10 hex digits of the SHA-256 of "uid-1\np".
+const wantCredentialsSecret = "cora-credentials-8f7e5c43b4"
+
+// wantCredentialsVolume is the volume of the job's credentials Secret of period "p" with the
+// given keys.
 func wantCredentialsVolume(keys ...string) corev1.Volume {
 	var items []corev1.KeyToPath
 	for _, k := range keys {
 		items = append(items, corev1.KeyToPath{Key: k, Path: k})
 	}
-	return corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "cora-credentials", Items: items}}}
+	return corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: wantCredentialsSecret, Items: items}}}
 }
 
 func TestBuildGraphStatefulSet(t *testing.T) {
@@ -538,7 +543,7 @@ func TestBuildKnativeService(t *testing.T) {
 				"spec": map[string]any{
 					"automountServiceAccountToken": false,
 					"containerConcurrency":         int64(3),
-					"volumes": []any{map[string]any{"name": "credentials", "secret": map[string]any{"secretName": "cora-credentials",
+					"volumes": []any{map[string]any{"name": "credentials", "secret": map[string]any{"secretName": wantCredentialsSecret,
 						"items": []any{map[string]any{"key": "token", "path": "token"}}}}},
 					"containers": []any{map[string]any{
 						"name": "function", "image": "img:1",

@@ -371,10 +371,10 @@ func TestServerFailure(t *testing.T) {
 	gone("checkpointed-gs-1", "checkpointed-ps-0-abc")
 	eventually(t, "new credentials for the next run", func() error {
 		var s corev1.Secret
-		if err := getObj(t, ns, "checkpointed-credentials", &s); err != nil {
+		job := getJob(t, ns, "checkpointed")
+		if err := getObj(t, ns, credentialsSecretName(job, credentialsPeriod(job.Status.StartTime, 1)), &s); err != nil {
 			return err
 		}
-		job := getJob(t, ns, "checkpointed")
 		if got, want := s.Annotations[AnnotationCredentialsPeriod], credentialsPeriod(job.Status.StartTime, 1); got != want {
 			return fmt.Errorf("credentials of period %q, want %q", got, want)
 		}

@@ -1,11 +1,8 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -31,19 +27,11 @@ import (
 // decodeAll splits a multi-document YAML stream into objects.
 func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			return out
-		} else if err != nil {
-			t.Fatalf("decode YAML: %v", err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
+	out, err := decodeYAML(data)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // applyAll server-side-applies objects, into ns when they are namespaced
@@ -115,16 +103,12 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 }
 
-// helmBinary finds helm: $HELM, else the cache hack/tools.sh installs into.
+// helmBinary finds helm (helmPath).
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("HELM")
-	if path == "" {
-		home, _ := os.UserHomeDir()
-		path = filepath.Join(home, ".cache", "dorylus", "bin", "helm")
-	}
-	if _, err := os.Stat(path); err != nil {
-		testenv.Missing(t, fmt.Sprintf("helm not found at %s (run hack/tools.sh helm)", path))
+	path, err := helmPath()
+	if err != nil {
+		testenv.Missing(t, err.Error())
 	}
 	return path
 }
@@ -133,19 +117,12 @@ func helmBinary(t *testing.T) string {
 // server, then writes a job's children and status as the chart's
 // ServiceAccount, proving its ClusterRole is enough for the operator.
 func TestHelmChartApplies(t *testing.T) {
-	helm := helmBinary(t)
+	helmBinary(t)
 	ns := newNamespace(t)
-	home := t.TempDir()
-	cmd := exec.Command(helm, "template", "dorylus", filepath.Join("..", "charts", "dorylus-operator"),
-		"--namespace", ns, "--kube-version", "1.37.2")
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/c", "HELM_CONFIG_HOME="+home+"/f", "HELM_DATA_HOME="+home+"/d")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	objs, err := renderChart("dorylus", ns)
 	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, stderr.String())
+		t.Fatal(err)
 	}
-	objs := decodeAll(t, out)
 	kinds := map[string]int{}
 	for _, u := range objs {
 		kinds[u.GetKind()]++

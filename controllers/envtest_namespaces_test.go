@@ -3,58 +3,34 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
+	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 )
 
 // TestManagerWatchesOnlyItsNamespaces runs a second manager limited to one
-// namespace (--watch-namespaces), as a user granted config/rbac's manager
-// ClusterRole in that namespace alone, as the chart's watchNamespaces does:
-// its cache syncs without any cluster-wide grant, its reconciler applies the
-// children and status of a job in its namespace, and it neither sees nor
-// touches the job in another.
+// namespace (--watch-namespaces), as the ServiceAccount of the chart rendered
+// with watchNamespaces set to that namespace, bound to exactly the rules that
+// rendering grants: it is elected leader in the release's namespace, its cache
+// syncs without any cluster-wide grant but the chart's cluster-scoped ones, its
+// reconciler applies the children (credentials included) and status of a job
+// in its namespace, and it neither sees nor touches the job in another.
 func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mine, other := newNamespace(t), newNamespace(t)
-
-	data, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	mine, other, release := newNamespace(t), newNamespace(t), newNamespace(t)
+	cfg, err := chartOperator(ctx, k8sClient, restConfig, "scoped-"+mine, release, "--set", "watchNamespaces={"+mine+"}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(decodeAll(t, data)[0].Object, role); err != nil {
-		t.Fatal(err)
-	}
-	role.Name = "scoped-" + mine
-	if err := k8sClient.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), role) })
-	user := "scoped-operator-" + mine
-	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "manager", Namespace: mine},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}); err != nil {
-		t.Fatal(err)
-	}
-	u, err := testEnv.AddUser(envtest.User{Name: user, Groups: []string{"system:authenticated"}}, restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	requests := &requestCounter{}
-	mgr, r, err := newTestManager(u.Config(), requests, mine)
+	mgr, r, err := newTestManager(cfg, requests, release, mine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +44,11 @@ func TestManagerWatchesOnlyItsNamespaces(t *testing.T) {
 	})
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("the scoped manager's cache did not sync with its namespace's grant alone")
+	}
+	select {
+	case <-mgr.Elected():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the scoped manager was not elected leader in %s within 20s", release)
 	}
 
 	// A job in mine that the suite's manager leaves alone, so that what is

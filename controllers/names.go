@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 
@@ -52,7 +54,18 @@ func runtimeName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name +
 
 func knativeServiceName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-fn" }
 
-func credentialsSecretName(job *dorylusv1alpha1.GNNTrainingJob) string {
+// credentialsSecretName names the Secret of the job's credentials of period:
+// a digest of the job's UID and the period, so that each period's name is new
+// and a recreated job's never meets a deleted one's (credentials.go).
+func credentialsSecretName(job *dorylusv1alpha1.GNNTrainingJob, period string) string {
+	sum := sha256.Sum256([]byte(string(job.UID) + "\n" + period))
+	return job.Name + "-credentials-" + hex.EncodeToString(sum[:5])
+}
+
+// functionCredentialsName names the Secret that a function of the job's
+// users, at an https:// url, mounts: the function certificate of the
+// current period under a name that does not change (credentials.go).
+func functionCredentialsName(job *dorylusv1alpha1.GNNTrainingJob) string {
 	return job.Name + "-credentials"
 }
 

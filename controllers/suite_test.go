@@ -32,14 +32,16 @@ import (
 )
 
 // The envtest suite: one real kube-apiserver and etcd for the package, one
-// manager running the reconciler on a fake clock, and a direct (uncached)
-// client for the tests.
+// manager running the reconciler on a fake clock as the chart's ServiceAccount
+// (chartOperator), and a direct (uncached) admin client for the tests.
 var (
 	testEnv    *envtest.Environment
 	restConfig *rest.Config
-	k8sClient  client.Client
-	testScheme = runtime.NewScheme()
-	fakeClock  = clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	// operatorConfig is the manager's: restConfig impersonating the chart's ServiceAccount.
+	operatorConfig *rest.Config
+	k8sClient      client.Client
+	testScheme     = runtime.NewScheme()
+	fakeClock      = clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	// direct reconciles on the same clock, to assert exact requeues.
 	direct *GNNTrainingJobReconciler
 	// operatorRequests counts every API request the manager sends.
@@ -132,7 +134,14 @@ func runSuite(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, r, err := newTestManager(cfg, operatorRequests)
+	// The operator acts as the chart's ServiceAccount with exactly the rules a default
+	// (cluster-wide) install grants it: every test runs it on least privilege.
+	operatorConfig, err = chartOperator(ctx, k8sClient, cfg, "envtest", "dorylus-system")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "the chart's operator identity: %v; %s installs every component the tests need\n", err, testenv.SetUp)
+		return 1
+	}
+	mgr, r, err := newTestManager(operatorConfig, operatorRequests, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
@@ -153,19 +162,23 @@ func runSuite(m *testing.M) int {
 }
 
 // newTestManager builds a manager like main.go's (same cache, client and
-// controller setup) on the fake clock, watching namespaces (none: all);
-// requests counts what it sends.
-func newTestManager(cfg *rest.Config, requests *requestCounter, namespaces ...string) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
+// controller setup) on the fake clock, watching namespaces (none: all), with
+// leader election in electionNS unless it is ""; requests counts what it sends.
+func newTestManager(cfg *rest.Config, requests *requestCounter, electionNS string, namespaces ...string) (ctrl.Manager, *GNNTrainingJobReconciler, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = managerQPS, managerBurst // main.go's defaults
 	cfg.Wrap(requests.wrap)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testScheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(namespaces...),
-		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Controller:             config.Controller{SkipNameValidation: ptrTrue()},
+		Scheme:                        testScheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		Cache:                         CacheOptions(namespaces...),
+		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Controller:                    config.Controller{SkipNameValidation: ptrTrue()},
+		LeaderElection:                electionNS != "",
+		LeaderElectionID:              "dorylus-operator-test",
+		LeaderElectionNamespace:       electionNS,
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return nil, nil, err

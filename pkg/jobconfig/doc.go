@@ -41,7 +41,7 @@
 // Pod <job>-gs-<p> (a StatefulSet with parallel pod management) holds
 // partition p of GraphServers.Replicas. It serves gRPC on GraphServerPort
 // (5000) on all interfaces, mutual TLS with the job's credentials
-// (Security.TLSDir, the Secret <job>-credentials mounted at CredentialsDir),
+// (Security.TLSDir, the Secret <job>-credentials-<digest> mounted at CredentialsDir),
 // including the standard grpc.health.v1.Health service, which it also serves
 // alone in plaintext on HealthPort (5001): the pod's readiness probe is a gRPC
 // probe on that port, and it reports SERVING once the partition is loaded. It does not wait for its
