@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/dorylus-gnn/dorylus/pkg/model"
@@ -12,42 +13,55 @@ import (
 )
 
 // evaluator runs evaluation passes: the forward pass without dropout, layer by layer, with a
-// full ghost exchange after each layer. It has its own buffers, so it runs beside training;
-// the coordinator runs one evaluation at a time.
+// full ghost exchange after each layer. A pass beside training runs in buffers of its own,
+// made on its first use; once training has ended on every graph server — the pass of the
+// last epoch, and every pass after it — it runs in training's (layout.passBuffers), so that a
+// run evaluated only at its end holds no evaluation buffers at all. The coordinator runs one
+// evaluation at a time.
 type evaluator struct {
 	lay     *layout
 	model   variant
 	peers   *peers
 	weights *weightCache
-	bufs    []passBuffers // [layer]
-	send    [][]float32   // [peer]
+	last    int         // the id of the last epoch's evaluation (Config.Epochs - 1)
+	send    [][]float32 // [peer]
 
 	mu      sync.Mutex
+	own     []passBuffers  // [layer]: the buffers of passes beside training; nil until one runs
+	over    bool           // training has ended on every graph server
 	arrived map[[2]int]int // (evaluation, layer) → peers whose rows are in
 	changed chan struct{}  // closed and replaced on every arrival
 }
 
-func newEvaluator(lay *layout, m variant, ps *peers, w *weightCache) *evaluator {
-	e := &evaluator{lay: lay, model: m, peers: ps, weights: w, arrived: map[[2]int]int{}, changed: make(chan struct{}),
-		send: make([][]float32, lay.parts)}
-	rows := lay.part.Owned + len(lay.part.Ghosts)
-	dmax := 0
-	for l := range lay.layers() {
-		d := lay.dims[l+1]
-		dmax = max(dmax, lay.widths[l])
-		b := passBuffers{p: tensor.NewDense(rows, d), z: tensor.NewDense(lay.part.Owned, d)}
-		if h := lay.widths[l] - d; h > 0 {
-			b.scores = tensor.NewDense(rows, h)
-		}
-		if l > 0 {
-			b.in = e.bufs[l-1].z
-		}
-		e.bufs = append(e.bufs, b)
-	}
+// newEvaluator returns the evaluator of a run of epochs epochs; with trained false (an
+// inference) no training ever runs, and every pass uses training's buffers.
+func newEvaluator(lay *layout, m variant, ps *peers, w *weightCache, epochs int, trained bool) *evaluator {
+	e := &evaluator{lay: lay, model: m, peers: ps, weights: w, last: epochs - 1, over: !trained,
+		arrived: map[[2]int]int{}, changed: make(chan struct{}), send: make([][]float32, lay.parts)}
+	dmax := slices.Max(lay.widths)
 	for q, rows := range lay.part.SendTo {
 		e.send[q] = make([]float32, len(rows)*dmax)
 	}
 	return e
+}
+
+// buffers returns the buffers of evaluation id: training's once training has ended on every
+// graph server, else the evaluator's own. The coordinator starts the evaluation of the last
+// epoch once every partition has reported it, when no training task runs anywhere, and a
+// pass's rows reach a peer only after its command: receive and run agree.
+func (e *evaluator) buffers(id int) []passBuffers {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id == e.last {
+		e.over = true
+	}
+	if e.over {
+		return e.lay.passBuffers(e.model)
+	}
+	if e.own == nil {
+		e.own = newPassBuffers(e.lay, e.model)
+	}
+	return e.own
 }
 
 // receive stores a peer's rows of layer l of evaluation id.
@@ -57,7 +71,8 @@ func (e *evaluator) receive(q, id, l int, b *rpc.RowsBatch) error {
 	if b.Offset != 0 || n != part.GhostsOf(q) {
 		return fmt.Errorf("evaluation rows %d+%d of a ghost block of %d", b.Offset, n, part.GhostsOf(q))
 	}
-	if err := storeGhostRows(e.bufs[l].p, e.bufs[l].scores, e.lay.ghostRow(q, 0), n, b.Data.Data); err != nil {
+	pb := e.buffers(id)[l]
+	if err := storeGhostRows(pb.p, pb.scores, e.lay.ghostRow(q, 0), n, b.Data.Data); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -100,19 +115,20 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish shareP
 	if err != nil {
 		return nil, err
 	}
-	for l, pb := range e.bufs {
+	bufs := e.buffers(int(id))
+	for l, pb := range bufs {
 		err := fanOut(indices(len(b.ivs)), func(i int) error { return e.model.evalForward(ctx, i, l, w, pb) })
 		if err != nil {
 			return nil, err
 		}
-		if err := e.exchange(ctx, id, l); err != nil {
+		if err := e.exchange(ctx, id, l, pb); err != nil {
 			return nil, err
 		}
 		if err := e.model.evalGather(ctx, l, pb); err != nil {
 			return nil, err
 		}
 	}
-	logits, err := e.model.logits(w, e.bufs[len(e.bufs)-1].z)
+	logits, err := e.model.logits(w, bufs[len(bufs)-1].z)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +145,8 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish shareP
 	}
 	if publish != nil {
 		var emb *tensor.Dense
-		if L := len(e.bufs); L > 1 {
-			emb = e.model.embeddings(w, e.bufs[L-1].in)
+		if L := len(bufs); L > 1 {
+			emb = e.model.embeddings(w, bufs[L-1].in)
 		}
 		if rep.Files, err = publish(ctx, logits, emb); err != nil {
 			return nil, fmt.Errorf("write the partition's outputs: %w", err)
@@ -139,10 +155,10 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish shareP
 	return rep, nil
 }
 
-// exchange sends every peer the rows of layer l of evaluation id that it holds as ghosts, and
-// waits for theirs.
-func (e *evaluator) exchange(ctx context.Context, id uint32, l int) error {
-	b, pb := e.lay, e.bufs[l]
+// exchange sends every peer the rows of layer l of evaluation id (in pb) that it holds as
+// ghosts, and waits for theirs.
+func (e *evaluator) exchange(ctx context.Context, id uint32, l int, pb passBuffers) error {
+	b := e.lay
 	d := b.widths[l]
 	_, err := e.peers.push(ctx, func(q int) *rpc.RowsBatch {
 		rows := b.part.SendTo[q]

@@ -47,7 +47,53 @@ type passBuffers struct {
 	in     *tensor.Dense // Z_{l-1}, owned rows; nil in layer 0
 	p      *tensor.Dense // P_l, owned then ghost rows
 	scores *tensor.Dense // a GAT's s_src, owned then ghost rows; nil for a GCN
+	self   *tensor.Dense // GraphSAGE's S_l, owned rows; nil for the others
 	z      *tensor.Dense // Z_l, owned rows
+}
+
+// selfRower is a model whose Gathers add rows of its own to P_l's (GraphSAGE's S_l).
+type selfRower interface {
+	// selfRows returns the rows of layer l in slot 0 of training's buffers.
+	selfRows(l int) *tensor.Dense
+}
+
+// passBuffers returns training's buffers as an evaluation pass's: slot 0 of P_l (and a GAT's
+// s_src, GraphSAGE's S_l), and parity 0 of Z_l. Only a pass that runs when no training task
+// will run again may use them (evaluator.buffers).
+func (b *layout) passBuffers(m variant) []passBuffers {
+	sr, _ := m.(selfRower)
+	out := make([]passBuffers, b.layers())
+	for l := range out {
+		out[l] = passBuffers{p: b.p[l][0], scores: b.scoresOf(l, 0), z: b.z[0][l]}
+		if l > 0 {
+			out[l].in = out[l-1].z
+		}
+		if sr != nil {
+			out[l].self = sr.selfRows(l)
+		}
+	}
+	return out
+}
+
+// newPassBuffers returns buffers of the shapes of passBuffers' for a pass beside training.
+func newPassBuffers(b *layout, m variant) []passBuffers {
+	_, sage := m.(selfRower)
+	rows := b.part.Owned + len(b.part.Ghosts)
+	out := make([]passBuffers, b.layers())
+	for l := range out {
+		d := b.dims[l+1]
+		out[l] = passBuffers{p: tensor.NewDense(rows, d), z: tensor.NewDense(b.part.Owned, d)}
+		if h := b.widths[l] - d; h > 0 {
+			out[l].scores = tensor.NewDense(rows, h)
+		}
+		if sage {
+			out[l].self = tensor.NewDense(b.part.Owned, d)
+		}
+		if l > 0 {
+			out[l].in = out[l-1].z
+		}
+	}
+	return out
 }
 
 // taskEnv is what the models' tasks use besides the buffers.

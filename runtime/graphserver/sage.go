@@ -29,7 +29,6 @@ type sage struct {
 	*gcn
 	mean, meanT *tensor.CSR       // M and Mᵀ on the owned rows, part.Adj's structure
 	s           [][]*tensor.Dense // [layer][slot]: S_l, owned rows
-	evalS       []*tensor.Dense   // [layer]: S_l of the evaluation pass
 	dzSelf      [][]*tensor.Dense // [interval][layer]: the W_self half of dZ_{l-1} (l ≥ 1)
 }
 
@@ -58,7 +57,6 @@ func newSAGE(cfg *Config, part *partition.Part, cuts []partition.Interval, env t
 			slots = append(slots, tensor.NewDense(n, sh.dims[l+1]))
 		}
 		g.s = append(g.s, slots)
-		g.evalS = append(g.evalS, tensor.NewDense(n, sh.dims[l+1]))
 	}
 	for i := range lay.ivs {
 		bufs := make([]*tensor.Dense, g.cfg.Layers)
@@ -181,7 +179,7 @@ func (g *sage) evalForward(ctx context.Context, i, l int, w []*tensor.Dense, pb 
 		return err
 	}
 	self := pb
-	self.p = g.evalS[l]
+	self.p = pb.self
 	if err := g.gcn.evalForward(ctx, i, l, layerWeight(l, ws), self); err != nil {
 		return err
 	}
@@ -197,8 +195,10 @@ func layerWeight(l int, w *tensor.Dense) []*tensor.Dense {
 
 func (g *sage) evalGather(_ context.Context, l int, pb passBuffers) error {
 	tensor.SpMM(pb.z, g.mean, pb.p)
-	tensor.AddInPlace(pb.z, g.evalS[l])
+	tensor.AddInPlace(pb.z, pb.self)
 	return nil
 }
+
+func (g *sage) selfRows(l int) *tensor.Dense { return g.s[l][0] }
 
 func (g *sage) slots(w []*tensor.Dense) []export.Slot { return export.SAGESlots(w) }

@@ -105,7 +105,7 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	s.tasks = &runner{lay: s.lay, model: s.model, peers: s.peers, shards: s.shards, keep: s.keep,
 		updates: newUpdates(cfg.updateSize(), cfg.Intervals, s.shape.params),
 		pushed:  func(i, v, ck int) { s.post(shardMoved{i, v, ck}) }}
-	s.eval = newEvaluator(s.lay, s.model, s.peers, s.weights)
+	s.eval = newEvaluator(s.lay, s.model, s.peers, s.weights, cfg.Epochs, cfg.Weights == nil)
 	s.loop = newLoop(&s.cfg, s.pipeline(), part.Totals, s.keep, s.weights, s.shards, s.measure)
 	s.reports = newReports(&s.cfg, s.metrics)
 	return s, nil
