@@ -207,8 +207,20 @@ func (c *Config) contributions() int {
 	return c.Partitions * c.UpdateEvery.PerEpoch(c.Intervals)
 }
 
-// guardsSlots reports whether a run keeps its rows in two slots under a slotGuard: an
-// asynchronous GCN.
+// GhostSlots returns G, the number of epochs of the ghost rows of P_l and dZ_l a graph server
+// keeps: 1 under a guard (an asynchronous GCN or GraphSAGE network: a peer's batch waits for
+// the Gathers reading the ghost rows it overwrites, guard.go), else R (Slots).
+func GhostSlots(st jobconfig.Staleness, heads int) int {
+	if guardsSlots(st, heads) {
+		return 1
+	}
+	return Slots(st, heads)
+}
+
+func (c *Config) ghostSlots() int { return GhostSlots(c.Staleness, c.Heads) }
+
+// guardsSlots reports whether a run keeps its owned rows in two slots and its ghost rows in one
+// under a slotGuard: an asynchronous GCN (or GraphSAGE network).
 func guardsSlots(st jobconfig.Staleness, heads int) bool { return !st.Sync() && heads == 0 }
 
 func (c *Config) guardsSlots() bool { return guardsSlots(c.Staleness, c.Heads) }

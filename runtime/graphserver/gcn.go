@@ -49,8 +49,8 @@ func newGCN(cfg *Config, part *partition.Part, cuts []partition.Interval, env ta
 	for _, w := range sh.dims {
 		sh.initDims = append(sh.initDims, uint32(w))
 	}
-	if rows := part.Owned + len(part.Ghosts); int64(cfg.slots())*int64(rows) > math.MaxInt32 {
-		return nil, nil, modelShape{}, fmt.Errorf("partition %d: %d rows in %d slots exceed the 2³¹ rows a Gather indexes; use more graph servers or a lower staleness bound", cfg.Partition, rows, cfg.slots())
+	if rows := int64(cfg.slots())*int64(part.Owned) + int64(cfg.ghostSlots())*int64(len(part.Ghosts)); rows > math.MaxInt32 {
+		return nil, nil, modelShape{}, fmt.Errorf("partition %d: %d owned rows in %d slots and %d ghost rows in %d exceed the 2³¹ rows a Gather indexes; use more graph servers or a lower staleness bound", cfg.Partition, part.Owned, cfg.slots(), len(part.Ghosts), cfg.ghostSlots())
 	}
 	lay := newLayout(cfg, part, cuts, sh)
 	g := &gcn{cfg: m, lay: lay, env: env, keepSparse: d.Features.Sparse != nil}
@@ -96,12 +96,12 @@ func (g *gcn) run(ctx context.Context, st pipeline.Started) (float64, error) {
 		return 0, g.env.call(ctx, st, req)
 	case pipeline.KindGA:
 		defer b.guard.read(rowsP, l, st.Reads)()
-		b.gather(iv.zOf(t.Epoch)[l], b.part.Adj, b.pAll[l], iv, st.Reads, true)
+		b.gather(iv.zOf(t.Epoch)[l], b.part.Adj, rowsP, l, iv, st.Reads, true)
 	case pipeline.KindBackGA:
 		// dP_l = Âᵀ dZ_l = Â dZ_l: the forward Gather on dZ_l, whose ghost rows the readers
 		// shipped (pulled gradients)
 		defer b.guard.read(rowsDZ, l, st.Reads)()
-		b.gather(iv.dp[l], b.part.Adj, b.dzAll[l], iv, st.Reads, true)
+		b.gather(iv.dp[l], b.part.Adj, rowsDZ, l, iv, st.Reads, true)
 	case pipeline.KindBackAV:
 		req, err := g.avRequest(ctx, iv, st)
 		if err != nil {

@@ -11,14 +11,14 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 )
 
-// Writers fill two slots per source with their epoch, an epoch at a time, while readers read
-// every source at an epoch from a view of what is complete that lags behind by up to three
-// epochs, as a graph server's scheduler may: no reader ever sees a slot that is not wholly the
-// epoch it reads, no reader reads older than it was handed, and every read ends. Under -race, a
-// write and a read of the same slot at once is also a data race.
+// Writers fill two slots per source (local intervals' owned rows) with their epoch, an epoch at
+// a time, while readers read every source at an epoch from a view of what is complete that lags
+// behind by up to three epochs, as a graph server's scheduler may: no reader ever sees a slot
+// that is not wholly the epoch it reads, no reader reads older than it was handed, and every
+// read ends. Under -race, a write and a read of the same slot at once is also a data race.
 func TestSlotGuardReadsWholeEpochs(t *testing.T) {
 	const parts, intervals, epochs, rows = 2, 2, 300, 64
-	g := newSlotGuard(parts*intervals, 2, func(p, i int) int { return p*intervals + i })
+	g := newSlotGuard(parts*intervals, 2, func(p, i int) int { return p*intervals + i }, func(int) bool { return true })
 	n := parts * intervals
 	slots := make([][2][]float32, n)
 	for s := range slots {
@@ -110,5 +110,110 @@ func TestSlotGuardReadsWholeEpochs(t *testing.T) {
 	// The other kind and layers are apart: their first claims are free.
 	if err := g.write(rowsP, 1, 0, 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Peers' batches overwrite the one slot of their interval's ghost rows with each newer epoch
+// while Gathers read those rows, and local writers their owned rows' two slots, at once: every
+// Gather sees each peer's rows wholly of one epoch, no older than it was handed, and never
+// reads a row while it is stored (under -race, a data race); every batch and every Gather ends
+// (a deadlock would hang the test).
+func TestSlotGuardOneGhostSlot(t *testing.T) {
+	const parts, intervals, epochs, rows = 3, 2, 200, 48
+	n := parts * intervals
+	local := func(src int) bool { return src/intervals == 0 } // this server is partition 0
+	g := newSlotGuard(n, 1, func(p, i int) int { return p*intervals + i }, local)
+	slots := make([][2][]float32, n) // a peer's interval uses slot 0 only
+	for s := range slots {
+		slots[s] = [2][]float32{make([]float32, rows), make([]float32, rows)}
+	}
+	complete := make([]atomic.Int64, n)
+	for s := range complete {
+		complete[s].Store(-1)
+	}
+	var wg sync.WaitGroup
+	for s := range n {
+		wg.Go(func() {
+			for e := range epochs {
+				buf, done := slots[s][e%2], func() {}
+				if local(s) {
+					if err := g.write(rowsP, 0, s, e); err != nil {
+						t.Error(err)
+						return
+					}
+				} else {
+					var err error
+					buf = slots[s][0]
+					if done, err = g.store(rowsP, 0, s, e); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				for i := range buf {
+					buf[i] = float32(e)
+					if i%8 == 0 {
+						runtime.Gosched()
+					}
+				}
+				done()
+				complete[s].Store(int64(e))
+			}
+		})
+	}
+	finished := func() bool {
+		for s := range complete {
+			if complete[s].Load() < epochs-1 {
+				return false
+			}
+		}
+		return true
+	}
+	var gathers atomic.Int64
+	for k := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(k), 9))
+			for !finished() {
+				var rs []pipeline.Read
+				for s := range n {
+					if e := int(complete[s].Load()) - rng.IntN(3); e >= 0 {
+						rs = append(rs, pipeline.Read{From: pipeline.IntervalID{Partition: s / intervals, Interval: s % intervals}, Epoch: e})
+					}
+				}
+				handed := append([]pipeline.Read(nil), rs...)
+				done := g.read(rowsP, 0, rs)
+				for i, r := range rs {
+					s := r.From.Partition*intervals + r.From.Interval
+					buf := slots[s][0]
+					if local(s) {
+						buf = slots[s][r.Epoch%2]
+					}
+					first := buf[0]
+					for j, v := range buf {
+						if v != first || (local(s) && v != float32(r.Epoch)) || int(v) < handed[i].Epoch {
+							t.Errorf("source %d handed epoch %d: row %d holds epoch %v, row 0 %v", s, handed[i].Epoch, j, v, first)
+							break
+						}
+						if j%8 == 0 {
+							runtime.Gosched()
+						}
+					}
+				}
+				done()
+				gathers.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if gathers.Load() == 0 {
+		t.Fatal("no Gather ran")
+	}
+	// Every Gather is done: a peer's next batch stores at once; an older one is refused.
+	done, err := g.store(rowsP, 0, intervals, epochs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if _, err := g.store(rowsP, 0, intervals, epochs-2); err == nil || !strings.Contains(err.Error(), "after rows of epoch") {
+		t.Fatalf("a batch of an older epoch: %v", err)
 	}
 }

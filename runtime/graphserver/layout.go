@@ -14,14 +14,16 @@ import (
 )
 
 // layout is this server's partition cut into intervals, and the training buffers the intervals
-// share: P_l and dZ_l in R slots (Config.slots; a GCN's guarded), Z_l per epoch parity, the
-// gradient contributions remote intervals push (push cut), and the pools of composite buffers
-// of mixed-epoch reads.
+// share: P_l and dZ_l, their owned rows in R slots (Config.slots) and their ghost rows in G
+// (ghostSlots: an asynchronous GCN's 1, under its guard), Z_l per epoch parity, the gradient
+// contributions remote intervals push (push cut), and the pools of composite buffers of
+// mixed-epoch reads.
 type layout struct {
 	self, parts, intervals int // this partition, the partitions, the intervals of each
 	part                   *partition.Part
 	ivs                    []interval
 	slots                  int   // R
+	ghostSlots             int   // G: R, or 1 under a guard (guard.go)
 	dims                   []int // widths of the input and of P_l (a GAT's: heads·features) of every layer
 	widths                 []int // [layer]: width of the rows SC_l and ∇SC_l exchange
 	parities               int   // 2 when an interval runs two epochs at once, else 1
@@ -30,15 +32,18 @@ type layout struct {
 	// rows and ∇GA_l is the forward Gather on dZ_l; a GAT pushes contributions.
 	gradients pipeline.GradientFlow
 
-	// p[l] and dz[l] are the slots of one buffer each, pAll[l] and dzAll[l]: slot r is its rows
-	// r·n … (r+1)·n, so that a Gather reads rows of several epochs without copying them.
-	// z[p][L-1], the logits, is z[0][L-1] for every parity p: only the loss reads them, in the
-	// lane of the Gather that writes them, before that lane's next Gather.
-	p     [][]*tensor.Dense // [layer][slot]: P_l, owned then ghost rows
-	z     [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows; the logits' once (below)
-	dz    [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows (pulling gradients: then ghost rows)
-	pAll  []*tensor.Dense   // [layer]: the slots of P_l
-	dzAll []*tensor.Dense   // [layer]: the slots of dZ_l
+	// p[l] and dz[l] are the slots of one buffer each, pAll[l] and dzAll[l], placed by pAt and
+	// dzAt, so that a Gather reads rows of several epochs without copying them. Slot r < G
+	// holds its owned rows and then its ghost rows; slot r ≥ G only its owned rows, its ghost
+	// rows being slot r mod G's. z[p][L-1], the logits, is z[0][L-1] for every parity p: only
+	// the loss reads them, in the lane of the Gather that writes them, before that lane's next
+	// Gather.
+	p         [][]*tensor.Dense // [layer][slot]: P_l, owned (then ghost) rows
+	z         [][]*tensor.Dense // [epoch parity][layer]: Z_l, owned rows; the logits' once (below)
+	dz        [][]*tensor.Dense // [layer][slot]: dZ_l, owned rows (pulling gradients: then ghost rows)
+	pAll      []*tensor.Dense   // [layer]: the slots of P_l
+	dzAll     []*tensor.Dense   // [layer]: the slots of dZ_l
+	pAt, dzAt slotRows          // where the slots of pAll and dzAll lie
 	// scores[layer][slot] is a GAT's s_src (owned then ghost rows), sent after each row of P_l;
 	// nil for a GCN.
 	scores [][]*tensor.Dense
@@ -111,18 +116,19 @@ func newPart(cfg *Config) (*partition.Part, []partition.Interval, error) {
 // newLayout sets up the intervals of cuts and the buffers of every layer of a model of shape sh.
 func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh modelShape) *layout {
 	b := &layout{self: cfg.Partition, parts: cfg.Partitions, intervals: cfg.Intervals, part: part,
-		slots: cfg.slots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Staleness, cfg.Heads),
+		slots: cfg.slots(), ghostSlots: cfg.ghostSlots(), dims: sh.dims, widths: sh.widths, parities: EpochsInFlight(cfg.Staleness, cfg.Heads),
 		gradients: cfg.gradients()}
 	L, R, n := len(sh.dims)-1, b.slots, part.Owned
 	rows := n + len(part.Ghosts)
 	dzRows := n
+	b.pAt, b.dzAt = placeSlots(n, len(part.Ghosts), R, b.ghostSlots), placeSlots(n, 0, R, R)
 	if b.pulls() {
-		dzRows = rows
+		dzRows, b.dzAt = rows, b.pAt
 	}
 	b.p, b.dz, b.z = make([][]*tensor.Dense, L), make([][]*tensor.Dense, L), make([][]*tensor.Dense, b.parities)
 	b.shifted.make = func() *shiftedBlock { return &shiftedBlock{} }
 	if cfg.guardsSlots() {
-		b.guard = newSlotGuard(b.parts*b.intervals, L, b.global)
+		b.guard = newSlotGuard(b.parts*b.intervals, L, b.global, func(src int) bool { return src/b.intervals == b.self })
 	}
 	for l := range L {
 		d := b.dims[l+1]
@@ -133,11 +139,8 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 			}
 			b.z[p] = append(b.z[p], tensor.NewDense(n, d))
 		}
-		b.pAll, b.dzAll = append(b.pAll, tensor.NewDense(R*rows, d)), append(b.dzAll, tensor.NewDense(R*dzRows, d))
-		for r := range R {
-			b.p[l] = append(b.p[l], b.pAll[l].RowSlice(r*rows, (r+1)*rows))
-			b.dz[l] = append(b.dz[l], b.dzAll[l].RowSlice(r*dzRows, (r+1)*dzRows))
-		}
+		b.pAll, b.dzAll = append(b.pAll, tensor.NewDense(b.pAt.rows, d)), append(b.dzAll, tensor.NewDense(b.dzAt.rows, d))
+		b.p[l], b.dz[l] = b.pAt.views(b.pAll[l]), b.dzAt.views(b.dzAll[l])
 		b.compP = append(b.compP, newBufPool(rows, d))
 		b.compDZ = append(b.compDZ, newBufPool(dzRows, d))
 	}
@@ -208,6 +211,44 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 // a progress report's tasks, an export pass's list of files.
 const requestSlack = 64 << 10
 
+// slotRows places the R slots of a buffer of o owned and g ghost rows: slot r's owned rows
+// from row owned[r], its ghost rows (those of slot r mod G, G = len(ghost)) from row
+// ghost[r mod G]. With G = R every slot is its owned rows and then its ghost rows; with G = 1
+// slot 0 is, and every other slot only its owned rows after them.
+type slotRows struct {
+	owned, ghost []int
+	o, g         int // owned and ghost rows
+	rows         int // of the buffer
+}
+
+// placeSlots returns the places of R slots of o owned and g ghost rows, G of the ghost rows.
+func placeSlots(o, g, R, G int) slotRows {
+	at := slotRows{o: o, g: g}
+	for r := range R {
+		at.owned = append(at.owned, at.rows)
+		if r < G {
+			at.ghost = append(at.ghost, at.rows+o)
+			at.rows += g
+		}
+		at.rows += o
+	}
+	return at
+}
+
+// views returns the slots of all: slot r < G its owned and ghost rows, slot r ≥ G its owned
+// rows.
+func (at *slotRows) views(all *tensor.Dense) []*tensor.Dense {
+	var out []*tensor.Dense
+	for r, lo := range at.owned {
+		hi := lo + at.o
+		if r < len(at.ghost) {
+			hi += at.g
+		}
+		out = append(out, all.RowSlice(lo, hi))
+	}
+	return out
+}
+
 // maxRequest returns the bytes of the largest request a peer sends this server (at most
 // rpc.MaxMessage): a batch of a layer's rows, each with its id, as many as the largest of the
 // owned rows (a backward Scatter's contributions) and the ghost blocks (an evaluation's rows
@@ -230,11 +271,14 @@ func (b *layout) layers() int { return len(b.dims) - 1 }
 // pulls reports whether the backward pass pulls gradients (dZ_l rows shipped to ghosts).
 func (b *layout) pulls() bool { return b.gradients == pipeline.PullGradients }
 
-// claim returns once task t, local or a peer's, may write its interval's rows of kind and
-// layer l into the slot of its epoch (guard.go).
+// claim returns once local task t may write its interval's rows of kind and layer l into the
+// slot of its epoch (guard.go).
 func (b *layout) claim(kind, l int, t pipeline.Task) error {
 	return b.guard.write(kind, l, b.global(t.Partition, t.Interval), t.Epoch)
 }
+
+// ghostSlot returns the slot of the ghost rows of epoch e.
+func (b *layout) ghostSlot(e int) int { return e % b.ghostSlots }
 
 // shipsDZ returns the layer of the dZ rows that task t produces and ships to their ghost
 // copies when the backward pass pulls gradients — dZ_{L-1} from the loss (AV_L), dZ_{l-1}
@@ -287,42 +331,52 @@ func (b *layout) readRows(r pipeline.Read, ghosts bool) (lo, hi int, ok bool) {
 	return 0, 0, false
 }
 
-// compose returns the buffer a Gather reads: the slot of the common epoch when every source
-// (local intervals, and with ghosts the remote ones) is read at the same epoch, otherwise a
-// composite holding each source's rows of its epoch. done returns the composite to its pool.
+// compose returns the buffer a Gather reads: the slot that every source (local intervals, and
+// with ghosts the remote ones) is read in when that slot holds both owned and ghost rows,
+// otherwise a composite holding each source's rows of its epoch. done returns the composite
+// to its pool.
 func (b *layout) compose(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, ghosts bool) (*tensor.Dense, func()) {
 	return b.composeRows(slots, pool, reads, func(r pipeline.Read) (lo, hi int, ok bool) { return b.readRows(r, ghosts) })
 }
 
-// commonEpoch returns the epoch of every read that rows accepts (0 if none), and whether
-// they are of several epochs instead.
-func commonEpoch(reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (epoch int, mixed bool) {
-	epoch = -1
+// slotOf returns the slot of read r's rows: its epoch's, or for a peer's (ghost) rows the
+// slot of their epoch among the G.
+func (b *layout) slotOf(r pipeline.Read) int {
+	if r.From.Partition == b.self {
+		return r.Epoch % b.slots
+	}
+	return b.ghostSlot(r.Epoch)
+}
+
+// commonSlot returns the slot of every read that rows accepts (0 if none), and whether they
+// lie in several slots instead.
+func (b *layout) commonSlot(reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (slot int, mixed bool) {
+	slot = -1
 	for _, r := range reads {
 		if _, _, ok := rows(r); !ok {
 			continue
 		}
-		if epoch >= 0 && r.Epoch != epoch {
+		if s := b.slotOf(r); slot >= 0 && s != slot {
 			return 0, true
+		} else {
+			slot = s
 		}
-		epoch = r.Epoch
 	}
-	return max(epoch, 0), false
+	return max(slot, 0), false
 }
 
-// composeRows returns the slot of the common epoch when every read that rows accepts is of
-// one epoch, otherwise a composite from pool holding each accepted read's rows [lo, hi) of its
-// epoch. done returns the composite to its pool.
+// composeRows returns the slot that every read that rows accepts lies in, when that slot holds
+// owned and ghost rows, otherwise a composite from pool holding each accepted read's rows
+// [lo, hi) of its epoch. done returns the composite to its pool.
 func (b *layout) composeRows(slots []*tensor.Dense, pool *bufPool, reads []pipeline.Read, rows func(pipeline.Read) (lo, hi int, ok bool)) (*tensor.Dense, func()) {
-	epoch, mixed := commonEpoch(reads, rows)
-	if !mixed {
-		return slots[epoch%b.slots], func() {}
+	if slot, mixed := b.commonSlot(reads, rows); !mixed && slot < b.ghostSlots {
+		return slots[slot], func() {}
 	}
 	comp := pool.get()
 	d := comp.Cols
 	for _, r := range reads {
 		if lo, hi, ok := rows(r); ok {
-			copy(comp.Data[lo*d:hi*d], slots[r.Epoch%b.slots].Data[lo*d:hi*d])
+			copy(comp.Data[lo*d:hi*d], slots[b.slotOf(r)].Data[lo*d:hi*d])
 		}
 	}
 	return comp, func() { pool.put(comp) }
@@ -363,17 +417,39 @@ type shiftedBlock struct {
 }
 
 // gather computes dst = adj[iv.Lo:iv.Hi] · src, reading each source's rows (those of a read
-// that readRows accepts) in the slot of its epoch; all holds the slots, slot r in its rows
-// r·n … (r+1)·n with n = adj.Cols. When every read is of one epoch that is an SpMM on its
-// slot; otherwise the interval's column indices are shifted into their sources' slots of all,
-// which copies 4 bytes per nonzero instead of every row of the sources.
-func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, iv *interval, reads []pipeline.Read, ghosts bool) {
-	n := adj.Cols
+// that readRows accepts) in the slot of its epoch: src is P_l (kind rowsP) or dZ_l (rowsDZ) of
+// layer l, whose slots lie in pAll[l] or dzAll[l] as pAt or dzAt place them. When every
+// source's rows lie at one shift from their local rows (all in a slot of owned and ghost
+// rows) that is an SpMM on those rows; otherwise the interval's column indices are shifted
+// into their sources' slots, which copies 4 bytes per nonzero instead of every row of the
+// sources.
+func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, kind, l int, iv *interval, reads []pipeline.Read, ghosts bool) {
+	all, at := b.pAll[l], &b.pAt
+	if kind == rowsDZ {
+		all, at = b.dzAll[l], &b.dzAt
+	}
 	rows := func(r pipeline.Read) (lo, hi int, ok bool) { return b.readRows(r, ghosts) }
-	epoch, mixed := commonEpoch(reads, rows)
-	if !mixed {
-		r := epoch % b.slots
-		tensor.SpMMRows(dst, adj, all.RowSlice(r*n, (r+1)*n), iv.Lo, iv.Hi)
+	shiftOf := func(r pipeline.Read) int {
+		if r.From.Partition == b.self {
+			return at.owned[b.slotOf(r)]
+		}
+		return at.ghost[b.slotOf(r)] - at.o
+	}
+	common := -1
+	for _, r := range reads {
+		if _, _, ok := rows(r); !ok {
+			continue
+		}
+		if k := shiftOf(r); common == -1 || k == common {
+			common = k
+		} else {
+			common = -2
+			break
+		}
+	}
+	if common >= -1 {
+		k := max(common, 0)
+		tensor.SpMMRows(dst, adj, all.RowSlice(k, k+adj.Cols), iv.Lo, iv.Hi)
 		return
 	}
 	s := b.shifted.get()
@@ -382,7 +458,7 @@ func (b *layout) gather(dst *tensor.Dense, adj *tensor.CSR, all *tensor.Dense, i
 	clear(s.shift)
 	for _, r := range reads {
 		if _, _, ok := rows(r); ok {
-			s.shift[b.global(r.From.Partition, r.From.Interval)] = int32(r.Epoch % b.slots * n)
+			s.shift[b.global(r.From.Partition, r.From.Interval)] = int32(shiftOf(r))
 		}
 	}
 	p0, p1 := adj.RowPtr[iv.Lo], adj.RowPtr[iv.Hi]

@@ -1,11 +1,15 @@
 package graphserver
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
@@ -44,9 +48,9 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 				for i := range b.ivs {
 					iv := &b.ivs[i]
 					for _, backward := range []bool{false, true} {
-						adj, slots, all, pool, ghosts := part.Adj, b.p[l], b.pAll[l], b.compP[l], true
+						adj, slots, kind, all, pool, ghosts := part.Adj, b.p[l], rowsP, b.pAll[l], b.compP[l], true
 						if backward {
-							slots, all, pool = b.dz[l], b.dzAll[l], b.compDZ[l]
+							slots, kind, all, pool = b.dz[l], rowsDZ, b.dzAll[l], b.compDZ[l]
 							if !b.pulls() {
 								adj, ghosts = part.AdjLocal, false
 							}
@@ -56,7 +60,7 @@ func TestGatherShiftsIntoSlots(t *testing.T) {
 						tensor.SpMMRows(want, adj, src, iv.Lo, iv.Hi)
 						done()
 						got := tensor.NewDense(iv.Rows(), all.Cols)
-						b.gather(got, adj, all, iv, reads, ghosts)
+						b.gather(got, adj, kind, l, iv, reads, ghosts)
 						if !slices.Equal(got.Data, want.Data) {
 							t.Fatalf("heads %d, reads %v, layer %d, interval %d, backward %v: gather differs from the composite's SpMM", heads, reads, l, i, backward)
 						}
@@ -147,7 +151,7 @@ func TestStoreGradientRowsByCut(t *testing.T) {
 			if err != nil || task.Kind != c.kind || task.Epoch != c.epoch {
 				t.Fatalf("GCN: dZ rows of %v %d: task %v, %v", c.kind, c.layer, task, err)
 			}
-			slot, base := b.dz[l][c.epoch%b.slots], b.ghostRow(0, 0)
+			slot, base := b.dz[l][b.ghostSlot(c.epoch)], b.ghostRow(0, 0)
 			if got := slot.Data[base*slot.Cols : (base+g)*slot.Cols]; !slices.Equal(got, want) {
 				t.Errorf("GCN: dZ_%d's ghost rows of epoch %d hold %v, want %v", l, c.epoch, got, want)
 			}
@@ -197,4 +201,38 @@ func testLayout(t *testing.T, cfg Config) (*layout, *partition.Part) {
 		t.Fatal(err)
 	}
 	return newLayout(&cfg, part, cuts, modelShape{dims: []int{6, 4, 3}, widths: []int{4, 3}}), part
+}
+
+// A GCN's and a GraphSAGE network's graph server keeps one forward and one backward row per
+// ghost and layer in every mode (8 bytes per ghost and unit of H = Σ layer widths, Dorylus's
+// floor), beside R slots of its owned rows: the buffers' lengths, not the resident memory.
+func TestGhostBytesAtFloor(t *testing.T) {
+	for _, sage := range []bool{false, true} {
+		for _, st := range []jobconfig.Staleness{jobconfig.Sync, jobconfig.Bounded(0), jobconfig.Bounded(1), jobconfig.Bounded(2)} {
+			cfg := fuzzConfigs(t)[1]
+			cfg.SAGE, cfg.Staleness = sage, st
+			s, err := newServer(context.Background(), &errgroup.Group{}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := s.lay
+			v, g, R, H := b.part.Owned, len(b.part.Ghosts), b.slots, 0
+			if g == 0 {
+				t.Fatal("partition without ghosts")
+			}
+			ghostBytes := 0
+			for l := range b.layers() {
+				d := b.dims[l+1]
+				H += d
+				owned := 4 * R * v * d
+				ghostBytes += 4*len(b.pAll[l].Data) - owned + 4*len(b.dzAll[l].Data) - owned
+			}
+			if want := 8 * H * g; ghostBytes != want {
+				t.Errorf("SAGE %v, staleness %v: %d bytes of ghost rows, want 8·H·ghosts = 8·%d·%d = %d", sage, st, ghostBytes, H, g, want)
+			}
+			if s.eval.own != nil {
+				t.Errorf("SAGE %v, staleness %v: evaluation buffers before any evaluation", sage, st)
+			}
+		}
+	}
 }

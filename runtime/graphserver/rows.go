@@ -18,12 +18,12 @@ func (b *layout) store(bt *rpc.RowsBatch, epochs int) (pipeline.Task, error) {
 		return pipeline.Task{}, fmt.Errorf("task %v is not one of the sender's", t)
 	}
 	task := pipeline.Task{Partition: q, Interval: int(t.Interval), Epoch: int(t.Epoch), Layer: int(t.Layer), Kind: pipeline.Kind(t.Kind)}
-	g, slot := b.global(q, task.Interval), task.Epoch%b.slots
+	g, slot, ghost := b.global(q, task.Interval), task.Epoch%b.slots, b.ghostSlot(task.Epoch)
 	switch l, dz := b.shipsDZ(task); {
 	case bt.Flow == rpc.Flow_FLOW_FORWARD && task.Kind == pipeline.KindSC:
-		return task, b.storeGhosts(bt, task, rowsP, task.Layer, b.p[task.Layer][slot], b.scoresOf(task.Layer, slot))
+		return task, b.storeGhosts(bt, task, rowsP, task.Layer, b.p[task.Layer][ghost], b.scoresOf(task.Layer, ghost))
 	case bt.Flow == rpc.Flow_FLOW_GRADIENT && dz:
-		return task, b.storeGhosts(bt, task, rowsDZ, l, b.dz[l][slot], nil)
+		return task, b.storeGhosts(bt, task, rowsDZ, l, b.dz[l][ghost], nil)
 	case bt.Flow == rpc.Flow_FLOW_GRADIENT && task.Kind == pipeline.KindBackSC && !b.pulls():
 		return task, b.storeContribution(&b.contrib[task.Layer][g][slot], bt, n, b.widths[task.Layer])
 	}
@@ -41,7 +41,7 @@ func (b *layout) rowsLayer(t pipeline.Task) int {
 
 // storeGhosts decodes the rows of kind and layer l that remote task t ships to their ghost
 // copies here into dst (and for a GAT their s_src into scores), at the batch's offset in the
-// ghost block of t's partition, once it may write them (claim).
+// ghost block of t's partition, once it may write them (slotGuard.store).
 func (b *layout) storeGhosts(bt *rpc.RowsBatch, t pipeline.Task, kind, l int, dst, scores *tensor.Dense) error {
 	q, off, n := t.Partition, int(bt.Offset), int(bt.Data.Rows)
 	if off+n > b.part.GhostsOf(q) {
@@ -50,9 +50,11 @@ func (b *layout) storeGhosts(bt *rpc.RowsBatch, t pipeline.Task, kind, l int, ds
 	if err := b.learnSegment(b.global(q, t.Interval), q, off, n); err != nil {
 		return err
 	}
-	if err := b.claim(kind, l, t); err != nil {
+	done, err := b.guard.store(kind, l, b.global(q, t.Interval), t.Epoch)
+	if err != nil {
 		return err
 	}
+	defer done()
 	return storeGhostRows(dst, scores, b.ghostRow(q, off), n, bt.Data.Data)
 }
 

@@ -116,11 +116,11 @@ func (g *sage) run(ctx context.Context, st pipeline.Started) (float64, error) {
 	case t.Kind == pipeline.KindGA:
 		defer b.guard.read(rowsP, l, st.Reads)()
 		z := iv.zOf(t.Epoch)[l]
-		b.gather(z, g.mean, b.pAll[l], iv, st.Reads, true)
+		b.gather(z, g.mean, rowsP, l, iv, st.Reads, true)
 		tensor.AddInPlace(z, g.s[l][slot].RowSlice(iv.Lo, iv.Hi))
 	case t.Kind == pipeline.KindBackGA:
 		defer b.guard.read(rowsDZ, l, st.Reads)()
-		b.gather(iv.dp[l], g.meanT, b.dzAll[l], iv, st.Reads, true)
+		b.gather(iv.dp[l], g.meanT, rowsDZ, l, iv, st.Reads, true)
 	case t.Kind == pipeline.KindBackAV:
 		self, neigh, err := g.halves(ctx, iv, st)
 		if err != nil {
