@@ -241,12 +241,26 @@ func (o *graphServerOptions) validate() error {
 	return errors.Join(o.serverFlags.validate(),
 		jobconfig.Range{Min: 0, Max: jobconfig.Limits.GraphServers.Max - 1}.Check("--partition", o.partition),
 		jobconfig.Range{Min: 0, Max: math.MaxInt32}.Check("--attempt", o.attempt),
-		jobconfig.CheckDuration("--startup-timeout", o.startup, 0, maxStartupTimeout))
+		jobconfig.CheckDuration("--startup-timeout", o.startup, 0, maxStartupTimeout),
+		checkEnvInt(jobconfig.EnvPartition), checkEnvInt(jobconfig.EnvAttempt))
 }
 
+// envInt returns the integer in environment variable name, the default of its flag: 0 when it
+// is unset or empty (as the downward API gives a missing label) or not an integer (which
+// checkEnvInt refuses).
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
+}
+
+// checkEnvInt refuses an environment variable that holds something other than an integer,
+// which envInt would read as 0: a second graph server of partition 0.
+func checkEnvInt(name string) error {
+	v := os.Getenv(name)
+	if _, err := strconv.Atoi(v); v != "" && err != nil {
+		return fmt.Errorf("$%s=%q: not an integer", name, v)
+	}
+	return nil
 }
 
 // fromConfig loads the run config at path into the options.

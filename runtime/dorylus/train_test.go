@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 // run executes the dorylus command with args and returns its stdout and stderr.
@@ -130,7 +133,9 @@ func TestTrainBoundsFlags(t *testing.T) {
 // TestServerAndPrepareBoundsFlags: the numeric flags of prepare, graph-server and param-server
 // outside their ranges (jobconfig.Limits where a run sets the same thing: a partition per graph
 // server, a shard per parameter server) are refused before anything is read, naming the flag,
-// the value and the range; the ends of each range get past the check to what comes next.
+// the value and the range, and so are $DORYLUS_PARTITION and $DORYLUS_ATTEMPT holding something
+// other than an integer (the flags' defaults); the ends of each range get past the check to
+// what comes next.
 func TestServerAndPrepareBoundsFlags(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "run.json")
 	cases := map[string][]string{
@@ -150,6 +155,15 @@ func TestServerAndPrepareBoundsFlags(t *testing.T) {
 		if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: error %v, want %q", args, err, want)
 		}
+	}
+	for _, c := range []struct{ env, value string }{{jobconfig.EnvPartition, "1x"}, {jobconfig.EnvPartition, " 1"}, {jobconfig.EnvAttempt, "-"}} {
+		t.Run(c.env, func(t *testing.T) {
+			t.Setenv(c.env, c.value)
+			want := fmt.Sprintf("$%s=%q: not an integer", c.env, c.value)
+			if _, _, err := run(t, "graph-server", "--config", missing); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("$%s=%q: error %v, want %q", c.env, c.value, err, want)
+			}
+		})
 	}
 	for _, args := range [][]string{
 		{"graph-server", "--config", missing, "--partition", "255", "--attempt", "0", "--startup-timeout", "24h", "--listen-fd", "3"},
