@@ -12,7 +12,9 @@
 // (Lambda) makes a key of its own, and a graph server certifies it with the job's function
 // issuer (Issuer), a CA below the job's that signs client certificates naming no server: no
 // private key travels. Servers let a function's certificate (one that does not name
-// ServerName, IsFunction) fetch a task's inputs and weights and nothing else.
+// ServerName, IsFunction) fetch a task's inputs and weights and nothing else. Issue given
+// identities also signs one certificate per server naming its role and ordinal (Identity, a
+// URI SAN), with which a server checks the sender a request claims (IdentityOf).
 //
 // On disk the credentials use the kubernetes.io/tls Secret layout plus ca.crt, token,
 // function.crt, function.key, function-ca.crt and function-ca.key: CAFile, CertFile, KeyFile,

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,13 +60,23 @@ type Bundle struct {
 	// Secret). The graph servers of a pull job hold it.
 	FunctionCA, FunctionCAKey []byte // PEM
 	Token                     string // hex, 256 random bits
+	// Servers are the certificates of one server each, with its Identity in the URI SAN
+	// beside ServerName, when Issue was given identities.
+	Servers []ServerCert
+}
+
+// ServerCert is the certificate and key of one server (Bundle.ForServer).
+type ServerCert struct {
+	ID        Identity
+	Cert, Key []byte // PEM
 }
 
 // Issue makes a new CA named for the job, signs with it one leaf certificate (server and client
-// use, DNS name ServerName), one function certificate (server and client use, DNS name
-// FunctionServerName) and the function issuer's CA, all valid from a minute ago for Validity,
-// discards the CA's key and draws a token.
-func Issue(job string) (*Bundle, error) {
+// use, DNS name ServerName), one for each of servers (the same, naming its Identity too), one
+// function certificate (server and client use, DNS name FunctionServerName, identity function
+// 0) and the function issuer's CA, all valid from a minute ago for Validity, discards the CA's
+// key and draws a token.
+func Issue(job string, servers ...Identity) (*Bundle, error) {
 	now := time.Now().Add(-time.Minute) // clocks of the job's nodes may lag a little
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -99,9 +110,20 @@ func Issue(job string) (*Bundle, error) {
 	if b.Cert, b.Key, err = sign(leaf, ca, caKey); err != nil {
 		return nil, fmt.Errorf("leaf: %w", err)
 	}
+	for _, id := range servers {
+		own := *leaf
+		own.Subject = pkix.Name{CommonName: job + " " + id.String()}
+		own.URIs = []*url.URL{id.uri()}
+		sc := ServerCert{ID: id}
+		if sc.Cert, sc.Key, err = sign(&own, ca, caKey); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		b.Servers = append(b.Servers, sc)
+	}
 	fn := &x509.Certificate{
 		Subject:   pkix.Name{CommonName: job + " function"},
 		DNSNames:  []string{FunctionServerName},
+		URIs:      []*url.URL{Identity{RoleFunction, 0}.uri()},
 		NotBefore: now, NotAfter: now.Add(Validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
@@ -160,6 +182,19 @@ func serial() (*big.Int, error) {
 func (b *Bundle) Files() map[string][]byte {
 	return map[string][]byte{CAFile: b.CA, CertFile: b.Cert, KeyFile: b.Key, TokenFile: []byte(b.Token),
 		FunctionCertFile: b.FunctionCert, FunctionKeyFile: b.FunctionKey, FunctionCAFile: b.FunctionCA, FunctionCAKeyFile: b.FunctionCAKey}
+}
+
+// ForServer is the bundle as server id holds it: its own certificate and key in place of the
+// shared leaf, and no other server's.
+func (b *Bundle) ForServer(id Identity) (*Bundle, error) {
+	for _, sc := range b.Servers {
+		if sc.ID == id {
+			out := *b
+			out.Cert, out.Key, out.Servers = sc.Cert, sc.Key, nil
+			return &out, nil
+		}
+	}
+	return nil, fmt.Errorf("no certificate issued for %s", id)
 }
 
 // WriteDir writes the bundle into dir (created if missing), readable by the owner only.

@@ -5,8 +5,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -250,5 +252,76 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := LoadToken(empty); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("empty token: %v", err)
+	}
+}
+
+// TestServerIdentities: Issue with identities signs one certificate per server, naming
+// ServerName and its identity (dorylus:<role>/<ordinal>), valid for server and client use
+// under the job's CA; ForServer puts it in place of the shared leaf, which names no identity,
+// and holds no other server's; the function certificate is function 0's. A certificate that
+// names two identities, or a malformed one, names none that may be trusted.
+func TestServerIdentities(t *testing.T) {
+	ids := []Identity{GraphServer(0), GraphServer(1), ParamServer(0)}
+	b, err := Issue("ns/job", ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := func(p []byte) *x509.Certificate {
+		t.Helper()
+		blk, _ := pem.Decode(p)
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(parse(b.CA))
+	if len(b.Servers) != len(ids) {
+		t.Fatalf("%d server certificates, want %d", len(b.Servers), len(ids))
+	}
+	for _, id := range ids {
+		own, err := b.ForServer(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := parse(own.Cert)
+		if got, ok, err := IdentityOf(cert); err != nil || !ok || got != id {
+			t.Errorf("%s's certificate names %v %v %v", id, got, ok, err)
+		}
+		for _, use := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: ServerName, KeyUsages: []x509.ExtKeyUsage{use}}); err != nil {
+				t.Errorf("%s's certificate for %v: %v", id, use, err)
+			}
+		}
+		if _, err := own.Credentials(); err != nil || own.Servers != nil || string(own.Files()[CertFile]) != string(own.Cert) || string(own.Cert) == string(b.Cert) {
+			t.Errorf("%s's bundle: %v, %d server certificates; want its own pair alone", id, err, len(own.Servers))
+		}
+	}
+	if _, ok, err := IdentityOf(parse(b.Cert)); ok || err != nil {
+		t.Errorf("the shared leaf names an identity (%v, %v)", ok, err)
+	}
+	if got, ok, err := IdentityOf(parse(b.FunctionCert)); !ok || err != nil || got != (Identity{RoleFunction, 0}) {
+		t.Errorf("the function certificate names %v %v %v, want function 0", got, ok, err)
+	}
+	if _, err := b.ForServer(GraphServer(5)); err == nil || err.Error() != "no certificate issued for graph-server 5" {
+		t.Errorf("ForServer of a server not issued: %v", err)
+	}
+	for name, uris := range map[string][]string{
+		"two identities": {"dorylus:graph-server/0", "dorylus:graph-server/1"},
+		"no ordinal":     {"dorylus:graph-server/x"},
+		"no role":        {"dorylus:/1"},
+	} {
+		c := &x509.Certificate{Subject: pkix.Name{CommonName: name}}
+		for _, u := range uris {
+			parsed, err := url.Parse(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.URIs = append(c.URIs, parsed)
+		}
+		if _, ok, err := IdentityOf(c); ok || err == nil {
+			t.Errorf("%s: %v, want an error", name, err)
+		}
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -28,7 +31,7 @@ type service struct {
 }
 
 // Hello lets a peer check that both belong to the same run and agree on the partitioning.
-func (v *service) Hello(_ context.Context, r *rpc.HelloRequest) (*rpc.HelloReply, error) {
+func (v *service) Hello(ctx context.Context, r *rpc.HelloRequest) (*rpc.HelloReply, error) {
 	c, q := v.cfg, int(r.From)
 	switch {
 	case r.Run != c.Run:
@@ -39,7 +42,7 @@ func (v *service) Hello(_ context.Context, r *rpc.HelloRequest) (*rpc.HelloReply
 		return nil, status.Errorf(codes.FailedPrecondition, "graph server %d runs %d partitions of %d intervals, the caller %d of %d",
 			c.Partition, c.Partitions, c.Intervals, r.Partitions, r.Intervals)
 	}
-	if err := v.peer(r.From); err != nil {
+	if err := v.peer(ctx, r.From); err != nil {
 		return nil, err
 	}
 	if int(r.Ghosts) != len(v.lay.part.SendTo[q]) {
@@ -49,10 +52,35 @@ func (v *service) Hello(_ context.Context, r *rpc.HelloRequest) (*rpc.HelloReply
 	return &rpc.HelloReply{}, nil
 }
 
-// peer checks that from names another partition of the run.
-func (v *service) peer(from uint32) error {
+// peer checks that from names another partition of the run, and that the caller may speak
+// as it (sender).
+func (v *service) peer(ctx context.Context, from uint32) error {
 	if int(from) >= v.cfg.Partitions || int(from) == v.cfg.Partition {
 		return status.Errorf(codes.InvalidArgument, "graph server %d: from: partition %d is not a peer of %d partitions", v.cfg.Partition, from, v.cfg.Partitions)
+	}
+	return v.sender(ctx, from)
+}
+
+// sender checks the caller's certificate against the graph server a request claims to come
+// from, with codes.PermissionDenied: a certificate that names a server (pki.IdentityOf) may
+// speak only as that graph server; one that names none — the leaf all servers of a job share
+// when nothing issued one each — as any; a call without a verified certificate (an insecure
+// run) as claimed.
+func (v *service) sender(ctx context.Context, from uint32) error {
+	p, _ := grpcpeer.FromContext(ctx)
+	if p == nil {
+		return nil
+	}
+	info, _ := p.AuthInfo.(credentials.TLSInfo)
+	if len(info.State.VerifiedChains) == 0 {
+		return nil
+	}
+	id, ok, err := pki.IdentityOf(info.State.VerifiedChains[0][0])
+	switch {
+	case err != nil:
+		return status.Errorf(codes.PermissionDenied, "graph server %d: %v", v.cfg.Partition, err)
+	case ok && id != pki.GraphServer(int(from)):
+		return status.Errorf(codes.PermissionDenied, "graph server %d: the caller's certificate is %s's: it may not speak as graph server %d", v.cfg.Partition, id, from)
 	}
 	return nil
 }
@@ -67,8 +95,8 @@ func (v *service) training(what string) error {
 
 // PushRows stores a peer's rows: those of a training task, then posts rowsArrived; those of an
 // evaluation pass, which waits for them itself.
-func (v *service) PushRows(_ context.Context, b *rpc.RowsBatch) (*rpc.Ack, error) {
-	if err := v.peer(b.From); err != nil {
+func (v *service) PushRows(ctx context.Context, b *rpc.RowsBatch) (*rpc.Ack, error) {
+	if err := v.peer(ctx, b.From); err != nil {
 		return nil, err
 	}
 	if b.Flow != rpc.Flow_FLOW_EVAL {
@@ -115,8 +143,8 @@ func (v *service) storeRows(b *rpc.RowsBatch) error {
 }
 
 // Progress posts the WU tasks a peer reports done.
-func (v *service) Progress(_ context.Context, r *rpc.ProgressReport) (*rpc.Ack, error) {
-	if err := v.peer(r.From); err != nil {
+func (v *service) Progress(ctx context.Context, r *rpc.ProgressReport) (*rpc.Ack, error) {
+	if err := v.peer(ctx, r.From); err != nil {
 		return nil, err
 	}
 	if err := v.training("progress"); err != nil {
@@ -136,11 +164,14 @@ func (v *service) Progress(_ context.Context, r *rpc.ProgressReport) (*rpc.Ack, 
 	return &rpc.Ack{}, nil
 }
 
-// Command posts the coordinator's stop or evaluate.
-func (v *service) Command(_ context.Context, r *rpc.CommandRequest) (*rpc.Ack, error) {
+// Command posts the coordinator's stop or evaluate: only graph server 0 sends them.
+func (v *service) Command(ctx context.Context, r *rpc.CommandRequest) (*rpc.Ack, error) {
 	c := v.cfg
 	if c.Partition == 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "graph server 0 is the coordinator: it takes no commands")
+	}
+	if err := v.sender(ctx, 0); err != nil {
+		return nil, err
 	}
 	if r.Stop {
 		if err := v.training("stop"); err != nil {
@@ -161,7 +192,7 @@ func (v *service) Command(_ context.Context, r *rpc.CommandRequest) (*rpc.Ack, e
 
 // EpochDone asks the loop to take a peer's epoch report (the coordinator only).
 func (v *service) EpochDone(ctx context.Context, r *rpc.EpochReport) (*rpc.Ack, error) {
-	if err := v.report(r.From); err != nil {
+	if err := v.report(ctx, r.From); err != nil {
 		return nil, err
 	}
 	if err := v.training("epoch reports"); err != nil {
@@ -173,7 +204,7 @@ func (v *service) EpochDone(ctx context.Context, r *rpc.EpochReport) (*rpc.Ack, 
 
 // EvalDone asks the loop to take a peer's evaluation report (the coordinator only).
 func (v *service) EvalDone(ctx context.Context, r *rpc.EvalReport) (*rpc.Ack, error) {
-	if err := v.report(r.From); err != nil {
+	if err := v.report(ctx, r.From); err != nil {
 		return nil, err
 	}
 	verdict := make(chan error, 1)
@@ -181,11 +212,11 @@ func (v *service) EvalDone(ctx context.Context, r *rpc.EvalReport) (*rpc.Ack, er
 }
 
 // report checks that this server coordinates and that from is a peer.
-func (v *service) report(from uint32) error {
+func (v *service) report(ctx context.Context, from uint32) error {
 	if v.cfg.Partition != 0 {
 		return status.Errorf(codes.FailedPrecondition, "graph server %d is not the coordinator", v.cfg.Partition)
 	}
-	return v.peer(from)
+	return v.peer(ctx, from)
 }
 
 // answer posts ev and returns the loop's verdict on it: a report the coordinator cannot take

@@ -51,8 +51,9 @@ type Run struct {
 // Launch starts the servers of cfg, of which it needs the count of graph servers
 // (GraphServers.Replicas) and of parameter-server shards (ParameterServers.Replicas; 0 in an
 // inference): it gives each a loopback address (SetAddresses), issues the run's credentials
-// into o.Work when cfg is secure and names none, writes the config there and starts the
-// servers, the parameter servers first. cfg itself is not changed. Stop the run whatever
+// into o.Work when cfg is secure and names none (a certificate of its own for each server,
+// named by a copy of the config each), writes the config there and starts the servers, the
+// parameter servers first. cfg itself is not changed. Stop the run whatever
 // happens. Once ctx ends (the launcher's SIGTERM or SIGINT) it starts no more: it stops those
 // it started and returns ctx's error.
 func Launch(ctx context.Context, cfg *jobconfig.RunConfig, o Options) (*Run, error) {
@@ -64,8 +65,9 @@ func Launch(ctx context.Context, cfg *jobconfig.RunConfig, o Options) (*Run, err
 	}
 	defer CloseAll(lis) // the servers hold the sockets once started
 	addrs := Addrs(lis)
+	var own map[pki.Identity]string // each server's credentials, when the launcher issues them
 	if !c.Security.Insecure && c.Security.TLSDir == "" {
-		if c.Security.TLSDir, err = issueCredentials(o.Work); err != nil {
+		if c.Security.TLSDir, own, err = issueCredentials(o.Work, n, m); err != nil {
 			return nil, err
 		}
 	}
@@ -77,13 +79,29 @@ func Launch(ctx context.Context, cfg *jobconfig.RunConfig, o Options) (*Run, err
 	if err := WriteConfig(path, &c); err != nil {
 		return nil, err
 	}
+	// configOf is the run config of server id: the run's, or a copy naming its own credentials.
+	configOf := func(id pki.Identity) (string, error) {
+		dir, ok := own[id]
+		if !ok {
+			return path, nil
+		}
+		sc := c
+		sc.Security.TLSDir = dir
+		p := filepath.Join(o.Work, fmt.Sprintf("run-%d-%s-%d.json", seed, id.Role, id.Ordinal))
+		return p, WriteConfig(p, &sc)
+	}
 	r := &Run{seed: seed, exited: make(chan *Process, n+m), reports: NewReports()}
 	for s := range m {
 		if err := r.stopped(ctx, fmt.Sprintf("param-server %d", s)); err != nil {
 			return nil, err
 		}
+		cfgPath, err := configOf(pki.ParamServer(s))
+		if err != nil {
+			r.Stop()
+			return nil, err
+		}
 		p, err := StartServer(o.Exe, fmt.Sprintf("param-server %d", s), lis[n+s], nil, o.Log, r.exited,
-			"param-server", "--config", path, "--shard", strconv.Itoa(s), "--advertise-address", addrs[n+s])
+			"param-server", "--config", cfgPath, "--shard", strconv.Itoa(s), "--advertise-address", addrs[n+s])
 		if err != nil {
 			r.Stop()
 			return nil, err
@@ -95,7 +113,12 @@ func Launch(ctx context.Context, cfg *jobconfig.RunConfig, o Options) (*Run, err
 		if q == 0 {
 			out = r.reports.w
 		}
-		args := []string{"graph-server", "--config", path, "--partition", strconv.Itoa(q),
+		cfgPath, err := configOf(pki.GraphServer(q))
+		if err != nil {
+			r.Stop()
+			return nil, err
+		}
+		args := []string{"graph-server", "--config", cfgPath, "--partition", strconv.Itoa(q),
 			"--usage-file", UsagePath(o.Work, seed, q), "--advertise-address", addrs[q]}
 		if o.Trace {
 			args = append(args, "--trace", TracePath(o.Work, q))
@@ -124,17 +147,41 @@ func (r *Run) stopped(ctx context.Context, next string) error {
 }
 
 // issueCredentials makes a run's credentials, with an ephemeral CA, in a new folder of work
-// (and so removed with it) and returns that folder.
-func issueCredentials(work string) (string, error) {
-	b, err := pki.Issue(fmt.Sprintf("dorylus-%d", os.Getpid()))
+// (and so removed with it): the job's bundle, and in a folder <role>-<ordinal> below it for
+// each of the graph servers and parameter servers the same with that server's own
+// certificate (pki.Identity), with which no other server can speak as it. It returns the
+// folder and the servers' folders by identity.
+func issueCredentials(work string, graphServers, paramServers int) (string, map[pki.Identity]string, error) {
+	ids := make([]pki.Identity, 0, graphServers+paramServers)
+	for q := range graphServers {
+		ids = append(ids, pki.GraphServer(q))
+	}
+	for s := range paramServers {
+		ids = append(ids, pki.ParamServer(s))
+	}
+	b, err := pki.Issue(fmt.Sprintf("dorylus-%d", os.Getpid()), ids...)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dir, err := os.MkdirTemp(work, "credentials-*")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return dir, b.WriteDir(dir)
+	if err := b.WriteDir(dir); err != nil {
+		return "", nil, err
+	}
+	own := make(map[pki.Identity]string, len(ids))
+	for _, id := range ids {
+		sb, err := b.ForServer(id)
+		if err != nil {
+			return "", nil, err
+		}
+		own[id] = filepath.Join(dir, fmt.Sprintf("%s-%d", id.Role, id.Ordinal))
+		if err := sb.WriteDir(own[id]); err != nil {
+			return "", nil, err
+		}
+	}
+	return dir, own, nil
 }
 
 // Events yields graph server 0's reports as it writes them, until the consumer stops or an
