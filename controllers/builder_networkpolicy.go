@@ -19,8 +19,10 @@ var serverDataPorts = []int32{jobconfig.GraphServerPort, jobconfig.ParamServerPo
 func networkPolicyName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.Name + "-servers" }
 
 // buildNetworkPolicy admits ingress to the job's graph and parameter servers
-// only on serverDataPorts from the job's own pods (by LabelJobName), and on
-// the metrics port only from the namespaces scrapers selects. A Lambda
+// only on serverDataPorts from the job's own graph and parameter servers
+// (graph servers call each other and the parameter servers; no other pod of
+// the job, its partitioner or its managed Knative function, calls them), and
+// on the metrics port only from the namespaces scrapers selects. A Lambda
 // function pulling tensors (dataPath Pull) calls the servers from outside
 // the cluster, so for such a job the data ports admit any source and only
 // mutual TLS tells the job's callers apart. Egress stays open: datasets,
@@ -33,22 +35,26 @@ func networkPolicyName(job *dorylusv1alpha1.GNNTrainingJob) string { return job.
 func buildNetworkPolicy(job *dorylusv1alpha1.GNNTrainingJob, scrapers metav1.LabelSelector) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	data := networkingv1ac.NetworkPolicyIngressRule().WithPorts(policyPorts(serverDataPorts...)...)
 	if !lambdaPull(job) {
-		data.WithFrom(networkingv1ac.NetworkPolicyPeer().
-			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelJobName: job.Name})))
+		data.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(serversSelector(job)))
 	}
 	return networkingv1ac.NetworkPolicy(networkPolicyName(job), job.Namespace).
 		WithLabels(childLabels(job, RoleRuntime)).
 		WithOwnerReferences(ownerReference(job)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
-			WithPodSelector(metav1ac.LabelSelector().
-				WithMatchLabels(map[string]string{LabelJobName: job.Name}).
-				WithMatchExpressions(metav1ac.LabelSelectorRequirement().
-					WithKey(LabelRole).WithOperator(metav1.LabelSelectorOpIn).WithValues(RoleGraphServer, RoleParamServer))).
+			WithPodSelector(serversSelector(job)).
 			WithPolicyTypes("Ingress").
 			WithIngress(data,
 				networkingv1ac.NetworkPolicyIngressRule().
 					WithPorts(policyPorts(jobconfig.MetricsPort)...).
 					WithFrom(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(labelSelector(scrapers)))))
+}
+
+// serversSelector selects the job's graph and parameter servers.
+func serversSelector(job *dorylusv1alpha1.GNNTrainingJob) *metav1ac.LabelSelectorApplyConfiguration {
+	return metav1ac.LabelSelector().
+		WithMatchLabels(map[string]string{LabelJobName: job.Name}).
+		WithMatchExpressions(metav1ac.LabelSelectorRequirement().
+			WithKey(LabelRole).WithOperator(metav1.LabelSelectorOpIn).WithValues(RoleGraphServer, RoleParamServer))
 }
 
 // LabelFunctionOf on the pods of an HTTP function that serves one job (a

@@ -16,7 +16,7 @@ import (
 )
 
 // TestNetworkPolicy reads each job's NetworkPolicies back from the API server:
-// its servers admit the job's own pods on the data ports and the scraper
+// its servers admit the job's own servers on the data ports and the scraper
 // namespaces on the metrics port; a Lambda function pulling tensors reaches the
 // data ports from outside the cluster; the pods of a function serving the job
 // (labelled dorylus.dev/function-of) admit its graph servers alone.
@@ -32,12 +32,15 @@ func TestNetworkPolicy(t *testing.T) {
 	port := func(p int) networkingv1.NetworkPolicyPort {
 		return networkingv1.NetworkPolicyPort{Protocol: tcp, Port: ptr.To(intstr.FromInt(p))}
 	}
+	servers := func(job string) metav1.LabelSelector {
+		return metav1.LabelSelector{
+			MatchLabels:      map[string]string{"dorylus.dev/job-name": job},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "dorylus.dev/role", Operator: metav1.LabelSelectorOpIn, Values: []string{"graph-server", "param-server"}}},
+		}
+	}
 	want := func(job string, dataFrom []networkingv1.NetworkPolicyPeer) networkingv1.NetworkPolicySpec {
 		return networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{
-				MatchLabels:      map[string]string{"dorylus.dev/job-name": job},
-				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "dorylus.dev/role", Operator: metav1.LabelSelectorOpIn, Values: []string{"graph-server", "param-server"}}},
-			},
+			PodSelector: servers(job),
 			Ingress: []networkingv1.NetworkPolicyIngressRule{
 				{Ports: []networkingv1.NetworkPolicyPort{port(5000), port(5100)}, From: dataFrom},
 				{Ports: []networkingv1.NetworkPolicyPort{port(9090)}, From: []networkingv1.NetworkPolicyPeer{{
@@ -46,8 +49,9 @@ func TestNetworkPolicy(t *testing.T) {
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		}
 	}
-	ownPods := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"dorylus.dev/job-name": "cora"}}}}
-	for job, spec := range map[string]networkingv1.NetworkPolicySpec{"cora": want("cora", ownPods), "pull": want("pull", nil)} {
+	coraServers := servers("cora")
+	ownServers := []networkingv1.NetworkPolicyPeer{{PodSelector: &coraServers}}
+	for job, spec := range map[string]networkingv1.NetworkPolicySpec{"cora": want("cora", ownServers), "pull": want("pull", nil)} {
 		got := waitCondition(t, ns, job, dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
 		var np networkingv1.NetworkPolicy
 		if err := getObj(t, ns, job+"-servers", &np); err != nil {
@@ -83,7 +87,9 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 
 	// The policy selects the job's server pods, and its data rule admits them
-	// (graph servers call parameter servers and each other), but no other job's.
+	// (graph servers call parameter servers and each other), but no other job's,
+	// none of the job's other pods (its partitioner, its managed Knative
+	// function) and no pod without labels.
 	var np networkingv1.NetworkPolicy
 	var sts appsv1.StatefulSet
 	var dep appsv1.Deployment
@@ -106,6 +112,12 @@ func TestNetworkPolicy(t *testing.T) {
 	other := labels.Set{LabelJobName: "pull", LabelRole: RoleGraphServer}
 	if pods.Matches(other) || peers.Matches(other) {
 		t.Errorf("cora's policy selects or admits another job's pods %v", other)
+	}
+	job := userJob(ns, "cora")
+	for name, l := range map[string]labels.Set{"partitioner": childLabels(job, RolePartitioner), "managed function": childLabels(job, RoleFunction), "unlabelled": {}} {
+		if pods.Matches(l) || peers.Matches(l) {
+			t.Errorf("cora's policy selects or admits its %s pods %v", name, l)
+		}
 	}
 
 	// The function policy selects the pods of cora's function, not another

@@ -1,0 +1,197 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dorylus-gnn/dorylus/controllers"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+)
+
+// probeImage is the image of test/e2e/netprobe, which probeImageOnce builds
+// and imports into the node's containerd.
+const probeImage = "docker.io/dorylus-gnn/netprobe:local"
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+)
+
+// importProbeImage builds netprobe (static), packs it with hack/image and
+// imports it into the cluster (hack/local-cluster/cluster.sh import), once.
+func importProbeImage(t *testing.T) {
+	t.Helper()
+	probeOnce.Do(func() {
+		dir := filepath.Join(clusterDir, "images")
+		bin, tar := filepath.Join(dir, "netprobe"), filepath.Join(dir, "netprobe.tar")
+		for _, args := range [][]string{
+			{"go", "build", "-trimpath", "-o", bin, "./test/e2e/netprobe"},
+			{"go", "run", "./hack/image", "custom", "--name", probeImage, "--add", bin + "=/netprobe", "--entrypoint", "/netprobe", "--out", tar},
+			{"hack/local-cluster/cluster.sh", "import", tar},
+		} {
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				probeErr = fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
+				return
+			}
+		}
+	})
+	if probeErr != nil {
+		t.Fatal(probeErr)
+	}
+}
+
+// probePod runs netprobe in a bare pod name with labels (none: nil),
+// restricted like the jobs' pods, waits until it is Ready and returns its IP.
+func probePod(t *testing.T, c client.Client, name string, labels map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "probe", Image: probeImage, ImagePullPolicy: corev1.PullNever,
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+	_ = c.Delete(ctx, pod, client.GracePeriodSeconds(0)) // left by an earlier run
+	run(t, kubectl, "wait", "-n", ns, "pod/"+name, "--for=delete", "--timeout=60s")
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), pod, client.GracePeriodSeconds(0)) })
+	run(t, kubectl, "wait", "-n", ns, "pod/"+name, "--for=condition=Ready", "--timeout=120s")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || pod.Status.PodIP == "" {
+		t.Fatalf("pod %s: no IP (%v)", name, err)
+	}
+	return pod.Status.PodIP
+}
+
+// dialFrom asks the netprobe at probeIP to open a TCP connection to addr and
+// returns what it saw: open, refused, timeout or error: ….
+func dialFrom(t *testing.T, probeIP, addr string) string {
+	t.Helper()
+	hc := http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + net.JoinHostPort(probeIP, "8080") + "/dial?addr=" + url.QueryEscape(addr))
+	if err != nil {
+		t.Fatalf("netprobe %s: %v", probeIP, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("netprobe %s, dial %s: %s: %s", probeIP, addr, resp.Status, body)
+	}
+	return strings.TrimSpace(string(body))
+}
+
+// TestNetworkPolicyEnforced runs a job under the enforcer of the local
+// cluster (kube-router's firewall, hack/local-cluster) beside a pod labelled
+// as another job's graph server and a pod with no labels, both running
+// netprobe, and an HTTP function labelled as the job's (LabelFunctionOf). At
+// epoch 5, with the job's graph servers, parameter server and function
+// serving (the node, whose traffic policy does not cover, opens each of
+// their ports), neither pod may open any of them: the data ports, the
+// health and metrics ports and the function's (refused or timed out); each
+// probe pod opens the other's port, so the probes themselves work. The
+// job's own pods, which reach each other under the same policy, must train
+// to Succeeded.
+func TestNetworkPolicyEnforced(t *testing.T) {
+	t.Parallel()
+	const name = "cora-netpol"
+	c := setup(t, name)
+	importProbeImage(t)
+	createServePod(t, c, name+"-function", runtimeImage(t), functionPort, map[string]string{controllers.LabelFunctionOf: name}, nil,
+		"/dorylus", "function", "--listen", fmt.Sprintf(":%d", functionPort), "--insecure")
+	probes := map[string]string{
+		"another job's graph server": probePod(t, c, name+"-other-job", map[string]string{
+			controllers.LabelJobName: name + "-other", controllers.LabelRole: controllers.RoleGraphServer}),
+		"a pod with no labels": probePod(t, c, name+"-no-labels", nil),
+	}
+	run(t, kubectl, "wait", "-n", ns, "deployment/"+name+"-function", "--for=condition=Available", "--timeout=120s")
+
+	tl := longJob(t, c, name, nil)
+	defer tl.close()
+	waitJob(t, c, name, "epoch 5", 300*time.Second, atEpoch(5))
+
+	ctx := context.Background()
+	var targets []string // "role pod address"
+	pods, err := jobPods(ctx, c, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		ports := map[string][]int{
+			controllers.RoleGraphServer: {jobconfig.GraphServerPort, jobconfig.HealthPort, jobconfig.MetricsPort},
+			controllers.RoleParamServer: {jobconfig.ParamServerPort, jobconfig.HealthPort, jobconfig.MetricsPort},
+		}[p.Labels[controllers.LabelRole]]
+		for _, port := range ports {
+			targets = append(targets, fmt.Sprintf("%s %s %s", p.Labels[controllers.LabelRole], p.Name, net.JoinHostPort(p.Status.PodIP, fmt.Sprint(port))))
+		}
+	}
+	var fn corev1.PodList
+	if err := c.List(ctx, &fn, client.InNamespace(ns), client.MatchingLabels{controllers.LabelFunctionOf: name}); err != nil || len(fn.Items) != 1 {
+		t.Fatalf("the function's pods: %d (%v)", len(fn.Items), err)
+	}
+	targets = append(targets, fmt.Sprintf("function %s %s", fn.Items[0].Name, net.JoinHostPort(fn.Items[0].Status.PodIP, fmt.Sprint(functionPort))))
+	if want := 2*3 + 3 + 1; len(targets) != want {
+		t.Fatalf("%d ports to probe, want %d (2 graph servers, 1 parameter server, 1 function): %v", len(targets), want, targets)
+	}
+
+	for from, ip := range probes {
+		for _, target := range targets {
+			addr := target[strings.LastIndex(target, " ")+1:]
+			if got := dialFrom(t, ip, addr); got != "refused" && got != "timeout" {
+				t.Errorf("%s (%s) opened %s: %s", from, ip, target, got)
+			}
+		}
+		for other, oip := range probes {
+			if other != from {
+				if got := dialFrom(t, ip, net.JoinHostPort(oip, "8080")); got != "open" {
+					t.Errorf("%s (%s) could not open %s's port (%s): the probe itself fails", from, ip, other, got)
+				}
+			}
+		}
+	}
+	// The targets served while they were probed: the node opens each.
+	for _, target := range targets {
+		addr := target[strings.LastIndex(target, " ")+1:]
+		conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			t.Errorf("the node cannot open %s (%v): its refusals above prove nothing", target, err)
+			continue
+		}
+		_ = conn.Close()
+	}
+	t.Logf("refused or timed out from %d pods: %s", len(probes), strings.Join(targets, "; "))
+
+	waitJob(t, c, name, "Succeeded", 300*time.Second, succeeded)
+	tl.wait(t, msGone, 120*time.Second)
+	t.Logf("timeline %s", tl.report())
+	deleteJob(t, name, tl.processes())
+}
