@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -25,10 +24,8 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
-	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
-	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
@@ -277,50 +274,6 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	return nil
 }
 
-// loadPartition reads partition p of parts of dataset d: its own file from a partitioned
-// directory, checked against the directory's manifest when it has one (of a remote dataset,
-// only that file is downloaded, under /tmp, the pods' writable emptyDir), or the whole dataset
-// cut in memory by the default plan (deterministic: every server computes the same cut). The
-// dataset must be in the layout d.Format names, when it names one.
-func loadPartition(ctx context.Context, d jobconfig.Dataset, fetch source.Options, p, parts int) (*graph.PartitionData, error) {
-	fetch.Partition, fetch.Partitions = p, parts
-	spec, err := source.Fetch(ctx, d, fetch)
-	if err != nil {
-		return nil, err
-	}
-	own := filepath.Join(spec, graph.PartitionFileName(p, parts))
-	format := graph.Format(d.Format)
-	if (partition.HasManifest(spec) || isRegular(own)) && format != "" && format != graph.FormatPrepared {
-		return nil, fmt.Errorf("dataset %s holds partition files (the %s layout), not the %s layout its configuration names", source.Redact(source.Spec(d)), graph.FormatPrepared, format)
-	}
-	if partition.HasManifest(spec) {
-		m, err := partition.ReadManifest(spec)
-		if err != nil {
-			return nil, err
-		}
-		if err := m.Require(spec, parts); err != nil {
-			return nil, err
-		}
-		data, err := graph.ReadPartitionFile(own, p, parts)
-		if err != nil {
-			return nil, err
-		}
-		return data, m.CheckPart(own, data)
-	}
-	if isRegular(own) {
-		return graph.ReadPartitionFile(own, p, parts)
-	}
-	whole, err := graph.Load(spec, graph.LoadOptions{Format: format})
-	if err != nil {
-		return nil, err
-	}
-	plan, err := partition.Default(whole.Adj, parts)
-	if err != nil {
-		return nil, err
-	}
-	return partition.DatasetPart(whole, plan, p)
-}
-
 // statusJob returns the GNNTrainingJob whose status graph server 0 reports into: the one the
 // downward API names ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME), else the run config's; ok is false
 // outside a job.
@@ -403,7 +356,7 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 		return err
 	}
 	defer backends.Close(cfg.Backend, b.Kind, o.usageFile, stderr)
-	if cfg.Data, err = loadPartition(ctx, c.ServerDataset(), source.Options{}, o.partition, cfg.Partitions); err != nil {
+	if cfg.Data, err = graphserver.LoadPartition(ctx, c.ServerDataset(), source.Options{}, o.partition, cfg.Partitions); err != nil {
 		return err
 	}
 	if err := b.WaitReady(ctx, cfg.TLS); err != nil {
@@ -445,10 +398,4 @@ func runGraphServer(ctx context.Context, o graphServerOptions, stdout, stderr io
 	cfg.Trace = newRecorder(o.partition, cfg.Epochs, cfg.Intervals, cfg.Layers)
 	err = graphserver.Run(ctx, cfg, lis)
 	return errors.Join(err, writeTraceFile(o.traceFile, trace.FromRecorder(cfg.Trace)))
-}
-
-// isRegular reports whether p is a regular file.
-func isRegular(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
 // partitionConfig is the part of a job's run config the partition step reads: Cora, parts
@@ -243,7 +244,7 @@ func TestDatasetFormatIsHonoured(t *testing.T) {
 		return err
 	}
 	load := func(ds jobconfig.Dataset) error {
-		_, err := loadPartition(ctx, ds, source.Options{Dir: t.TempDir()}, 1, 2)
+		_, err := graphserver.LoadPartition(ctx, ds, source.Options{Dir: t.TempDir()}, 1, 2)
 		return err
 	}
 	for _, c := range []struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
 // upload puts the file src into bucket under key.
@@ -101,7 +102,7 @@ func TestLoadPartitionFromS3(t *testing.T) {
 	ds := jobconfig.Dataset{Source: jobconfig.SourceS3, S3: &jobconfig.S3{
 		Bucket: bucket, Prefix: "rmat", Region: minio.Region, Endpoint: m.Endpoint, CredentialsDir: creds}}
 	fetch := source.Options{Dir: t.TempDir()}
-	got, err := loadPartition(context.Background(), ds, fetch, 1, 3)
+	got, err := graphserver.LoadPartition(context.Background(), ds, fetch, 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
