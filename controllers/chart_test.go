@@ -212,6 +212,7 @@ var operatorGrants = map[string]string{
 	"dorylus.dev/gnntrainingjobs delete":               "a finished job at its TTL (ttl.go)",
 	"dorylus.dev/gnntrainingjobs/status get":           "granted to the job's pods by its Role (RBAC grants only what the granter holds)",
 	"dorylus.dev/gnntrainingjobs/status patch":         "the status (server-side apply); granted to the job's pods by its Role",
+	"dorylus.dev/gnntrainingjobs/finalizers update":    "blockOwnerDeletion in the children's owner references, where OwnerReferencesPermissionEnforcement admits it only so",
 	"core/configmaps get":                              "the run config <job>-config (cache)",
 	"core/configmaps list":                             "the run config (cache)",
 	"core/configmaps watch":                            "the run config (cache)",

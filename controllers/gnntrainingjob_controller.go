@@ -39,6 +39,7 @@ import (
 // for); no Secret is ever read (credentials.go).
 // +kubebuilder:rbac:groups=dorylus.dev,resources=gnntrainingjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=dorylus.dev,resources=gnntrainingjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=dorylus.dev,resources=gnntrainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps;services;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
