@@ -18,6 +18,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/pkg/stats"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/launcher"
@@ -162,14 +163,14 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		m.Dataset, rep.Nodes, rep.Edges, rep.Features, rep.Classes, dir, m.Method, m.Quality)
 	progress := newProgress(stderr, o.epochs*o.runs)
 	var times []float64
-	stats := serverStats{rss: map[string]int64{}}
+	served := serverStats{rss: map[string]int64{}}
 	var wall time.Duration
 	var usage []backends.Usage
 	var usageErr error // a graph server's usage file is missing: no cost estimate
 	for r := range o.runs {
 		seed := o.seed + uint64(r)
 		t0 := time.Now()
-		res, err := launchOnce(ctx, exe, dir, work, o, d, seed, progress, stderr, &stats)
+		res, err := launchOnce(ctx, exe, dir, work, o, d, seed, progress, stderr, &served)
 		if err != nil {
 			progress.finish()
 			return err
@@ -197,13 +198,13 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	progress.finish()
 	rep.summarize(times)
 	var names []string
-	rep.PeakRSSByProcess = stats.rss
-	for name, rss := range stats.rss {
+	rep.PeakRSSByProcess = served.rss
+	for name, rss := range served.rss {
 		rep.PeakRSSBytes = max(rep.PeakRSSBytes, rss)
 		names = append(names, fmt.Sprintf("%s %d MiB", name, rss>>20))
 	}
 	slices.Sort(names)
-	fmt.Fprintf(stderr, "peak RSS: %s; bytes between graph servers per epoch: median %.0f\n", strings.Join(names, ", "), median(stats.bytes))
+	fmt.Fprintf(stderr, "peak RSS: %s; bytes between graph servers per epoch: median %.0f\n", strings.Join(names, ", "), stats.Median(served.bytes))
 	if usageErr != nil {
 		fmt.Fprintf(stderr, "dorylus train: no cost estimate: %v\n", usageErr)
 	} else if b, err := o.cost.distributed(wall, d, usage); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/pkg/stats"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/launcher"
@@ -277,7 +278,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 		if err != nil {
 			return 0, fmt.Errorf("%s %s hidden %d: %w", dataset, c, hidden, err)
 		}
-		times = append(times, median(epochs))
+		times = append(times, stats.Median(epochs))
 	}
 	slices.Sort(times)
 	return times[len(times)/2], nil

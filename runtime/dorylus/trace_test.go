@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
+	"github.com/dorylus-gnn/dorylus/pkg/stats"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
 )
 
@@ -174,7 +175,7 @@ func TestTraceSingleProcess(t *testing.T) {
 		walls = append(walls, s.Wall)
 	}
 	// The spans lie inside the measured epochs and cover all but a few checks of them.
-	if m := median(walls); m > rep.EpochSecondsMedian || m < 0.8*rep.EpochSecondsMedian {
+	if m := stats.Median(walls); m > rep.EpochSecondsMedian || m < 0.8*rep.EpochSecondsMedian {
 		t.Errorf("median traced epoch %.6f s, measured %.6f s", m, rep.EpochSecondsMedian)
 	}
 }

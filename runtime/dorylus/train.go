@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -23,6 +22,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/model"
 	"github.com/dorylus-gnn/dorylus/pkg/runpolicy"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/pkg/stats"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
 	"github.com/dorylus-gnn/dorylus/runtime/trainer"
@@ -309,13 +309,13 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 // summarize fills the report's accuracies (mean and deviation over its runs) and the median of
 // the epoch times.
 func (rep *trainReport) summarize(epochTimes []float64) {
-	rep.EpochSecondsMedian = median(epochTimes)
+	rep.EpochSecondsMedian = stats.Median(epochTimes)
 	var test, val []float64
 	for _, r := range rep.PerRun {
 		test, val = append(test, r.TestAcc), append(val, r.ValAcc)
 	}
-	rep.TestAccuracy, rep.TestAccuracyStd = meanStd(test)
-	rep.ValAccuracy, _ = meanStd(val)
+	rep.TestAccuracy, rep.TestAccuracyStd = stats.MeanStd(test)
+	rep.ValAccuracy, _ = stats.MeanStd(val)
 }
 
 // writeReport plots the first run's curves (--plot) and prints the report as --output says;
@@ -468,30 +468,4 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// meanStd returns the mean and the population standard deviation.
-func meanStd(xs []float64) (float64, float64) {
-	mean := 0.0
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	v := 0.0
-	for _, x := range xs {
-		v += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(v / float64(len(xs)))
 }
