@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -314,7 +316,7 @@ var releaseGrants = []string{"coordination.k8s.io/leases get", "coordination.k8s
 // (watchNamespaces) and collects every verb granted to the operator's ServiceAccount, by
 // each binding that names it: each is in operatorGrants, which says what it is for, and
 // each of operatorGrants is granted; no wildcard; no get, list or watch of Secrets anywhere.
-// Leader election's grants are in the release's namespace alone; with watchNamespaces,
+// Leader election's grants are in the release's namespace alone, the same as config/rbac's; with watchNamespaces,
 // everything else is granted only in the two namespaces, but for the cluster-scoped
 // clusterWideGrants, granted cluster-wide (and in the two namespaces by the manager's
 // ClusterRole, where a RoleBinding gives them no effect).
@@ -342,6 +344,15 @@ func TestChartRBAC(t *testing.T) {
 				case "Role":
 					roles["Role/"+u.GetNamespace()+"/"+u.GetName()] = toTyped[rbacv1.Role](t, u.Object).Rules
 				}
+			}
+			// The chart and config/rbac (kustomize) grant leader election alike.
+			data, err := os.ReadFile(filepath.Join("..", "config", "rbac", "leader_election_role.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kustomized := toTyped[rbacv1.Role](t, decodeAll(t, data)[0].Object).Rules
+			if diff := cmp.Diff(kustomized, roles["Role/"+release+"/"+sa+"-leader-election"]); diff != "" {
+				t.Errorf("leader election: config/rbac (-) and the chart (+) differ:\n%s", diff)
 			}
 			granted := map[string][]string{} // grant -> the scopes it holds in, sorted
 			for _, u := range objs {
