@@ -77,6 +77,11 @@ func resolveRunConfig(job *dorylusv1alpha1.GNNTrainingJob, pricing *Pricing) (*j
 	if s.Training.Intervals != nil {
 		cfg.Training.Intervals = int(*s.Training.Intervals)
 	}
+	if u := s.Training.UpdateEvery; u != "" {
+		if cfg.Training.UpdateEvery, err = jobconfig.ParseUpdateEvery(u); err != nil { // the CRD admits epoch, interval or 1..65536
+			return nil, fmt.Errorf("spec.training.updateEvery: %w", err)
+		}
+	}
 	cfg.Dataset = resolveDataset(&s.Dataset)
 	cfg.Partitions = resolvePartitions(job)
 

@@ -59,6 +59,11 @@ func TestResolveRunConfig(t *testing.T) {
 		}, func(c *jobconfig.RunConfig) {
 			c.Training.Staleness, c.Training.TargetAccuracy, c.Training.Intervals, c.Training.WeightDecay = jobconfig.Bounded(2), 0.81, 32, 5e-4
 		}},
+		{"an update every 4 intervals", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Training.Staleness, j.Spec.Training.UpdateEvery = intstr.FromInt32(1), "4"
+		}, func(c *jobconfig.RunConfig) {
+			c.Training.Staleness, c.Training.UpdateEvery = jobconfig.Bounded(1), jobconfig.UpdateIntervals(4)
+		}},
 		{"s3 dataset with a secret", func(j *dorylusv1alpha1.GNNTrainingJob) {
 			j.Spec.Dataset = dorylusv1alpha1.DatasetSource{Format: dorylusv1alpha1.DatasetFormatText, S3: &dorylusv1alpha1.S3Location{
 				Bucket: "graphs", Prefix: "cora/", Region: "us-east-1", Endpoint: "http://127.0.0.1:9000", SecretRef: secret}}

@@ -73,6 +73,11 @@ var invalidManifests = []struct {
 	{"staleness word", []edit{set("spec.training.staleness", "fast")}, "spec.training.staleness", `must be "sync" or an integer in [0, 16]`},
 	{"staleness too large", []edit{set("spec.training.staleness", int64(17))}, "spec.training.staleness", `must be "sync" or an integer in [0, 16]`},
 	{"zero intervals", []edit{set("spec.training.intervals", int64(0))}, "spec.training.intervals", "greater than or equal to 1"},
+	{"update every 0 intervals", []edit{set("spec.training.staleness", int64(1)), set("spec.training.updateEvery", "0")}, "spec.training.updateEvery",
+		`must be "epoch", "interval" or a number of intervals in [1, 65536]`},
+	{"update every too many intervals", []edit{set("spec.training.staleness", int64(1)), set("spec.training.updateEvery", "65537")}, "spec.training.updateEvery",
+		`must be "epoch", "interval" or a number of intervals in [1, 65536]`},
+	{"update granularity of sync", []edit{set("spec.training.updateEvery", "epoch")}, "spec.training.updateEvery", "needs an asynchronous staleness"},
 	{"zero graph servers", []edit{set("spec.graphServers.replicas", int64(0))}, "spec.graphServers.replicas", "greater than or equal to 1"},
 	{"too many graph servers", []edit{set("spec.graphServers.replicas", int64(300))}, "spec.graphServers.replicas", "less than or equal to 256"},
 	{"zero parameter servers", []edit{set("spec.parameterServers.replicas", int64(0))}, "spec.parameterServers.replicas", "greater than or equal to 1"},
@@ -209,6 +214,8 @@ var validManifests = []struct {
 	})}},
 	{"image with a registry port and a tag", []edit{set("spec.image", "registry.example.org:5000/dorylus:v1.2")}},
 	{"knative url with its token Secret", []edit{set("spec.tensorBackend", obj{"knative": obj{"url": "http://fn", "tokenSecretRef": obj{"name": "fn-token"}}})}},
+	{"update granularities of an asynchronous run", []edit{set("spec.training.staleness", int64(0)), set("spec.training.updateEvery", "interval")}},
+	{"an update every 65536 intervals", []edit{set("spec.training.staleness", int64(2)), set("spec.training.updateEvery", "65536")}},
 }
 
 // TestValidManifestsAreAccepted sends each valid manifest to the API server.

@@ -205,6 +205,7 @@ const (
 )
 
 // TrainingSpec holds the optimisation and pipeline settings.
+// +kubebuilder:validation:XValidation:rule="!has(self.updateEvery) || !has(self.staleness) || type(self.staleness) != string || self.staleness != 'sync'",message="updateEvery needs an asynchronous staleness (an integer): synchronous training makes one update per epoch of every interval's gradients",fieldPath=".updateEvery",reason=FieldValueInvalid
 type TrainingSpec struct {
 	// Epochs is the number of training epochs; the job succeeds once graph
 	// server 0 reports this epoch.
@@ -247,6 +248,17 @@ type TrainingSpec struct {
 	// +kubebuilder:validation:Maximum=65536
 	// +optional
 	Intervals *int32 `json:"intervals,omitempty"`
+
+	// UpdateEvery is the asynchronous pipeline's update granularity: how many
+	// of a graph server's intervals sum their weight gradients of an epoch
+	// into one update to the parameter servers: "epoch" (all of them, one
+	// update per graph server per epoch; the default, as for dorylus train),
+	// "interval" (each its own, as the original Dorylus) or a number of
+	// intervals in [1, 65536]. Only with an integer staleness.
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:XValidation:rule="self in ['epoch', 'interval'] || (self.matches('^[1-9][0-9]{0,4}$') && int(self) <= 65536)",message="spec.training.updateEvery must be \"epoch\", \"interval\" or a number of intervals in [1, 65536]"
+	// +optional
+	UpdateEvery string `json:"updateEvery,omitempty"`
 
 	// Seed seeds weight initialisation and dropout.
 	// +kubebuilder:default=1

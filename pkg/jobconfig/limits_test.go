@@ -106,6 +106,15 @@ func TestCRDLimits(t *testing.T) {
 	if !found {
 		t.Errorf("spec.training.staleness: no rule with %q (and its range in the message) among %+v", rule, st.XValidations)
 	}
+	ue := spec.Properties["training"].Properties["updateEvery"]
+	rule = fmt.Sprintf("int(self) <= %d", Limits.UpdateEvery.Max)
+	found = false
+	for _, r := range ue.XValidations {
+		found = found || strings.Contains(r.Rule, rule) && strings.Contains(r.Message, Limits.UpdateEvery.String())
+	}
+	if !found || Limits.UpdateEvery.Min != 1 {
+		t.Errorf("spec.training.updateEvery: no rule with %q (and %v in the message) among %+v", rule, Limits.UpdateEvery, ue.XValidations)
+	}
 }
 
 // TestValidateRefusesOutOfRange: each setting is refused just outside its range, naming the

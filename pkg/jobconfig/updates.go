@@ -26,7 +26,7 @@ const DefaultUpdateEvery = UpdateEpochText
 // update per epoch of every interval's gradients). It is made valid or not at all — by
 // ParseUpdateEvery, UpdateIntervals or its zero value — so that its readers check nothing. Its
 // zero value is one update per graph server per epoch (UpdateEpochText). It is also a
-// pflag.Value; run.json holds its text form (Training).
+// pflag.Value and, in JSON, its text form.
 type UpdateEvery struct {
 	n int // intervals per update; 0: all of the server's
 }
@@ -40,7 +40,8 @@ func UpdateIntervals(n int) UpdateEvery {
 	return UpdateEvery{n: n}
 }
 
-// ParseUpdateEvery parses "epoch", "interval" or a number of intervals in Limits.UpdateEvery.
+// ParseUpdateEvery parses "epoch", "interval" or a number of intervals in Limits.UpdateEvery,
+// written in decimal without a sign or leading zeros.
 func ParseUpdateEvery(s string) (UpdateEvery, error) {
 	switch s {
 	case UpdateEpochText:
@@ -49,7 +50,7 @@ func ParseUpdateEvery(s string) (UpdateEvery, error) {
 		return UpdateEvery{n: 1}, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || !Limits.UpdateEvery.Contains(n) {
+	if err != nil || !Limits.UpdateEvery.Contains(n) || strconv.Itoa(n) != s { // as the CRD's rule: no sign, no leading zeros
 		return UpdateEvery{}, fmt.Errorf("update every %q: want %s, %s or a number of intervals in %v", s, UpdateEpochText, UpdateIntervalText, Limits.UpdateEvery)
 	}
 	return UpdateEvery{n: n}, nil
@@ -94,6 +95,12 @@ func (u *UpdateEvery) Set(v string) error {
 
 // Type names the flag's value type (pflag.Value).
 func (u *UpdateEvery) Type() string { return "granularity" }
+
+// MarshalText writes the text form (encoding.TextMarshaler: a JSON string).
+func (u UpdateEvery) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (u *UpdateEvery) UnmarshalText(text []byte) error { return u.Set(string(text)) }
 
 // Equal reports whether u and o are the same granularity (go-cmp compares with it).
 func (u UpdateEvery) Equal(o UpdateEvery) bool { return u == o }

@@ -23,7 +23,7 @@ func TestUpdateEvery(t *testing.T) {
 	if UpdateIntervals(1).String() != UpdateIntervalText {
 		t.Errorf("1 interval reads as %q, want %q", UpdateIntervals(1), UpdateIntervalText)
 	}
-	for _, bad := range []string{"", "0", "-1", "65537", "epochs", "1.5"} {
+	for _, bad := range []string{"", "0", "-1", "+2", "02", "65537", "epochs", "1.5"} {
 		if _, err := ParseUpdateEvery(bad); err == nil || !strings.Contains(err.Error(), "want epoch, interval or a number of intervals in [1, 65536]") {
 			t.Errorf("ParseUpdateEvery(%q): %v, want an error naming the forms", bad, err)
 		}

@@ -21,6 +21,9 @@ type Space struct {
 	ConcurrencyPerInterval []int
 	MemoriesMB             []int               // Lambda's function memories
 	Staleness              jobconfig.Staleness // every configuration's staleness bound S
+	// UpdateEvery is every configuration's update granularity (its zero value: an update per
+	// graph server per epoch, the default of a run).
+	UpdateEvery jobconfig.UpdateEvery
 }
 
 // DefaultSpace is the space dorylus plan searches: 1 to 16 graph servers, 1 to 32 intervals,
@@ -42,15 +45,15 @@ func (s Space) Configs() []Config {
 			for _, i := range s.Intervals {
 				switch b {
 				case CPU:
-					out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Staleness: s.Staleness})
+					out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery})
 				case Knative:
 					for _, k := range s.ConcurrencyPerInterval {
-						out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, Staleness: s.Staleness})
+						out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery})
 					}
 				case Lambda:
 					for _, k := range s.ConcurrencyPerInterval {
 						for _, mem := range s.MemoriesMB {
-							out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, MemoryMB: mem, Staleness: s.Staleness})
+							out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, MemoryMB: mem, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery})
 						}
 					}
 				}

@@ -37,11 +37,17 @@ type Config struct {
 	// Staleness is the bound S of the asynchronous pipeline: an interval has up to S+1
 	// epochs in flight. The synchronous mode is not modelled.
 	Staleness jobconfig.Staleness `json:"staleness"`
+	// UpdateEvery is the update granularity (its zero value: one update per graph server per
+	// epoch): each update is a push and a pull of every weight, and an Adam step of them.
+	UpdateEvery jobconfig.UpdateEvery `json:"updateEvery"`
 }
 
-// String names the configuration on one line.
+// String names the configuration on one line (the update granularity when not the default).
 func (c Config) String() string {
 	s := fmt.Sprintf("%s gs=%d intervals=%d S=%v", c.Backend, c.GraphServers, c.Intervals, c.Staleness)
+	if c.UpdateEvery != (jobconfig.UpdateEvery{}) {
+		s += fmt.Sprintf(" updates=%v", c.UpdateEvery)
+	}
 	switch c.Backend {
 	case Lambda:
 		s += fmt.Sprintf(" concurrency=%d memory=%dMB", c.Concurrency, c.MemoryMB)
@@ -105,8 +111,9 @@ type Epoch struct {
 	// Calls are the tensor calls: AV and ∇AV of every layer (GAT: also AE and ∇AE;
 	// GraphSAGE: each twice, once per weight half); the loss runs on the graph server.
 	Calls float64
-	// ParamUpdates counts each weight element once per interval: fetched for AV and ∇AV,
-	// its gradient pushed and applied by the parameter server.
+	// ParamUpdates counts each weight element once per update (Count: one per interval;
+	// withUpdates: per Config.UpdateEvery): fetched for AV and ∇AV, its gradient pushed and
+	// applied by the parameter server.
 	ParamUpdates float64
 	// Elements are the dense activation elements the tensor tasks touch outside the products
 	// (dropout, ReLU, softmax, copies): each layer's input, output and aggregate, forward
@@ -117,7 +124,7 @@ type Epoch struct {
 	Messages        float64 // messages of SC and of the backward gradient rows: one to every other graph server
 	PayloadBytes    float64 // bytes of the tensor calls' requests and replies
 	// RoundTrips are the round trips to the parameter servers at the epoch gate: each
-	// interval's gradient push (WU) and weight pull; RoundTripBytes the bytes they carry.
+	// update's gradient push (WU) and weight pull; RoundTripBytes the bytes they carry.
 	// Scatters are the round trips to the other graph servers: each interval's SC and its
 	// gradient rows back (a GCN's dZ, a GAT's ∇SC) of every layer (to every peer at once),
 	// carrying GhostBytes.
@@ -194,6 +201,16 @@ func (w Workload) Count(parts, intervals int) Epoch {
 	return n
 }
 
+// withUpdates returns n, as Count counts it (an update per interval), with the weight traffic
+// of updates per graph server and epoch instead (jobconfig.UpdateEvery.PerEpoch of intervals).
+// The graph server's sums of its intervals' gradients are not counted: one addition per weight
+// element and interval, against the products that made each gradient.
+func (n Epoch) withUpdates(updates, intervals int) Epoch {
+	f := float64(updates) / float64(intervals)
+	n.ParamUpdates, n.RoundTrips, n.RoundTripBytes = f*n.ParamUpdates, f*n.RoundTrips, f*n.RoundTripBytes
+	return n
+}
+
 // kernelSeconds returns the core-seconds of the graph and of the tensor kernels of n at the
 // micro-benchmarks' costs.
 func (n Epoch) kernelSeconds(cal Calibration) (graph, tensor float64) {
@@ -247,7 +264,7 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	if err := c.validate(m); err != nil {
 		return bounds{}, err
 	}
-	n := w.Count(c.GraphServers, c.Intervals)
+	n := w.Count(c.GraphServers, c.Intervals).withUpdates(c.UpdateEvery.PerEpoch(c.Intervals), c.Intervals)
 	P, I := float64(c.GraphServers), float64(c.Intervals)
 	graphK, tensorK := n.kernelSeconds(cal)
 	// core-seconds: the graph tasks, the scheduling of all, the scatters; the tensor tasks'
@@ -288,7 +305,7 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	// the epoch gate keeps the intervals in step (each stage of one waits for the cores to
 	// run that stage of all), with S+1 epochs in flight. The gate opens an epoch once an
 	// interval's WU is done, and its first AV waits for the pull of the version WU made: no
-	// work overlaps those.
+	// work overlaps those; an interval has its share of the server's updates.
 	inFlight := 1 / float64(c.Staleness.Bound()+1)
 	scatters := sum(term(roundTripC, n.Scatters/I), term(roundTripByteC, n.GhostBytes/I))
 	b.chain = sum(scatters, latency.times(n.Calls/I), b.work).times(inFlight)

@@ -93,14 +93,21 @@ func TestPredict(t *testing.T) {
 		// 0.224/8/2 = 0.014 s each; chain (an interval's 4 scatters of 0.01 s, carrying 96
 		// bytes of 1e-4 s, + the work)/(S+1) = (0.04 + 0.0096 + 0.824)/2 = 0.4368; gate (2
 		// round trips carrying 320 bytes)/(S+1) = 0.026; parameter servers 2·0.08/4.
-		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: jobconfig.Bounded(1)}, m: cluster,
+		name: "cpu", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: jobconfig.Bounded(1), UpdateEvery: jobconfig.UpdateIntervals(1)}, m: cluster,
 		want: Prediction{EpochSeconds: 1.35, WorkSeconds: 0.824, ParamSeconds: 0.04, ChainSeconds: 0.4368, GateSeconds: 0.026, Calls: 16, CallSeconds: 0.014},
+	}, {
+		// "cpu" with one update per graph server per epoch: half the weights fetched, pushed
+		// and applied, 0.04 core-s; work (0.96+0.224+0.04)/2 + 0.192 = 0.804; chain (0.04 +
+		// 0.0096 + 0.804)/2 = 0.4268; gate an interval's share, one round trip carrying 160
+		// bytes, /(S+1) = 0.013; parameter servers 2·0.04/4.
+		name: "cpu, an update an epoch", c: Config{Backend: CPU, GraphServers: 2, Intervals: 2, Staleness: jobconfig.Bounded(1)}, m: cluster,
+		want: Prediction{EpochSeconds: 1.317, WorkSeconds: 0.804, ParamSeconds: 0.02, ChainSeconds: 0.4268, GateSeconds: 0.013, Calls: 16, CallSeconds: 0.014},
 	}, {
 		// a call: 0.1 + overhead 0.02 + 2560/8·1e-5 + 0.224/8 on one vCPU = 0.1512; calls
 		// 8·0.1512/2 = 0.6048; work (0.96+0.08)/2 + 0.192 = 0.712; chain (S = 0) 0.0496 + an
 		// interval's 4 calls, each away from the server's cores, 4·0.1512 + 0.712 = 1.3664;
 		// gate 0.052.
-		name: "lambda", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: lambdaMBPerVCPU}, m: cluster,
+		name: "lambda", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: lambdaMBPerVCPU, UpdateEvery: jobconfig.UpdateIntervals(1)}, m: cluster,
 		want: Prediction{EpochSeconds: 1.9184, WorkSeconds: 0.712, ParamSeconds: 0.04, CallsSeconds: 0.6048, ChainSeconds: 1.3664, GateSeconds: 0.052, Calls: 16, CallSeconds: 0.1512},
 	}, {
 		// 4 shared cores, 2 per server: the functions' 0.224 core-s and their calls' overhead
@@ -108,7 +115,7 @@ func TestPredict(t *testing.T) {
 		// own; 20 ms more per call; on the chain only a call's latency, 0.1 + 0.02: 0.0496 +
 		// 4·0.12 + 0.9168. A call's 0.0512 s on the cores waits for them, busy 0.9168 s of the
 		// 1.9984 s epoch: ×1/(1−ρ⁴).
-		name: "lambda shared", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008},
+		name: "lambda shared", c: Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 2, MemoryMB: 3008, UpdateEvery: jobconfig.UpdateIntervals(1)},
 		m: Machine{SharedCores: 4, ExtraLatency: 20 * time.Millisecond},
 		want: Prediction{EpochSeconds: 1.9984, WorkSeconds: 0.9168, CallsSeconds: 4 * (0.12 + 0.0512/(1-math.Pow(0.9168/1.9984, 4))), ChainSeconds: 1.4464,
 			GateSeconds: 0.052, Calls: 16, CallSeconds: 0.12 + 0.0512/(1-math.Pow(0.9168/1.9984, 4))},
@@ -208,7 +215,7 @@ func TestLatencyOverlaps(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct{ intervals, staleness int }{{2, 1}, {8, 1}, {2, 0}, {2, 3}} {
-		c := Config{Backend: CPU, GraphServers: 1, Intervals: tc.intervals, Staleness: jobconfig.Bounded(tc.staleness)}
+		c := Config{Backend: CPU, GraphServers: 1, Intervals: tc.intervals, Staleness: jobconfig.Bounded(tc.staleness), UpdateEvery: jobconfig.UpdateIntervals(1)}
 		work := predict(c, 0, cal).WorkSeconds
 		inFlight := float64(tc.staleness + 1)
 		// 4 calls an interval (AV and ∇AV of 2 layers)
@@ -225,6 +232,13 @@ func TestLatencyOverlaps(t *testing.T) {
 		if p := predict(c, 0, gated); !near(p.EpochSeconds, work+2*10*work/inFlight) {
 			t.Errorf("%s: round trips %.3g s long: epoch %v, want the work + 2 round trips/(S+1) = %v", c, 10*work, p.EpochSeconds, work+2*10*work/inFlight)
 		}
+		// One update an epoch: the server's push and pull, an interval's share of them on
+		// its chain, and half the weights' work of each interval's push and pull.
+		c.UpdateEvery = jobconfig.UpdateEvery{}
+		lessWork := work - (1-1/float64(tc.intervals))*float64(tc.intervals)*tiny.Weights()*cal.ParamSeconds/2
+		if p := predict(c, 0, gated); !near(p.EpochSeconds, lessWork+2*10*work/float64(tc.intervals)/inFlight) {
+			t.Errorf("%s: round trips %.3g s long: epoch %v, want the work + 2/%d round trips/(S+1) = %v", c, 10*work, p.EpochSeconds, tc.intervals, lessWork+2*10*work/float64(tc.intervals)/inFlight)
+		}
 	}
 }
 
@@ -234,7 +248,7 @@ func TestLatencyOverlaps(t *testing.T) {
 func TestCallsQueueOnSharedCores(t *testing.T) {
 	// one call at a time per server, 0.4 s of latency each: 8 calls an epoch; a call's
 	// 0.0512 s of core time as in TestPredict's "lambda shared"
-	c := Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 1, MemoryMB: 3008}
+	c := Config{Backend: Lambda, GraphServers: 2, Intervals: 2, Concurrency: 1, MemoryMB: 3008, UpdateEvery: jobconfig.UpdateIntervals(1)}
 	p, err := Predict(tiny, c, Machine{SharedCores: 2, ExtraLatency: 300 * time.Millisecond}, round)
 	if err != nil {
 		t.Fatal(err)

@@ -126,6 +126,7 @@ type planOptions struct {
 	concurrencyPerInterval []int
 	memoriesMB             []int
 	staleness              jobconfig.Staleness
+	updateEvery            jobconfig.UpdateEvery
 	local                  bool
 	callLatency            time.Duration
 	instance, psInstance   string
@@ -183,6 +184,7 @@ staleness, the functions' concurrency and memory); the table goes to standard er
 	f.IntSliceVar(&o.concurrencyPerInterval, "concurrency-per-interval", plan.DefaultSpace.ConcurrencyPerInterval, "lambda, knative: calls in flight per graph server to consider, as multiples of the intervals")
 	f.IntSliceVar(&o.memoriesMB, "memory-mb", plan.DefaultSpace.MemoriesMB, "lambda: function memories to consider")
 	f.Var(&o.staleness, "staleness", "staleness bound S the run will use (the synchronous mode is not modelled)")
+	f.Var(&o.updateEvery, "update-every", "update granularity the run will use (dorylus train --update-every): epoch, interval or a number of intervals")
 	f.BoolVar(&o.local, "local", false, "predict runs on this machine: every graph server and function shares its cores (--cores)")
 	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "with --local: the cores of this machine")
 	f.DurationVar(&o.callLatency, "call-latency", 0, "latency added to every tensor call: the network to the functions, or dorylus train --inject-latency")
@@ -221,7 +223,7 @@ type planInputs struct {
 // inputs parses and validates the flags into the planner's inputs.
 func (o *planOptions) inputs() (in planInputs, err error) {
 	in.space = plan.Space{GraphServers: o.graphServers, Intervals: o.intervals, ConcurrencyPerInterval: o.concurrencyPerInterval,
-		MemoriesMB: o.memoriesMB, Staleness: o.staleness}
+		MemoriesMB: o.memoriesMB, Staleness: o.staleness, UpdateEvery: o.updateEvery}
 	for _, b := range o.backends {
 		in.space.Backends = append(in.space.Backends, plan.Backend(b))
 	}

@@ -250,7 +250,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 	var to trainOptions
 	d := addTrainFlags(pflag.NewFlagSet("train", pflag.ContinueOnError), &to) // dorylus train's defaults
 	to.hidden, to.epochs, to.evalEvery = hidden, o.epochs, 1_000_000
-	d.graphServers, d.intervals, d.staleness = c.GraphServers, c.Intervals, c.Staleness
+	d.graphServers, d.intervals, d.staleness, d.updateEvery = c.GraphServers, c.Intervals, c.Staleness, c.UpdateEvery
 	if lambda != "" {
 		b := &d.backend
 		b.Kind, b.LambdaFunction, b.LambdaRegion, b.PerEndpoint, b.LambdaEndpoints = jobconfig.BackendLambda, "function", "us-east-1", 1, lambda

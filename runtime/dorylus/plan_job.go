@@ -113,6 +113,13 @@ func (m jobManifest) applyTo(o *planOptions, flags *pflag.FlagSet) error {
 		}
 		o.staleness = st
 	}
+	if !set("update-every") && spec.Training.UpdateEvery != "" {
+		u, err := jobconfig.ParseUpdateEvery(spec.Training.UpdateEvery)
+		if err != nil {
+			return fmt.Errorf("--job: spec.training.updateEvery: %w", err)
+		}
+		o.updateEvery = u
+	}
 	b := m.backend()
 	if set("backends") && (len(o.backends) != 1 || o.backends[0] != string(b)) {
 		return fmt.Errorf("--backends %s with --job: the job's tensor backend is %s, the only one it has the settings of", strings.Join(o.backends, ","), b)

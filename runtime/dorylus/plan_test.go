@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
@@ -240,5 +242,37 @@ func TestParseCPUTimes(t *testing.T) {
 		if _, _, ok := parseCPUTimes([]byte(bad)); ok {
 			t.Errorf("%q read as CPU times", bad)
 		}
+	}
+}
+
+// TestPlanUpdateEvery: dorylus plan --update-every models the run's update granularity: at 8
+// intervals, one update per graph server per epoch puts an eighth of the per-interval updates'
+// weight round trips on an interval's chain, and the choice carries the granularity; a job's
+// spec.training.updateEvery is the plan's unless the flag is given; a bad one is refused.
+func TestPlanUpdateEvery(t *testing.T) {
+	space := []string{"--dataset", "cora", "--backends", "cpu", "--graph-servers", "2", "--intervals", "8"}
+	gate := func(args ...string) (plan.Config, float64) {
+		out, err := runPlanCommand(t, append(append(args, space...), "--json")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep planReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Options[0].Config, rep.Options[0].Prediction.GateSeconds
+	}
+	epoch, g1 := gate()
+	interval, g8 := gate("--update-every", "interval")
+	if epoch.UpdateEvery != (jobconfig.UpdateEvery{}) || interval.UpdateEvery != jobconfig.UpdateIntervals(1) || !(g1 > 0) || math.Abs(g8/g1-8) > 1e-9 {
+		t.Errorf("gate %.3g s with %v, %.3g s with %v: want the default, interval, and 8 times the round trips", g1, epoch, g8, interval)
+	}
+	if _, err := runPlanCommand(t, append(space, "--update-every", "0")...); err == nil || !strings.Contains(err.Error(), `update every "0": want`) {
+		t.Errorf("--update-every 0: %v, want it refused", err)
+	}
+	spec := "  dataset: {builtin: {name: cora}}\n  training: {epochs: 100, staleness: 1, updateEvery: \"4\"}\n"
+	_, table, err := planJob(t, spec, "--graph-servers", "2", "--intervals", "8")
+	if err != nil || !strings.Contains(table, "updates=4") {
+		t.Errorf("the job's update every 4 intervals: %v, table:\n%s", err, table)
 	}
 }
