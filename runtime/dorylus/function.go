@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dorylus-gnn/dorylus/internal/gctune"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/runtime/function"
@@ -57,7 +58,7 @@ plaintext for descriptors without a CA (a job run with --insecure). The --fault 
   aws-lambda-rie --runtime-interface-emulator-address 127.0.0.1:9000 --runtime-api-address 127.0.0.1:9001 ./dorylus function`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			limitHeap(cmd.ErrOrStderr())
+			gctune.LimitHeap(cmd.ErrOrStderr())
 			return runFunction(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}

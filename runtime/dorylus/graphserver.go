@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/dorylus-gnn/dorylus/internal/gctune"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
@@ -208,8 +209,8 @@ goes on. It keeps serving after the last epoch until it is stopped.`,
 			if err := o.validate(); err != nil {
 				return err
 			}
-			limitHeap(cmd.ErrOrStderr())
-			collectEarly(cmd.Context())
+			gctune.LimitHeap(cmd.ErrOrStderr())
+			gctune.CollectEarly(cmd.Context())
 			if err := o.fromConfig(o.config); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dorylus-gnn/dorylus/internal/gctune"
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
@@ -44,7 +45,7 @@ resumes from the newest epoch every shard has (unless the config says fresh).`,
 			if err := o.validate(); err != nil {
 				return err
 			}
-			limitHeap(cmd.ErrOrStderr())
+			gctune.LimitHeap(cmd.ErrOrStderr())
 			if err := o.fromConfig(o.config); err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dorylus-gnn/dorylus/internal/gctune"
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -38,8 +39,8 @@ GNNTrainingJob ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME) it reports the cut into t
 status.partitions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			limitHeap(cmd.ErrOrStderr())
-			collectEarly(cmd.Context())
+			gctune.LimitHeap(cmd.ErrOrStderr())
+			gctune.CollectEarly(cmd.Context())
 			c, err := jobconfig.Load(config)
 			if err != nil {
 				return err

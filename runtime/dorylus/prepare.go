@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dorylus-gnn/dorylus/internal/gctune"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
@@ -43,7 +44,7 @@ checks the manifest and the files' headers, and each graph server reads only its
 			if refine {
 				m = partition.MethodLabelPropagation
 			}
-			collectEarly(cmd.Context())
+			gctune.CollectEarly(cmd.Context())
 			if parts > 0 {
 				return preparePartitions(cmd.Context(), args[0], args[1], parts, m, cmd.OutOrStdout())
 			}

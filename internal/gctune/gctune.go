@@ -1,4 +1,7 @@
-package main
+// Package gctune sets the Go garbage collector up for the data plane's processes: a heap limit
+// from the memory limit of the process's cgroup (LimitHeap) and a small headroom of garbage
+// over the live heap (CollectEarly).
+package gctune
 
 import (
 	"context"
@@ -13,13 +16,13 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-// limitHeap bounds the Go heap to 90 % of the memory limit of the process's cgroup (a pod's
+// LimitHeap bounds the Go heap to 90 % of the memory limit of the process's cgroup (a pod's
 // container), unless $GOMEMLIMIT is set or $AUTOMEMLIMIT is off, and says so on w. Without it
 // the garbage collector lets the heap grow to twice what is live, so a server whose buffers fill
 // 60 % of its container is killed by the kernel; with it, the collector works harder near the
 // limit instead. A cgroup that allows the machine's whole memory or more (a pod without a
 // limit, whose parent cgroups hold the node's capacity) is no limit: nothing changes.
-func limitHeap(w io.Writer) {
+func LimitHeap(w io.Writer) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
@@ -36,7 +39,7 @@ func limitHeap(w io.Writer) {
 	}
 }
 
-// collectEarly makes the garbage collector of a graph server or partitioner run once the heap
+// CollectEarly makes the garbage collector of a graph server or partitioner run once the heap
 // has grown by gcHeadroom of what is live (GOGC, measured afresh every second), unless $GOGC
 // is set, until ctx ends. Their heaps are almost all long-lived arrays without pointers
 // (float32 rows; a partitioner's adjacency levels), which cost a collection nothing to scan,
@@ -45,7 +48,7 @@ func limitHeap(w io.Writer) {
 // resident in all, against 9.8 GiB with GOGC 25). A small heap (a few intervals of a small
 // graph) keeps at least 64 MiB of headroom: collecting after every few messages (GOGC 5)
 // slowed Coauthor CS's epochs by a sixth or more.
-func collectEarly(ctx context.Context) {
+func CollectEarly(ctx context.Context) {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
