@@ -23,11 +23,10 @@ type evaluator struct {
 	model   variant
 	peers   *peers
 	weights *weightCache
-	last    int         // the id of the last epoch's evaluation (Config.Epochs - 1)
-	send    [][]float32 // [peer]
+	last    int // the id of the last epoch's evaluation (Config.Epochs - 1)
 
 	mu      sync.Mutex
-	own     []passBuffers  // [layer]: the buffers of passes beside training; nil until one runs
+	own     *passSet       // the buffers of passes beside training; nil until one runs
 	over    bool           // training has ended on every graph server
 	arrived map[[2]int]int // (evaluation, layer) → peers whose rows are in
 	changed chan struct{}  // closed and replaced on every arrival
@@ -36,30 +35,36 @@ type evaluator struct {
 // newEvaluator returns the evaluator of a run of epochs epochs; with trained false (an
 // inference) no training ever runs, and every pass uses training's buffers.
 func newEvaluator(lay *layout, m variant, ps *peers, w *weightCache, epochs int, trained bool) *evaluator {
-	e := &evaluator{lay: lay, model: m, peers: ps, weights: w, last: epochs - 1, over: !trained,
-		arrived: map[[2]int]int{}, changed: make(chan struct{}), send: make([][]float32, lay.parts)}
-	dmax := slices.Max(lay.widths)
-	for q, rows := range lay.part.SendTo {
-		e.send[q] = make([]float32, len(rows)*dmax)
-	}
-	return e
+	return &evaluator{lay: lay, model: m, peers: ps, weights: w, last: epochs - 1, over: !trained,
+		arrived: map[[2]int]int{}, changed: make(chan struct{})}
+}
+
+// passSet is the buffers of an evaluation pass: its layers', and those in which it gathers
+// the rows each peer holds as ghosts.
+type passSet struct {
+	layers []passBuffers
+	send   [][]float32 // [peer]
 }
 
 // buffers returns the buffers of evaluation id: training's once training has ended on every
 // graph server, else the evaluator's own. The coordinator starts the evaluation of the last
 // epoch once every partition has reported it, when no training task runs anywhere, and a
 // pass's rows reach a peer only after its command: receive and run agree.
-func (e *evaluator) buffers(id int) []passBuffers {
+func (e *evaluator) buffers(id int) *passSet {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if id == e.last {
 		e.over = true
 	}
 	if e.over {
-		return e.lay.passBuffers(e.model)
+		return &passSet{layers: e.lay.passBuffers(e.model), send: e.lay.send[0]}
 	}
 	if e.own == nil {
-		e.own = newPassBuffers(e.lay, e.model)
+		e.own = &passSet{layers: newPassBuffers(e.lay, e.model)}
+		dmax := slices.Max(e.lay.widths)
+		for _, rows := range e.lay.part.SendTo {
+			e.own.send = append(e.own.send, make([]float32, len(rows)*dmax))
+		}
 	}
 	return e.own
 }
@@ -71,7 +76,7 @@ func (e *evaluator) receive(q, id, l int, b *rpc.RowsBatch) error {
 	if b.Offset != 0 || n != part.GhostsOf(q) {
 		return fmt.Errorf("evaluation rows %d+%d of a ghost block of %d", b.Offset, n, part.GhostsOf(q))
 	}
-	pb := e.buffers(id)[l]
+	pb := e.buffers(id).layers[l]
 	if err := storeGhostRows(pb.p, pb.scores, e.lay.ghostRow(q, 0), n, b.Data.Data); err != nil {
 		return err
 	}
@@ -115,13 +120,14 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish shareP
 	if err != nil {
 		return nil, err
 	}
-	bufs := e.buffers(int(id))
+	set := e.buffers(int(id))
+	bufs := set.layers
 	for l, pb := range bufs {
 		err := fanOut(indices(len(b.ivs)), func(i int) error { return e.model.evalForward(ctx, i, l, w, pb) })
 		if err != nil {
 			return nil, err
 		}
-		if err := e.exchange(ctx, id, l, pb); err != nil {
+		if err := e.exchange(ctx, id, l, pb, set.send); err != nil {
 			return nil, err
 		}
 		if err := e.model.evalGather(ctx, l, pb); err != nil {
@@ -155,14 +161,14 @@ func (e *evaluator) run(ctx context.Context, id uint32, v uint64, publish shareP
 	return rep, nil
 }
 
-// exchange sends every peer the rows of layer l of evaluation id (in pb) that it holds as
-// ghosts, and waits for theirs.
-func (e *evaluator) exchange(ctx context.Context, id uint32, l int, pb passBuffers) error {
+// exchange sends every peer the rows of layer l of evaluation id (in pb, gathered into send)
+// that it holds as ghosts, and waits for theirs.
+func (e *evaluator) exchange(ctx context.Context, id uint32, l int, pb passBuffers, send [][]float32) error {
 	b := e.lay
 	d := b.widths[l]
 	_, err := e.peers.push(ctx, func(q int) *rpc.RowsBatch {
 		rows := b.part.SendTo[q]
-		buf := packRows(e.send[q], rows, pb.p, pb.scores, d)
+		buf := packRows(send[q], rows, pb.p, pb.scores, d)
 		return &rpc.RowsBatch{From: uint32(b.self), Flow: rpc.Flow_FLOW_EVAL,
 			Task: &rpc.TaskRef{Partition: uint32(b.self), Epoch: id, Layer: uint32(l)},
 			Data: &rpc.Tensor{Rows: uint32(len(rows)), Cols: uint32(d), Data: rpc.Float32Bytes(buf)}}

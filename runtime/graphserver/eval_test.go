@@ -9,8 +9,8 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// An evaluation pass beside training runs in buffers of its own, made on its first use and
-// sharing no memory with training's; the pass of the last epoch, and every pass after it (the
+// An evaluation pass beside training runs in buffers of its own (its layers' and those in which
+// it gathers the rows it sends), made on its first use and sharing no memory with training's; the pass of the last epoch, and every pass after it (the
 // export pass), runs in training's buffers and makes none; an inference, which never trains,
 // makes none. For a GCN, a GraphSAGE network (whose S_l the pass reuses too) and a GAT.
 func TestEvaluationReusesTrainingBuffers(t *testing.T) {
@@ -30,18 +30,27 @@ func TestEvaluationReusesTrainingBuffers(t *testing.T) {
 				t.Fatal(err)
 			}
 			training := s.lay.passBuffers(s.model)
-			shares := func(bufs []passBuffers) bool {
-				for l, pb := range bufs {
+			shares := func(set *passSet) bool {
+				if len(set.send) != cfg.Partitions {
+					t.Fatalf("send buffers for %d peers, want %d", len(set.send), cfg.Partitions)
+				}
+				sends := false
+				for q, buf := range set.send {
+					if len(buf) > 0 && &buf[0] == &s.lay.send[0][q][0] {
+						sends = true
+					}
+				}
+				for l, pb := range set.layers {
 					for _, pair := range [][2]*tensor.Dense{{pb.p, training[l].p}, {pb.z, training[l].z}, {pb.scores, training[l].scores}, {pb.self, training[l].self}} {
 						if (pair[0] == nil) != (pair[1] == nil) {
 							t.Fatalf("layer %d: a pass buffer present in one set only", l)
 						}
-						if pair[0] != nil && &pair[0].Data[0] == &pair[1].Data[0] {
-							return true
+						if pair[0] != nil && (&pair[0].Data[0] == &pair[1].Data[0]) != sends {
+							t.Fatalf("layer %d: a pass shares some of training's buffers, not all", l)
 						}
 					}
 				}
-				return false
+				return sends
 			}
 			if _, sage := s.model.(selfRower); sage != cfg.SAGE || (training[0].self != nil) != cfg.SAGE {
 				t.Fatalf("GraphSAGE %v, but the model's S_l rows present %v", cfg.SAGE, training[0].self != nil)
@@ -52,7 +61,7 @@ func TestEvaluationReusesTrainingBuffers(t *testing.T) {
 			if e.own == nil || shares(beside) {
 				t.Fatal("a pass beside training did not get buffers of its own")
 			}
-			if again := e.buffers(1); &again[0].p.Data[0] != &beside[0].p.Data[0] {
+			if again := e.buffers(1); again != beside {
 				t.Fatal("a second pass beside training made new buffers")
 			}
 			for _, id := range []int{cfg.Epochs - 1, int(cfg.exportID())} {

@@ -57,10 +57,13 @@ type layout struct {
 	// source[row]: the global interval whose rows hold an owned or ghost row, or parts ×
 	// intervals for a ghost row before its interval's first batch: nonzeroSources reads it to
 	// build each interval's sources of its nonzeros
-	source  []uint16
-	compP   []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
-	compDZ  []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
-	guard   *slotGuard // an asynchronous GCN's writers and Gathers of its two slots; nil: R is enough
+	source []uint16
+	compP  []*bufPool // [layer]: composite P_l buffers of a GAT's mixed-epoch reads (a GCN shifts indices: gather)
+	compDZ []*bufPool // [layer]: composite dZ_l buffers of a GAT's mixed-epoch backward reads
+	guard  *slotGuard // an asynchronous GCN's writers and Gathers of its two slots; nil: R is enough
+	// send[lane][peer]: the buffer in which the lane gathers the rows the peer holds as ghosts
+	// (part.SendTo), each interval's in its range of them (interval.send)
+	send    [][][]float32
 	shifted freeList[*shiftedBlock]
 }
 
@@ -78,7 +81,7 @@ type interval struct {
 	zView  [][]*tensor.Dense // [epoch parity][layer]: rows of z
 	pView  [][]*tensor.Dense // [layer][slot]: rows of p
 	dzView [][]*tensor.Dense // [layer][slot]: rows of dz
-	send   [2][][]float32    // [head lane, tail lane][peer]: gather buffers of the rows shipped to ghosts
+	send   [2][][]float32    // [head lane, tail lane][peer]: its range of layout.send
 	// nzSource[a]: the source (layout.source of the column) of each of the interval's
 	// nonzeros of the forward adjacency (a = 0, owned and ghost columns) or of the local one
 	// (a = 1), read in order by a mixed-epoch Gather; set by the first once every column's
@@ -164,6 +167,16 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 	for l := range L {
 		dmax = max(dmax, b.widths[l])
 	}
+	lanes := 1 // the tail lane ships rows only when pulling gradients
+	if b.pulls() {
+		lanes = 2
+	}
+	b.send = make([][][]float32, lanes)
+	for f := range b.send {
+		for _, rows := range part.SendTo {
+			b.send[f] = append(b.send[f], make([]float32, len(rows)*dmax))
+		}
+	}
 	b.ivs = make([]interval, len(cuts))
 	for i := range cuts {
 		c := &cuts[i]
@@ -193,14 +206,10 @@ func newLayout(cfg *Config, part *partition.Part, cuts []partition.Interval, sh 
 			}
 			iv.pView, iv.dzView = append(iv.pView, pv), append(iv.dzView, dzv)
 		}
-		lanes := 1 // the tail lane ships rows only when pulling gradients
-		if b.pulls() {
-			lanes = 2
-		}
-		for f := range lanes {
+		for f, lane := range b.send {
 			iv.send[f] = make([][]float32, b.parts)
 			for q, rg := range c.Send {
-				iv.send[f][q] = make([]float32, (rg[1]-rg[0])*dmax)
+				iv.send[f][q] = lane[q][rg[0]*dmax : rg[1]*dmax]
 			}
 		}
 	}
