@@ -61,9 +61,9 @@ func (o *Options) client() *http.Client {
 
 // WaitReady waits until every URL answers GET /readyz with 200, over TLS verified as o.TLS
 // says, asking every half second for at most timeout; its error names a URL that did not and
-// its last answer (a certificate of another CA, a refused connection). A function deployed
-// with the job's credentials starts only once the job has them, and serves the new ones a
-// while after they rotate.
+// its last answer that the deadline did not cut off (a certificate of another CA, a refused
+// connection). A function deployed with the job's credentials starts only once the job has
+// them, and serves the new ones a while after they rotate.
 func WaitReady(ctx context.Context, o Options, timeout time.Duration) error {
 	c := o.client()
 	defer c.CloseIdleConnections()
@@ -75,17 +75,21 @@ func WaitReady(ctx context.Context, o Options, timeout time.Duration) error {
 			return fmt.Errorf("knative backend: URL %q: %w", raw, err)
 		}
 		probe := u.ResolveReference(&url.URL{Path: "/readyz"}).String()
+		var why error
 		for {
 			err := ready(ctx, c, probe)
 			if err == nil {
 				break
+			}
+			if why == nil || ctx.Err() == nil { // a probe the deadline cut off says less than the one before
+				why = err
 			}
 			t := time.NewTimer(500 * time.Millisecond)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("knative backend: the function at %s not ready after %v: %w", raw, timeout, err)
+				return fmt.Errorf("knative backend: the function at %s not ready after %v: %w", raw, timeout, why)
 			}
 		}
 	}

@@ -275,8 +275,8 @@ func TestHTTPFunctionNotOfTheJob(t *testing.T) {
 			if _, err := b.Run(context.Background(), remotetest.Tasks(1, 10, 20, 4)[0]); !contains(err, c.want) {
 				t.Errorf("call: %v, want %q", err, c.want)
 			}
-			err := knative.WaitReady(context.Background(), knative.Options{URLs: []string{url}, TLS: remotetest.ClientTLS(t)}, time.Second)
-			if !contains(err, "not ready after 1s") || !contains(err, c.want) {
+			err := knative.WaitReady(context.Background(), knative.Options{URLs: []string{url}, TLS: remotetest.ClientTLS(t)}, 3*time.Second)
+			if !contains(err, "not ready after 3s") || !contains(err, c.want) {
 				t.Errorf("WaitReady: %v, want not ready, %q", err, c.want)
 			}
 			if out := p.Output(); !strings.Contains(out, "TLS handshake error") {
