@@ -21,6 +21,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -148,7 +149,7 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := cutPartitions("cora", dir, 2, defaultPartitionMethod, io.Discard); err != nil {
+	if err := partition.Cut(context.Background(), "cora", dir, 2, defaultPartitionMethod, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	return dir

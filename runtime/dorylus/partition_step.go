@@ -82,7 +82,7 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if err != nil {
 		return jobstatus.Partitions{}, err
 	}
-	if partition.HasManifest(spec) || hasPartitionFiles(spec) {
+	if partition.HasManifest(spec) || partition.HasFiles(spec) {
 		return jobstatus.Partitions{}, fmt.Errorf("dataset %s is already cut into partition files: leave spec.dataset.partitionTo unset", source.Redact(source.Spec(c.Dataset)))
 	}
 	if err := graph.CheckFormat(spec, graph.Format(c.Dataset.Format)); err != nil {
@@ -116,7 +116,7 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if loc.S3 != nil {
 		dir = filepath.Join(work, "partitions")
 	}
-	if err := preparePartitions(ctx, spec, dir, parts, partition.DefaultMethod, out); err != nil {
+	if err := partition.Cut(ctx, spec, dir, parts, partition.DefaultMethod, out); err != nil {
 		return jobstatus.Partitions{}, err
 	}
 	m, err := partition.ReadManifest(dir)

@@ -231,7 +231,7 @@ func TestDatasetFormatIsHonoured(t *testing.T) {
 	if err := graph.WriteText(text, d); err != nil {
 		t.Fatal(err)
 	}
-	if err := cutPartitions(text, parts, 2, partition.DefaultMethod, io.Discard); err != nil {
+	if err := partition.Cut(context.Background(), text, parts, 2, partition.DefaultMethod, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	pvc := func(path, format string) jobconfig.Dataset {

@@ -46,7 +46,7 @@ checks the manifest and the files' headers, and each graph server reads only its
 			}
 			gctune.CollectEarly(cmd.Context())
 			if parts > 0 {
-				return preparePartitions(cmd.Context(), args[0], args[1], parts, m, cmd.OutOrStdout())
+				return partition.Cut(cmd.Context(), args[0], args[1], parts, m, cmd.OutOrStdout())
 			}
 			if cmd.Flags().Changed("method") || refine {
 				return fmt.Errorf("--method and --refine apply to --partitions only")
