@@ -29,10 +29,7 @@ func TestSlotGuardReadsWholeEpochs(t *testing.T) {
 			}
 		}
 	}
-	complete := make([]atomic.Int64, n) // the newest epoch written whole, -1 before any
-	for s := range complete {
-		complete[s].Store(-1)
-	}
+	complete := newWritten(n)
 	var wg sync.WaitGroup
 	var reads atomic.Int64
 	for s := range n {
@@ -57,26 +54,11 @@ func TestSlotGuardReadsWholeEpochs(t *testing.T) {
 			}
 		})
 	}
-	finished := func() bool {
-		for s := range complete {
-			if complete[s].Load() < epochs-1 {
-				return false
-			}
-		}
-		return true
-	}
 	for k := range 4 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(k), 7))
-			for !finished() {
-				var rs []pipeline.Read
-				for s := range n {
-					e := int(complete[s].Load()) - rng.IntN(4)
-					if e < 0 {
-						continue
-					}
-					rs = append(rs, pipeline.Read{From: pipeline.IntervalID{Partition: s / intervals, Interval: s % intervals}, Epoch: e})
-				}
+			for !complete.all(epochs) {
+				rs := complete.reads(rng, 4, intervals)
 				handed := append([]pipeline.Read(nil), rs...)
 				done := g.read(rowsDZ, 1, rs)
 				for i, r := range rs {
@@ -127,10 +109,7 @@ func TestSlotGuardOneGhostSlot(t *testing.T) {
 	for s := range slots {
 		slots[s] = [2][]float32{make([]float32, rows), make([]float32, rows)}
 	}
-	complete := make([]atomic.Int64, n)
-	for s := range complete {
-		complete[s].Store(-1)
-	}
+	complete := newWritten(n)
 	var wg sync.WaitGroup
 	for s := range n {
 		wg.Go(func() {
@@ -160,25 +139,12 @@ func TestSlotGuardOneGhostSlot(t *testing.T) {
 			}
 		})
 	}
-	finished := func() bool {
-		for s := range complete {
-			if complete[s].Load() < epochs-1 {
-				return false
-			}
-		}
-		return true
-	}
 	var gathers atomic.Int64
 	for k := range 4 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(k), 9))
-			for !finished() {
-				var rs []pipeline.Read
-				for s := range n {
-					if e := int(complete[s].Load()) - rng.IntN(3); e >= 0 {
-						rs = append(rs, pipeline.Read{From: pipeline.IntervalID{Partition: s / intervals, Interval: s % intervals}, Epoch: e})
-					}
-				}
+			for !complete.all(epochs) {
+				rs := complete.reads(rng, 3, intervals)
 				handed := append([]pipeline.Read(nil), rs...)
 				done := g.read(rowsP, 0, rs)
 				for i, r := range rs {
@@ -216,4 +182,37 @@ func TestSlotGuardOneGhostSlot(t *testing.T) {
 	if _, err := g.store(rowsP, 0, intervals, epochs-2); err == nil || !strings.Contains(err.Error(), "after rows of epoch") {
 		t.Fatalf("a batch of an older epoch: %v", err)
 	}
+}
+
+// written holds the newest epoch written whole of every source, -1 before any.
+type written []atomic.Int64
+
+func newWritten(n int) written {
+	w := make(written, n)
+	for s := range w {
+		w[s].Store(-1)
+	}
+	return w
+}
+
+// all reports whether every source has written its last of epochs.
+func (w written) all(epochs int) bool {
+	for s := range w {
+		if w[s].Load() < int64(epochs-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// reads returns a read of every source written, each of an epoch up to lag-1 behind its
+// newest, as a graph server's scheduler may hand them (intervals per partition).
+func (w written) reads(rng *rand.Rand, lag, intervals int) []pipeline.Read {
+	var rs []pipeline.Read
+	for s := range w {
+		if e := int(w[s].Load()) - rng.IntN(lag); e >= 0 {
+			rs = append(rs, pipeline.Read{From: pipeline.IntervalID{Partition: s / intervals, Interval: s % intervals}, Epoch: e})
+		}
+	}
+	return rs
 }
