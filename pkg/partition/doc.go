@@ -29,6 +29,8 @@
 // reading the manifest and the files' headers (Manifest.CheckHeaders) and a graph server the one
 // file it reads (Manifest.CheckPart). CheckFiles reads every file and refuses a set that is not
 // one partitioning of one dataset.
+// Cut writes them from a dataset in any layout, through a prepared copy of one that is not a
+// prepared file, and HasFiles says whether a folder holds such files.
 //
 // # Local view
 //
