@@ -275,21 +275,10 @@ func (o *graphServerOptions) fromConfig(path string) error {
 	return nil
 }
 
-// statusJob returns the GNNTrainingJob whose status graph server 0 reports into: the one the
-// downward API names ($DORYLUS_NAMESPACE, $DORYLUS_JOB_NAME), else the run config's; ok is false
-// outside a job.
-func (o *graphServerOptions) statusJob() (namespace, name string, ok bool) {
-	namespace, name = os.Getenv(jobconfig.EnvNamespace), os.Getenv(jobconfig.EnvJobName)
-	if namespace == "" || name == "" {
-		namespace, name = o.jobNamespace, o.jobName
-	}
-	return namespace, name, namespace != "" && name != ""
-}
-
 // statusReporter returns the reporter of graph server 0 inside a job, nil elsewhere or when
 // the API server cannot be configured (which is logged: status reports are best effort).
 func (o *graphServerOptions) statusReporter(stderr io.Writer) *jobstatus.Reporter {
-	ns, name, ok := o.statusJob()
+	ns, name, ok := jobstatus.Target(o.jobNamespace, o.jobName)
 	if o.partition != 0 || !ok {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
 )
 
 // TestStatusJob: the downward API's job wins over the run config's; outside a job, and on
@@ -16,7 +17,7 @@ func TestStatusJob(t *testing.T) {
 	t.Setenv(jobconfig.EnvJobName, "")
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	o := graphServerOptions{}
-	if _, _, ok := o.statusJob(); ok {
+	if _, _, ok := jobstatus.Target(o.jobNamespace, o.jobName); ok {
 		t.Fatal("a job outside Kubernetes")
 	}
 	var log bytes.Buffer
@@ -24,12 +25,12 @@ func TestStatusJob(t *testing.T) {
 		t.Fatalf("reporter %v, log %q outside a job", r, log.String())
 	}
 	o.jobNamespace, o.jobName = "ns", "from-config"
-	if ns, name, ok := o.statusJob(); !ok || ns != "ns" || name != "from-config" {
+	if ns, name, ok := jobstatus.Target(o.jobNamespace, o.jobName); !ok || ns != "ns" || name != "from-config" {
 		t.Fatalf("job %s/%s %v, want the run config's", ns, name, ok)
 	}
 	t.Setenv(jobconfig.EnvNamespace, "team")
 	t.Setenv(jobconfig.EnvJobName, "cora")
-	if ns, name, ok := o.statusJob(); !ok || ns != "team" || name != "cora" {
+	if ns, name, ok := jobstatus.Target(o.jobNamespace, o.jobName); !ok || ns != "team" || name != "cora" {
 		t.Fatalf("job %s/%s %v, want the downward API's", ns, name, ok)
 	}
 	if r := o.statusReporter(&log); r != nil || !strings.Contains(log.String(), "team/cora") {
