@@ -13,7 +13,9 @@
 # Defaults: 3 rounds, 30 epochs, "datasets/coauthor_cs rmat:nodes=1000000,edges=20000000,features=128,classes=16,seed=1".
 # Each dataset is prepared once (whole, and cut into 1 and 2 partitions) under a temporary folder.
 # Set STALENESS to change S, CORES to name the two cores (default "0 1"), BIN to time another
-# dorylus binary than the one built from this tree.
+# dorylus binary than the one built from this tree. VS, a list of train flags (such as
+# "--update-every interval"), also times C and D with them, as C' and D', in the same rounds:
+# both settings side by side under the same load; then D'/B and D/B besides.
 set -euo pipefail
 rounds=${1:-3}
 epochs=${2:-30}
@@ -37,7 +39,13 @@ epoch() {
 	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["epoch_seconds_median"])' "$out/run.json"
 }
 
-printf '%-28s %9s %9s %9s %9s %7s %9s\n' dataset "A 1p/1c" "B 1p/2c" "C 1gs/1c" "D 2gs/2c" "C/A" "D vs C"
+read -r -a vs <<<"${VS:-}"
+if [ ${#vs[@]} -eq 0 ]; then
+	printf '%-28s %9s %9s %9s %9s %7s %9s\n' dataset "A 1p/1c" "B 1p/2c" "C 1gs/1c" "D 2gs/2c" "C/A" "D vs C"
+else
+	printf '%-28s %9s %9s %9s %9s %9s %9s %7s %9s %6s %7s %9s %6s\n' dataset "A 1p/1c" "B 1p/2c" "C 1gs/1c" "D 2gs/2c" "C' 1gs" "D' 2gs" \
+		"C/A" "D vs C" "D/B" "C'/A" "D' vs C'" "D'/B"
+fi
 i=0
 for ds in $datasets; do
 	i=$((i + 1))
@@ -52,14 +60,26 @@ for ds in $datasets; do
 		b=$(epoch "$c0,$c1" "$whole" "$@")
 		c=$(epoch "$c0" "$out/d$i.p1" --graph-servers 1 "${dist[@]}" "$@")
 		d=$(epoch "$c0,$c1" "$out/d$i.p2" --graph-servers 2 "${dist[@]}" "$@")
-		echo "$a $b $c $d" >>"$out/times"
+		if [ ${#vs[@]} -eq 0 ]; then
+			echo "$a $b $c $d" >>"$out/times"
+			continue
+		fi
+		c2=$(epoch "$c0" "$out/d$i.p1" --graph-servers 1 "${dist[@]}" "${vs[@]}" "$@")
+		d2=$(epoch "$c0,$c1" "$out/d$i.p2" --graph-servers 2 "${dist[@]}" "${vs[@]}" "$@")
+		echo "$a $b $c $d $c2 $d2" >>"$out/times"
 	done
 	python3 - "$ds" "$out/times" <<'PY'
 import statistics, sys
 name, path = sys.argv[1:]
 rows = [list(map(float, l.split())) for l in open(path) if l.strip()]
-a, b, c, d = (statistics.median(r[i] for r in rows) for i in range(4))
+m = [statistics.median(r[i] for r in rows) for i in range(len(rows[0]))]
+a, b, c, d = m[:4]
 name = name if len(name) <= 28 else name[:25] + "..."
-print(f"{name:<28} {a*1e3:7.1f}ms {b*1e3:7.1f}ms {c*1e3:7.1f}ms {d*1e3:7.1f}ms {c/a:7.2f} {c/d:8.2f}x")
+line = f"{name:<28} {a*1e3:7.1f}ms {b*1e3:7.1f}ms {c*1e3:7.1f}ms {d*1e3:7.1f}ms "
+if len(m) == 4:
+    print(line + f"{c/a:7.2f} {c/d:8.2f}x")
+else:
+    c2, d2 = m[4:]
+    print(line + f"{c2*1e3:7.1f}ms {d2*1e3:7.1f}ms {c/a:7.2f} {c/d:8.2f}x {d/b:6.2f} {c2/a:7.2f} {c2/d2:8.2f}x {d2/b:6.2f}")
 PY
 done
