@@ -145,26 +145,30 @@ func CheckFormat(p string, want Format) error {
 	if want == "" {
 		return nil
 	}
-	if !slices.Contains(Formats, want) {
-		return fmt.Errorf("graph: dataset %s: format %q is none of %v", p, want, Formats)
+	_, err := formatOf(p, want)
+	return err
+}
+
+// formatOf returns the layout of the dataset at path p, which must be want unless want is
+// empty.
+func formatOf(p string, want Format) (Format, error) {
+	if want != "" && !slices.Contains(Formats, want) {
+		return "", fmt.Errorf("graph: dataset %s: format %q is none of %v", p, want, Formats)
 	}
 	f, err := DetectFormat(p)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if f != want {
-		return fmt.Errorf("graph: dataset %s is in the %s layout, not the %s layout its configuration names", p, f, want)
+	if want != "" && f != want {
+		return "", fmt.Errorf("graph: dataset %s is in the %s layout, not the %s layout its configuration names", p, f, want)
 	}
-	return nil
+	return f, nil
 }
 
 // loadPath loads the dataset at path p in the layout DetectFormat finds, which must be
 // opts.Format when that is set.
 func loadPath(p string, opts LoadOptions) (*Dataset, error) {
-	if err := CheckFormat(p, opts.Format); err != nil {
-		return nil, err
-	}
-	f, err := DetectFormat(p)
+	f, err := formatOf(p, opts.Format)
 	if err != nil {
 		return nil, err
 	}

@@ -157,6 +157,21 @@ func TestPartitionStepS3(t *testing.T) {
 	}
 }
 
+// coraText writes Cora in the text layout into a temporary folder and returns it and the
+// dataset it holds.
+func coraText(t *testing.T) (*graph.Dataset, string) {
+	t.Helper()
+	d, err := graph.Load("cora", graph.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "cora")
+	if err := graph.WriteText(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	return d, dir
+}
+
 // TestPartitionStepDatasetChangedInPlace cuts a dataset folder (Cora as text), changes it in
 // place keeping its name and counts (vertex 0's label swapped with another's), and runs the step again: it must
 // cut it again (not reuse), and the new files hold vertex 0's new label; run once more it
@@ -164,14 +179,8 @@ func TestPartitionStepS3(t *testing.T) {
 // too.
 func TestPartitionStepDatasetChangedInPlace(t *testing.T) {
 	ctx := context.Background()
-	d, err := graph.Load("cora", graph.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, parts := filepath.Join(t.TempDir(), "cora"), filepath.Join(t.TempDir(), "parts")
-	if err := graph.WriteText(data, d); err != nil {
-		t.Fatal(err)
-	}
+	d, data := coraText(t)
+	parts := filepath.Join(t.TempDir(), "parts")
 	c := partitionConfig(2, jobconfig.Location{Path: parts})
 	c.Dataset = jobconfig.Dataset{Source: jobconfig.SourcePVC, Path: data}
 	step := func() jobstatus.Partitions {
@@ -223,15 +232,9 @@ func TestPartitionStepDatasetChangedInPlace(t *testing.T) {
 // whole or as partition files; the named layout, or none, is read.
 func TestDatasetFormatIsHonoured(t *testing.T) {
 	ctx := context.Background()
-	d, err := graph.Load("cora", graph.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, parts := filepath.Join(t.TempDir(), "cora"), filepath.Join(t.TempDir(), "parts")
-	if err := graph.WriteText(text, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := partition.Cut(context.Background(), text, parts, 2, partition.DefaultMethod, io.Discard); err != nil {
+	_, text := coraText(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	if err := partition.Cut(ctx, text, parts, 2, partition.DefaultMethod, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	pvc := func(path, format string) jobconfig.Dataset {
