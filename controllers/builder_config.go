@@ -166,6 +166,15 @@ func resolveS3(l *dorylusv1alpha1.S3Location, purpose string) *jobconfig.S3 {
 }
 
 func resolveBackend(job *dorylusv1alpha1.GNNTrainingJob) jobconfig.Backend {
+	c := resolveBackendKind(job)
+	if job.Spec.Backend().Placement == dorylusv1alpha1.PlacementRemote {
+		c.Placement = jobconfig.PlacementRemote
+	}
+	return c
+}
+
+// resolveBackendKind returns resolveBackend's backend but its placement.
+func resolveBackendKind(job *dorylusv1alpha1.GNNTrainingJob) jobconfig.Backend {
 	b := job.Spec.Backend()
 	switch {
 	case b.Lambda != nil:

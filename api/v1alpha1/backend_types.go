@@ -8,6 +8,7 @@ import (
 // cpu, lambda or knative.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.cpu), has(self.lambda), has(self.knative)].filter(x, x).size() == 1",message="spec.tensorBackend must set exactly one of cpu, lambda, knative"
+// +kubebuilder:validation:XValidation:rule="!has(self.cpu) || !has(self.placement) || self.placement == 'Auto'",message="spec.tensorBackend.placement Remote is for lambda and knative: the cpu backend runs every tensor task in the graph servers",fieldPath=".placement",reason=FieldValueForbidden
 type TensorBackendSpec struct {
 	// CPU runs tensor tasks on a goroutine pool inside each graph server.
 	// +optional
@@ -18,7 +19,26 @@ type TensorBackendSpec struct {
 	// Knative posts tensor tasks to a Knative Service.
 	// +optional
 	Knative *KnativeBackend `json:"knative,omitempty"`
+	// Placement is where a function backend's tensor tasks run: Auto runs a
+	// kind of task whose call costs more than computing it (by the planner's
+	// calibrated model: the call's overhead and transfer against the task's
+	// compute) in the graph servers, the rest on the functions; Remote calls
+	// the functions for every task.
+	// +kubebuilder:validation:Enum=Auto;Remote
+	// +kubebuilder:default=Auto
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
 }
+
+// Placement is where a function backend's tensor tasks run.
+type Placement string
+
+const (
+	// PlacementAuto places each kind of task by cost.
+	PlacementAuto Placement = "Auto"
+	// PlacementRemote sends every task to the functions.
+	PlacementRemote Placement = "Remote"
+)
 
 // CPUBackend runs tensor tasks on a goroutine pool inside each graph server.
 type CPUBackend struct {

@@ -77,6 +77,9 @@ type Servers struct {
 type Calls struct {
 	Requests int64         // calls sent, retries and relaunches included
 	Billed   time.Duration // their summed duration, each rounded up to a millisecond
+	// Local are the tensor tasks placement ran in the graph servers instead (pkg/dispatch,
+	// Placement): their time is the graph servers' instance-hours, so their line costs 0.
+	Local int64
 }
 
 // Usage is what a run used.
@@ -134,7 +137,7 @@ func (p Prices) Estimate(u Usage) (Breakdown, error) {
 	switch {
 	case u.Wall < 0:
 		return b, fmt.Errorf("cost: negative wall time %v", u.Wall)
-	case u.Lambda.Requests < 0 || u.Lambda.Billed < 0 || u.Knative.Requests < 0 || u.Knative.Billed < 0:
+	case u.Lambda.Requests < 0 || u.Lambda.Billed < 0 || u.Knative.Requests < 0 || u.Knative.Billed < 0 || u.Lambda.Local < 0 || u.Knative.Local < 0:
 		return b, fmt.Errorf("cost: negative call counts %+v, %+v", u.Lambda, u.Knative)
 	case u.Lambda.Requests > 0 && u.LambdaMemoryMB < 128:
 		return b, fmt.Errorf("cost: Lambda memory %d MB: want at least 128", u.LambdaMemoryMB)
@@ -155,6 +158,7 @@ func (p Prices) Estimate(u Usage) (Breakdown, error) {
 		}
 		add(fmt.Sprintf("knative calls (one vCPU of %s each)", u.KnativeInstance), u.Knative.Billed.Seconds(), "vCPU-seconds", in.HourUSD/float64(in.VCPUs)/3600)
 	}
+	add("tensor tasks run in the graph servers (in their instance-hours)", float64(u.Lambda.Local+u.Knative.Local), "tasks", 0)
 	for _, it := range b.Items {
 		b.TotalUSD += it.USD
 	}

@@ -310,7 +310,17 @@ type Backend struct {
 	Lambda *Lambda `json:"lambda,omitempty"`
 	// Knative is set for BackendKnative.
 	Knative *Knative `json:"knative,omitempty"`
+	// Placement is where a task whose remote call costs more than computing it runs:
+	// PlacementAuto (empty too) computes it in the graph server, PlacementRemote sends every
+	// task to the backend (the cpu backend's injected latency stands for a call).
+	Placement string `json:"placement,omitempty"`
 }
+
+// Placements of the tensor tasks (Backend.Placement).
+const (
+	PlacementAuto   = "auto"   // by cost: a task whose call costs more than its compute runs in the graph server
+	PlacementRemote = "remote" // every task on the backend
+)
 
 // CPU configures the in-process goroutine pool.
 type CPU struct {

@@ -117,6 +117,8 @@ func (b *Backend) validate(v *validator) {
 		}
 	}
 	v.check(set == 1, "backend", "must set exactly one of cpu, lambda, knative, got %d", set)
+	v.check(b.Placement == "" || b.Placement == PlacementAuto || b.Placement == PlacementRemote, "backend.placement",
+		"must be %q, %q or empty, got %q", PlacementAuto, PlacementRemote, b.Placement)
 	switch b.Kind {
 	case BackendCPU:
 		if v.check(b.CPU != nil, "backend.cpu", "is required for kind %q", b.Kind) {

@@ -102,6 +102,7 @@ func (c *costOptions) distributed(wall time.Duration, d distOptions, usage []bac
 	for _, b := range usage {
 		calls.Requests += b.Tries
 		calls.Billed += time.Duration(b.BilledSeconds * float64(time.Second))
+		calls.Local += b.LocalTasks
 	}
 	return cfg.CostRun().At(wall, calls)
 }

@@ -205,6 +205,10 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 	}
 	slices.Sort(names)
 	fmt.Fprintf(stderr, "peak RSS: %s; bytes between graph servers per epoch: median %.0f\n", strings.Join(names, ", "), stats.Median(served.bytes))
+	if usageErr == nil {
+		rep.TensorTasks = backends.PlacedOf(usage)
+		fmt.Fprintf(stderr, "tensor tasks: %s\n", rep.TensorTasks)
+	}
 	if usageErr != nil {
 		fmt.Fprintf(stderr, "dorylus train: no cost estimate: %v\n", usageErr)
 	} else if b, err := o.cost.distributed(wall, d, usage); err != nil {

@@ -18,8 +18,9 @@ import (
 )
 
 // lambdaEmulators starts n aws-lambda-rie emulators running `dorylus function` with flags and
-// env, and returns the backend options that invoke them, one call at a time each. The graph
-// servers the test starts sign their calls with static credentials from the environment.
+// env, and returns the backend options that invoke them, one call at a time each, for every
+// tensor task (--placement remote). The graph servers the test starts sign their calls with
+// static credentials from the environment.
 func lambdaEmulators(t *testing.T, n int, env []string, flags ...string) backends.Options {
 	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKID")
@@ -27,7 +28,7 @@ func lambdaEmulators(t *testing.T, n int, env []string, flags ...string) backend
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	eps := remotetest.Emulators(t, n, remotetest.Tool(t, "aws-lambda-rie"), dorylusBin, env, flags...)
 	return backends.Options{Kind: "lambda", LambdaFunction: "function", LambdaRegion: "us-east-1",
-		LambdaEndpoints: strings.Join(eps, ","), PerEndpoint: 1}
+		LambdaEndpoints: strings.Join(eps, ","), PerEndpoint: 1, Placement: jobconfig.PlacementRemote}
 }
 
 // TestLambdaTrainsCora trains Cora through `dorylus train --graph-servers 2 --backend lambda
@@ -140,7 +141,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 	}{
 		{"knative", func(t *testing.T) backends.Options {
 			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds)
-			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: remotetest.TokenFile(t)}
+			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: remotetest.TokenFile(t), Placement: jobconfig.PlacementRemote}
 		}, false},
 		{"lambda-error", lambdaFaults(nil, "--fault-every", "5", "--fault", "error"), true},
 		{"lambda-hang", func(t *testing.T) backends.Options {
@@ -157,7 +158,7 @@ func TestRemoteBackendsKeepResult(t *testing.T) {
 		{"lambda-pull-exit", pullMode(lambdaFaults(nil, "--max-request-bytes", "2048", "--fault-every", "5", "--fault", "exit", remotetest.PullLoopback)), true},
 		{"knative-pull", pullMode(func(t *testing.T) backends.Options {
 			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds, "--max-request-bytes", "2048", "--token-file", token, remotetest.PullLoopback)
-			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: token}
+			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: token, Placement: jobconfig.PlacementRemote}
 		}), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -211,7 +211,7 @@ func TestTrainOnGivenCredentials(t *testing.T) {
 	token := filepath.Join(dir, pki.TokenFile)
 	url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, dir, "--token-file", token)
 	rep := runCLI(t, "train", "--graph-servers", "2", "--epochs", "3", "--intervals", "2", "--output", "json", "--eval-every", "3",
-		"--backend", "knative", "--knative-urls", url, "--knative-token-file", token, "--credentials-dir", dir)
+		"--backend", "knative", "--knative-urls", url, "--knative-token-file", token, "--credentials-dir", dir, "--placement", "remote")
 	if rep.Epochs != 3 || rep.TestAccuracy <= 0 {
 		t.Errorf("report: %d epochs, test accuracy %g", rep.Epochs, rep.TestAccuracy)
 	}

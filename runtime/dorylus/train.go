@@ -17,6 +17,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/model"
@@ -237,6 +238,8 @@ type trainReport struct {
 	// CostUSD is the estimated cost of the run on AWS, which Cost itemises (pkg/cost).
 	CostUSD float64         `json:"cost_usd,omitempty"`
 	Cost    *cost.Breakdown `json:"cost,omitempty"`
+	// TensorTasks counts every run's tensor tasks by where they ran (with --graph-servers).
+	TensorTasks *backends.Placed `json:"tensor_tasks,omitempty"`
 }
 
 func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) error {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
+	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
 
 // Options select and configure a graph server's tensor backend (package dispatch):
@@ -50,6 +53,8 @@ type Options struct {
 	StragglerFloor  time.Duration
 
 	DataPath string // jobconfig.DataPathInline or DataPathPull (empty: inline)
+	// Placement is jobconfig.PlacementAuto (empty too) or PlacementRemote (Placing).
+	Placement string
 }
 
 // AddFlags registers the backend flags.
@@ -68,6 +73,7 @@ func (b *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.DataPath, "data-path", jobconfig.DataPathInline, "lambda, knative: inline (the tensors travel in the requests) or pull (a request is a small descriptor: the function fetches the inputs from the graph server and the weights by version from the parameter server over gRPC, so both must be reachable from it)")
 	f.Float64Var(&b.StragglerFactor, "straggler-factor", 0, "lambda, knative: relaunch a call slower than this many times the median of its kind, and --straggler-floor (0: 5; negative: never)")
 	f.DurationVar(&b.StragglerFloor, "straggler-floor", 0, "lambda, knative: relaunch no call before this long (0: 500ms)")
+	f.StringVar(&b.Placement, "placement", "", "lambda, knative, and cpu with --inject-latency: auto, the default (a kind of tensor task whose call costs more than computing it in the graph server, by the planner's calibrated model, runs there) or remote (every task is a call)")
 }
 
 // Remote reports whether the backend calls functions (an empty kind is cpu).
@@ -77,6 +83,9 @@ func (b *Options) Remote() bool { return b.Kind != jobconfig.BackendCPU && b.Kin
 func (b *Options) Validate() error {
 	if b.DataPath != "" && b.DataPath != jobconfig.DataPathInline && b.DataPath != jobconfig.DataPathPull {
 		return fmt.Errorf("--data-path %q: want %s or %s", b.DataPath, jobconfig.DataPathInline, jobconfig.DataPathPull)
+	}
+	if b.Placement != "" && b.Placement != jobconfig.PlacementAuto && b.Placement != jobconfig.PlacementRemote {
+		return fmt.Errorf("--placement %q: want %s or %s", b.Placement, jobconfig.PlacementAuto, jobconfig.PlacementRemote)
 	}
 	switch b.Kind {
 	case jobconfig.BackendCPU, "":
@@ -149,6 +158,15 @@ func (b *Options) ToConfig(intervals, memoryMB int) jobconfig.Backend {
 		calls = &jobconfig.Calls{EndpointConcurrency: b.PerEndpoint, Timeout: jobconfig.Duration(b.CallTimeout),
 			StragglerFactor: b.StragglerFactor, StragglerFloor: jobconfig.Duration(b.StragglerFloor)}
 	}
+	c := b.toConfig(calls, intervals, memoryMB)
+	if b.Placement != jobconfig.PlacementAuto {
+		c.Placement = b.Placement
+	}
+	return c
+}
+
+// toConfig returns ToConfig's backend but its placement.
+func (b *Options) toConfig(calls *jobconfig.Calls, intervals, memoryMB int) jobconfig.Backend {
 	mc := b.MaxConcurrency
 	if mc == 0 {
 		mc = intervals
@@ -172,7 +190,7 @@ func (b *Options) ToConfig(intervals, memoryMB int) jobconfig.Backend {
 
 // FromConfig returns the options of a run config's backend (validated by jobconfig.Load).
 func FromConfig(c jobconfig.Backend) Options {
-	b := Options{Kind: c.Kind}
+	b := Options{Kind: c.Kind, Placement: c.Placement}
 	var calls *jobconfig.Calls
 	switch c.Kind {
 	case jobconfig.BackendCPU:
@@ -211,16 +229,24 @@ func (b *Options) Build(ctx context.Context, intervals int, cpuOpts cpu.Options,
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
+	place := b.placement(intervals, cpuOpts.Latency)
 	if !b.Remote() {
+		cpuOpts.Placement = place
 		return cpu.New(cpuOpts)
 	}
 	if b.Pull() != (pull != nil) {
 		return nil, fmt.Errorf("--data-path %q with a task store %v: the pull data path needs the graph server's store, inline none", b.DataPath, pull != nil)
 	}
 	tune := remote.Options{MaxConcurrency: b.MaxConcurrency, PerEndpoint: b.PerEndpoint, CallTimeout: b.CallTimeout,
-		StragglerFactor: b.StragglerFactor, StragglerFloor: b.StragglerFloor, Pull: pull}
+		StragglerFactor: b.StragglerFactor, StragglerFloor: b.StragglerFloor, Pull: pull, Placement: place}
 	if tune.MaxConcurrency == 0 {
 		tune.MaxConcurrency = intervals
+	}
+	if place != nil {
+		var err error
+		if tune.Local, err = cpu.New(cpu.Options{Workers: cpuOpts.Workers}); err != nil {
+			return nil, err
+		}
 	}
 	if b.Kind == jobconfig.BackendKnative {
 		o, err := b.knative(creds)
@@ -232,6 +258,37 @@ func (b *Options) Build(ctx context.Context, intervals int, cpuOpts cpu.Options,
 	}
 	return lambda.New(ctx, lambda.Options{Function: b.LambdaFunction, Region: b.LambdaRegion, Qualifier: b.LambdaQualifier,
 		Endpoints: b.Endpoints(), CredentialsDir: b.LambdaCredentials, Tuning: tune})
+}
+
+// placement returns the placement of a graph server with the given intervals whose cpu
+// backend adds latency to every task: nil (every task remote) with --placement remote, or on a
+// cpu backend without latency, which runs every task in the graph server anyway; else the
+// planner's choice at its shipped calibration (plan.Placing).
+func (b *Options) placement(intervals int, latency time.Duration) *dispatch.Placement {
+	if b.Placement == jobconfig.PlacementRemote || !b.Remote() && latency == 0 {
+		return nil
+	}
+	p := plan.Placing{Cal: plan.Default(), Function: b.Remote(), Intervals: intervals, Cores: runtime.GOMAXPROCS(0)}
+	if !b.Remote() {
+		p.Latency = latency
+	}
+	return dispatch.NewPlacement(func(req *dispatch.TaskRequest) bool {
+		t, ok := placeTask(req)
+		return ok && p.Local(t)
+	})
+}
+
+// placeTask returns the shape of a GCN task (a GraphSAGE's half included) for placement; false
+// for the others (a GAT's), which stay remote.
+func placeTask(req *dispatch.TaskRequest) (plan.Task, bool) {
+	if (req.Op != dispatch.OpForward && req.Op != dispatch.OpBackward) || req.W == nil {
+		return plan.Task{}, false
+	}
+	t := plan.Task{Rows: req.NumRows(), In: req.W.Rows, Out: req.W.Cols, Backward: req.Op == dispatch.OpBackward, First: req.Layer == 0}
+	if f := req.Features.Sparse; t.First && f != nil {
+		t.FeatureEntries = int64(len(f.ColIdx))
+	}
+	return t, true
 }
 
 // knative returns the options of the knative backend but its tuning.
@@ -270,13 +327,16 @@ func (b *Options) WaitReady(ctx context.Context, creds *pki.Credentials) error {
 
 // Usage is what a graph server's tensor backend did, as --usage-file holds it.
 type Usage struct {
-	Backend    string `json:"backend"`
-	Tasks      int64  `json:"tasks"`
-	Tries      int64  `json:"tries"` // calls sent, retries and relaunches included (remote backends)
-	Retries    int64  `json:"retries"`
-	Relaunches int64  `json:"relaunches"`
-	Failures   int64  `json:"failures"`
-	Splits     int64  `json:"splits"`
+	Backend string `json:"backend"`
+	Tasks   int64  `json:"tasks"`
+	// LocalTasks of Tasks ran in the graph server (placement by cost); Placed says which kinds.
+	LocalTasks int64             `json:"local_tasks"`
+	Placed     []dispatch.Placed `json:"placed,omitempty"`
+	Tries      int64             `json:"tries"` // calls sent, retries and relaunches included (remote backends)
+	Retries    int64             `json:"retries"`
+	Relaunches int64             `json:"relaunches"`
+	Failures   int64             `json:"failures"`
+	Splits     int64             `json:"splits"`
 	// BilledSeconds sums the time of every call, each rounded up to a millisecond, measured by
 	// the caller (remote backends); BusySeconds sums the time of the tasks.
 	BilledSeconds float64 `json:"billed_seconds"`
@@ -289,6 +349,13 @@ func UsageOf(b dispatch.Backend, kind string) Usage {
 	if s, ok := b.(dispatch.StatsReporter); ok {
 		st := s.Stats()
 		u.Tasks, u.BusySeconds = st.Calls, st.Busy.Seconds()
+	}
+	if p, ok := b.(dispatch.Placer); ok {
+		u.Placed = p.Placement().Kinds()
+		u.LocalTasks, _ = p.Placement().Counts()
+	}
+	if c, ok := b.(*cpu.Backend); ok && !c.StandsForCalls() {
+		u.LocalTasks = u.Tasks
 	}
 	if r, ok := b.(*remote.Backend); ok {
 		ru := r.Usage()
@@ -323,7 +390,8 @@ func Close(b dispatch.Backend, kind, path string, log io.Writer) {
 // command registers.
 func (b *Options) Args() []string {
 	if !b.Remote() {
-		return []string{"--backend", jobconfig.BackendCPU, "--workers", strconv.Itoa(b.Workers), "--inject-latency", b.Latency.String()}
+		return []string{"--backend", jobconfig.BackendCPU, "--workers", strconv.Itoa(b.Workers), "--inject-latency", b.Latency.String(),
+			"--placement", b.Placement}
 	}
 	a := []string{"--backend", b.Kind}
 	if b.Kind == jobconfig.BackendLambda {
@@ -334,7 +402,7 @@ func (b *Options) Args() []string {
 	}
 	return append(a, "--max-concurrency", strconv.Itoa(b.MaxConcurrency), "--endpoint-concurrency", strconv.Itoa(b.PerEndpoint),
 		"--call-timeout", b.CallTimeout.String(), "--straggler-factor", strconv.FormatFloat(b.StragglerFactor, 'g', -1, 64),
-		"--straggler-floor", b.StragglerFloor.String(), "--data-path", b.DataPath)
+		"--straggler-floor", b.StragglerFloor.String(), "--data-path", b.DataPath, "--placement", b.Placement)
 }
 
 // split returns the items of a comma-separated list; none of an empty one.
@@ -343,4 +411,46 @@ func split(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
+}
+
+// Placed counts the tensor tasks of graph servers by where they ran: Remote on the backend's
+// workers (a function call, or the cpu backend's pool with its injected latency), Local in the
+// graph server (placement by cost); Kinds sums each kind of task over the servers.
+type Placed struct {
+	Remote int64             `json:"remote"`
+	Local  int64             `json:"local"`
+	Kinds  []dispatch.Placed `json:"kinds,omitempty"`
+}
+
+// PlacedOf sums the usage of graph servers.
+func PlacedOf(usage []Usage) *Placed {
+	p := &Placed{}
+	for _, u := range usage {
+		p.Remote += u.Tasks - u.LocalTasks
+		p.Local += u.LocalTasks
+		for _, k := range u.Placed {
+			i := slices.IndexFunc(p.Kinds, func(o dispatch.Placed) bool { return o.Task == k.Task && o.Layer == k.Layer && o.Local == k.Local })
+			if i < 0 {
+				p.Kinds = append(p.Kinds, k)
+			} else {
+				p.Kinds[i].Tasks += k.Tasks
+			}
+		}
+	}
+	return p
+}
+
+// String says where the tasks ran, and which kinds ran locally.
+func (p *Placed) String() string {
+	s := fmt.Sprintf("%d remote, %d in the graph servers", p.Remote, p.Local)
+	var local []string
+	for _, k := range p.Kinds {
+		if k.Local {
+			local = append(local, fmt.Sprintf("%s layer %d", k.Task, k.Layer))
+		}
+	}
+	if len(local) > 0 {
+		s += " (" + strings.Join(slices.Compact(local), ", ") + ")"
+	}
+	return s
 }

@@ -25,10 +25,13 @@ type Options struct {
 	// Wire sends every request and result through the wire encoding (dispatch.EncodeRequest,
 	// EncodeResult), as a remote backend must, to exercise and measure that path.
 	Wire bool
+	// Placement, when set with a Latency, runs the kinds of task it places locally without
+	// the Latency and the Wire: Latency and Wire stand for a remote call, which those skip.
+	Placement *dispatch.Placement
 }
 
-// Backend is the goroutine-pool backend; it implements dispatch.Backend and
-// dispatch.StatsReporter.
+// Backend is the goroutine-pool backend; it implements dispatch.Backend,
+// dispatch.StatsReporter and dispatch.Placer.
 type Backend struct {
 	opts    Options
 	workers chan struct{} // a token per running task: at most Workers, waits included
@@ -65,6 +68,13 @@ func (b *Backend) Stats() dispatch.Stats {
 	return dispatch.Stats{Calls: b.calls.Load(), Busy: time.Duration(b.busy.Load())}
 }
 
+// Placement returns the placement of the backend's tasks (nil: every task takes the latency).
+func (b *Backend) Placement() *dispatch.Placement { return b.opts.Placement }
+
+// StandsForCalls reports whether the backend's tasks stand for remote calls: it adds a latency
+// or sends them through the wire encoding. Else every task simply runs in the graph server.
+func (b *Backend) StandsForCalls() bool { return b.opts.Latency > 0 || b.opts.Wire }
+
 // Run runs the task once a worker is free.
 func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.TaskResult, error) {
 	select {
@@ -75,7 +85,8 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 	defer func() { <-b.workers }()
 	start := time.Now()
 	defer func() { b.calls.Add(1); b.busy.Add(int64(time.Since(start))) }()
-	if b.opts.Latency > 0 {
+	called := !b.opts.Placement.Local(&req)
+	if called && b.opts.Latency > 0 {
 		t := time.NewTimer(b.opts.Latency)
 		select {
 		case <-t.C:
@@ -93,7 +104,7 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 		return dispatch.TaskResult{}, ctx.Err()
 	}
 	defer func() { b.acts <- act }()
-	if !b.opts.Wire {
+	if !called || !b.opts.Wire {
 		return dispatch.Execute(&req, act)
 	}
 	if err := req.Validate(); err != nil {

@@ -123,6 +123,10 @@ type Options struct {
 	StragglerFactor float64
 	// StragglerFloor is the least time before a relaunch (default 500 ms).
 	StragglerFloor time.Duration
+	// Placement, when set, runs the kinds of task it places locally on Local (an in-process
+	// backend) instead of calling a function.
+	Placement *dispatch.Placement
+	Local     dispatch.Backend
 }
 
 func (o *Options) defaults() error {
@@ -134,6 +138,8 @@ func (o *Options) defaults() error {
 	case o.PerEndpoint < 0 || o.InitialConcurrency < 0 || o.MaxRequestBytes < 0 || o.MaxResultBytes < 0 || o.CallTimeout < 0 ||
 		o.Attempts < 0 || o.Backoff < 0 || o.MaxBackoff < 0 || o.StragglerFloor < 0:
 		return fmt.Errorf("%s: negative option in %+v", o.Name, *o)
+	case o.Placement != nil && o.Local == nil:
+		return fmt.Errorf("%s: a placement without a local backend", o.Name)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -158,7 +164,8 @@ func (o *Options) defaults() error {
 
 // Usage counts a backend's calls.
 type Usage struct {
-	Tasks      int64         // tasks run
+	Tasks      int64         // tasks run, Local included
+	Local      int64         // tasks run in the graph server (Options.Placement)
 	Tries      int64         // calls sent: first tries, retries and relaunches
 	Retries    int64         // tries after a failed one
 	Relaunches int64         // tries launched beside a straggler
@@ -170,7 +177,8 @@ type Usage struct {
 }
 
 // Backend runs tensor tasks through a Transport; it implements dispatch.Backend,
-// dispatch.Closer, dispatch.StatsReporter, dispatch.Biller and prometheus.Collector.
+// dispatch.Closer, dispatch.StatsReporter, dispatch.Biller, dispatch.Placer and
+// prometheus.Collector.
 type Backend struct {
 	opts Options
 	tr   Transport
@@ -234,13 +242,20 @@ func (b *Backend) Billing() cost.Calls {
 	return cost.Calls{Requests: b.usage.Tries, Billed: b.usage.Billed}
 }
 
-// Close stops the calls still running and closes the transport if it is a dispatch.Closer.
+// Placement returns the placement of the backend's tasks (nil: all remote).
+func (b *Backend) Placement() *dispatch.Placement { return b.opts.Placement }
+
+// Close stops the calls still running and closes the transport and the local backend if
+// they are dispatch.Closers.
 func (b *Backend) Close() error {
 	b.stop()
-	if c, ok := b.tr.(dispatch.Closer); ok {
-		return c.Close()
+	var errs []error
+	for _, x := range []any{b.tr, b.opts.Local} {
+		if c, ok := x.(dispatch.Closer); ok {
+			errs = append(errs, c.Close())
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Run sends the task and waits for its result.
@@ -252,6 +267,12 @@ func (b *Backend) Run(ctx context.Context, req dispatch.TaskRequest) (dispatch.T
 		b.busy += time.Since(start)
 		b.mu.Unlock()
 	}()
+	if b.opts.Placement.Local(&req) {
+		b.mu.Lock()
+		b.usage.Local++
+		b.mu.Unlock()
+		return b.opts.Local.Run(ctx, req)
+	}
 	if err := req.Validate(); err != nil {
 		return dispatch.TaskResult{}, err
 	}
