@@ -15,7 +15,7 @@ import (
 
 // TestSAGEMatchesPyTorch trains the 2-layer GraphSAGE of `dorylus train --model sage` (GCN's
 // hyper-parameters: hidden 16, dropout 0.5, lr 0.01, weight decay 5e-4 on layer 0, 200 epochs)
-// for 10 seeds on Cora and CiteSeer and 3 on Coauthor CS (its PyTorch side takes 41 s of CPU a
+// for 10 seeds on Cora and CiteSeer and 3 on Coauthor CS (its PyTorch side takes 28 s of CPU a
 // seed; 10 seeds gave 90.79 % against 90.83 %) with their shipped splits, and has
 // test/python/torch_sage.py train the same equations in PyTorch for as many seeds of its own: the
 // mean test accuracies must be within 1 point of each other. Both sides are deterministic for

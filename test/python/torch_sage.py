@@ -48,19 +48,17 @@ def load(folder):
     n, f = meta["num_nodes"], meta["num_features"]
     with text(os.path.join(folder, meta.get("edge_file", "edges.txt"))) as fh:
         edges = np.array(fh.read().split(), dtype=np.int64).reshape(-1, 2)
-    rows, cols, vals = [], [], []
     with text(os.path.join(folder, "features.txt.gz")) as fh:
-        for i, line in enumerate(fh):
-            for tok in line.split():
-                c, v = tok.split(":")
-                rows.append(i)
-                cols.append(int(c))
-                vals.append(float(np.float32(v)))
-    vals = np.array(vals, dtype=np.float64)
-    rows = np.array(rows, dtype=np.int64)
+        lines = fh.read().splitlines()
+    # Each line is a row's col:value tokens; parsed all at once (a token loop took 4 s of
+    # Coauthor CS's 1.09M), values read as float32 as dorylus reads them.
+    rows = np.repeat(np.arange(len(lines), dtype=np.int64), [line.count(":") for line in lines])
+    tokens = " ".join(lines).replace(":", " ").split()
+    cols = np.array(tokens[0::2], dtype=np.int64)
+    vals = np.array(tokens[1::2], dtype=np.float32).astype(np.float64)
     sums = np.bincount(rows, weights=vals, minlength=n)
     vals = np.where(sums[rows] != 0, vals / np.where(sums[rows] != 0, sums[rows], 1), vals)
-    x = torch.sparse_coo_tensor(torch.tensor(np.stack([rows, np.array(cols, dtype=np.int64)])),
+    x = torch.sparse_coo_tensor(torch.tensor(np.stack([rows, cols])),
                                 torch.tensor(vals, dtype=torch.float32), (n, f)).coalesce()
     # edges.txt lists src dst pairs, both directions of an undirected edge; row dst of M averages
     # over dst's in-neighbours src, duplicates counted once.
@@ -86,11 +84,13 @@ def sparse_dropout(x, p, training):
 def forward(x, m, ws, dropout, training):
     h = sparse_dropout(x, dropout, training)
     for l, (w_self, w_neigh) in enumerate(ws):
+        w = torch.cat([w_self, w_neigh], 1)  # one product for both halves: [H W_self | H W_neigh]
         if l == 0:
-            s, p = torch.sparse.mm(h, w_self), torch.sparse.mm(h, w_neigh)
+            sp = torch.sparse.mm(h, w)
         else:
             h = torch.nn.functional.dropout(torch.relu(h), dropout, training)
-            s, p = h @ w_self, h @ w_neigh
+            sp = h @ w
+        s, p = sp.split(w_self.shape[1], 1)
         h = s + torch.sparse.mm(m, p)
     return h
 
