@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -94,7 +95,8 @@ const (
 // WithTLS's credentials), serving health with status NOT_SERVING until the caller sets
 // SERVING. It refuses requests larger than MaxMessage (or WithMaxMessage's or WithMaxReceive's
 // size) with codes.ResourceExhausted before reading them, and fails replies larger than
-// MaxMessage (or WithMaxMessage's size).
+// MaxMessage (or WithMaxMessage's size). Its messages go through Codec, the transport's
+// frames through the package's pool of buffers.
 func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 	set := apply(opts)
 	recv := set.maxMessage
@@ -105,6 +107,14 @@ func NewServer(opts ...Option) (*grpc.Server, *health.Server) {
 		grpc.MaxRecvMsgSize(recv), grpc.MaxSendMsgSize(set.maxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 3 * time.Second}),
+		grpc.ForceServerCodecV2(Codec), experimental.BufferPool(buffers),
+		// The outermost interceptor: a RowsBatch's pooled rows go back once the call is over.
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+			if b, ok := req.(*RowsBatch); ok {
+				defer Recycle(b)
+			}
+			return next(ctx, req)
+		}),
 	}
 	if set.tls != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(set.tls.ServerConfig())),
@@ -173,7 +183,8 @@ var redial = grpc.ConnectParams{
 // gRPC's DNS resolver, which backs off for seconds after a name that does not resolve yet
 // (a peer pod without an address) and re-resolves at most every 30 s (a restarted peer's new
 // address). Calls fail with codes.ResourceExhausted, without sending or reading the message,
-// when a request or reply is larger than MaxMessage (or WithMaxMessage's size).
+// when a request or reply is larger than MaxMessage (or WithMaxMessage's size). Messages go
+// through Codec, the transport's frames through the package's pool of buffers, as a server's.
 func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 	set := apply(opts)
 	creds := insecure.NewCredentials()
@@ -183,7 +194,8 @@ func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 	dopts := []grpc.DialOption{
 		grpc.WithConnectParams(redial),
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.maxMessage), grpc.MaxCallSendMsgSize(set.maxMessage)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.maxMessage), grpc.MaxCallSendMsgSize(set.maxMessage), grpc.ForceCodecV2(Codec)),
+		experimental.WithBufferPool(buffers),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 	}
 	if set.dialer != nil {

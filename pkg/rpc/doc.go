@@ -31,4 +31,12 @@
 // Float32Bytes and Int32Bytes view a slice as such bytes without copying on little-endian
 // hosts, DecodeFloat32s and DecodeInt32s copy them back, and Tensor.View reads a received
 // tensor in place (the parameter servers' gradients, the graph servers' weights).
+//
+// Codec, the codec of NewServer's servers and Dial's clients, writes and reads plain protobuf
+// without copying the bulk of the bytes more than it must: a RowsBatch or PushRequest goes out
+// as views of the sender's rows between small headers; a RowsBatch comes in with its rows and
+// data in buffers of the package's pool, which the server takes back when the handler returns
+// (a handler copies them into place and keeps no view of them). The transport's frames and
+// every other message are in that pool's buffers too, never zeroed, as each is written whole
+// before it is read; what the pool holds is bounded by the messages in flight.
 package rpc

@@ -97,7 +97,8 @@ func fits(n, rows, cols int) bool {
 
 // View returns t as a rows × cols tensor: on a little-endian host, a view of t's data (which
 // then must not change while the view is used), else a decoded copy. A received message's data
-// is its own (protobuf copies it out of the transport's buffers), so a view saves a copy.
+// is its own (protobuf copies it out of the transport's buffers), so a view saves a copy; but
+// a RowsBatch's, which Codec reads into pooled buffers, only until its handler returns.
 func (t *Tensor) View(rows, cols int) (*tensor.Dense, error) {
 	if err := t.Shape(rows, cols); err != nil {
 		return nil, err
