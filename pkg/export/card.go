@@ -60,6 +60,23 @@ type Card struct {
 	Files   []File `json:"files"`
 }
 
+// NewCard returns the card of a model of architecture (gcn, gat or sage) of layers layers of
+// width hidden (gat: heads of them concatenated, one output head) trained as t on d, whose
+// features are normalised as features: the activation and adjacency are the architecture's.
+func NewCard(architecture string, layers, hidden, heads int, t Training, d Dataset, features string) Card {
+	c := Card{
+		Architecture: architecture, Layers: layers, InFeatures: d.Features, Hidden: hidden, Classes: d.Classes,
+		Activation: ActivationGCN, Adjacency: AdjacencyGCN, Features: features, Dataset: d, Training: t,
+	}
+	switch architecture {
+	case ArchitectureGAT:
+		c.Heads, c.OutHeads, c.Activation, c.Adjacency = heads, 1, ActivationGAT, AdjacencyGAT
+	case ArchitectureSAGE:
+		c.Adjacency = AdjacencySAGE
+	}
+	return c
+}
+
 // Dataset identifies the graph a model was trained or run on.
 type Dataset struct {
 	Name     string `json:"name"`

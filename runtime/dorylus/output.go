@@ -157,18 +157,8 @@ func writeOutputs(ctx context.Context, o trainOptions, d *graph.Dataset, rep tra
 
 // card returns the card of the model o trains on a dataset, without what training decides.
 func (o trainOptions) card(d export.Dataset, features string) export.Card {
-	c := export.Card{
-		Architecture: o.model, Layers: o.layers, InFeatures: d.Features, Hidden: o.hidden, Classes: d.Classes,
-		Activation: export.ActivationGCN, Adjacency: export.AdjacencyGCN, Features: features, Dataset: d,
-		Training: export.Training{LR: o.lr, WeightDecay: o.weightDecay, Dropout: o.dropout, Patience: o.patience},
-	}
-	switch o.model {
-	case export.ArchitectureGAT:
-		c.Heads, c.OutHeads, c.Activation, c.Adjacency = o.heads, 1, export.ActivationGAT, export.AdjacencyGAT
-	case export.ArchitectureSAGE:
-		c.Adjacency = export.AdjacencySAGE
-	}
-	return c
+	return export.NewCard(o.model, o.layers, o.hidden, o.heads,
+		export.Training{LR: o.lr, WeightDecay: o.weightDecay, Dropout: o.dropout, Patience: o.patience}, d, features)
 }
 
 // loadPredictor builds the model o describes for d and puts tensors in it; tensors that do not fit

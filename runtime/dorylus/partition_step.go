@@ -21,6 +21,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
+	"github.com/dorylus-gnn/dorylus/runtime/serve"
 )
 
 func newPartitionCommand() *cobra.Command {
@@ -74,7 +75,7 @@ func partitionStep(ctx context.Context, c *jobconfig.RunConfig, work string, out
 	if loc == nil {
 		return jobstatus.Partitions{}, errors.New("the run config has no partitions location")
 	}
-	st, err := openLocation(ctx, *loc)
+	st, err := serve.OpenLocation(ctx, *loc)
 	if err != nil {
 		return jobstatus.Partitions{}, err
 	}

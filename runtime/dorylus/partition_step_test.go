@@ -18,6 +18,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/serve"
 )
 
 // partitionConfig is the part of a job's run config the partition step reads: Cora, parts
@@ -117,7 +118,7 @@ func TestPartitionStepS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openLocation(ctx, loc)
+	st, err := serve.OpenLocation(ctx, loc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/source"
 )
 
 // runConfig returns the run config dorylus train writes for the servers of one seed's run:
@@ -52,4 +53,13 @@ func (o *trainOptions) runConfig(d *distOptions, dir string, seed uint64) (*jobc
 		c.Output, c.OverwriteOutput = &l, o.outputs.overwrite
 	}
 	return c, nil
+}
+
+// locationOf returns a folder or s3://bucket/prefix as a run config's location; S3 settings
+// then come from the SDK's environment.
+func locationOf(uri string) jobconfig.Location {
+	if bucket, prefix, err := source.ParseS3(uri); err == nil {
+		return jobconfig.Location{S3: &jobconfig.S3{Bucket: bucket, Prefix: prefix}}
+	}
+	return jobconfig.Location{Path: uri}
 }

@@ -276,7 +276,7 @@ func runTrain(ctx context.Context, o trainOptions, stdout, stderr io.Writer) err
 	var epochTimes []float64
 	var rec *trace.Recorder
 	if o.trace != "" {
-		rec = newRecorder(0, o.epochs, 1, o.layers)
+		rec = trace.ForRun(0, o.epochs, 1, o.layers)
 	}
 	for r := 0; r < o.runs; r++ {
 		runRec := rec // the first run's only

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -8,21 +8,11 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
-	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
-// locationOf returns a folder or s3://bucket/prefix as a run config's location; S3 settings
-// then come from the SDK's environment.
-func locationOf(uri string) jobconfig.Location {
-	if bucket, prefix, err := source.ParseS3(uri); err == nil {
-		return jobconfig.Location{S3: &jobconfig.S3{Bucket: bucket, Prefix: prefix}}
-	}
-	return jobconfig.Location{Path: uri}
-}
-
-// openLocation opens a run config's location as a store.
-func openLocation(ctx context.Context, l jobconfig.Location) (checkpoint.Store, error) {
+// OpenLocation opens a run config's location as a store.
+func OpenLocation(ctx context.Context, l jobconfig.Location) (checkpoint.Store, error) {
 	var cfg objstore.Config
 	if s := l.S3; s != nil {
 		cfg = objstore.Config{Region: s.Region, Endpoint: s.Endpoint, CredentialsDir: s.CredentialsDir}
@@ -30,17 +20,10 @@ func openLocation(ctx context.Context, l jobconfig.Location) (checkpoint.Store, 
 	return checkpoint.Open(ctx, l.URI(), cfg)
 }
 
-// trainOptionsOf returns the model and training settings of a run config as train's options.
-func trainOptionsOf(c *jobconfig.RunConfig) trainOptions {
-	return trainOptions{model: jobconfig.ModelName(c.Model.Architecture), layers: c.Model.Layers, hidden: c.Model.Hidden,
-		heads: c.Model.Heads, dropout: c.Model.Dropout, lr: c.Training.LearningRate, weightDecay: c.Training.WeightDecay,
-		patience: c.Training.Patience}
-}
-
 // readInferenceModel reads the model an inference run c predicts with (checked against the
 // sizes and checksums its card lists) and makes c's model the card's.
 func readInferenceModel(ctx context.Context, c *jobconfig.RunConfig) (*export.Model, error) {
-	st, err := openLocation(ctx, c.Inference.Model)
+	st, err := OpenLocation(ctx, c.Inference.Model)
 	if err != nil {
 		return nil, fmt.Errorf("inference model: %w", err)
 	}
@@ -53,6 +36,14 @@ func readInferenceModel(ctx context.Context, c *jobconfig.RunConfig) (*export.Mo
 	return m, nil
 }
 
+// cardOf returns the card of the model run c trains on d, whose features are normalised as
+// features.
+func cardOf(c *jobconfig.RunConfig, d export.Dataset, features string) export.Card {
+	m, t := c.Model, c.Training
+	return export.NewCard(jobconfig.ModelName(m.Architecture), m.Layers, m.Hidden, m.Heads,
+		export.Training{LR: t.LearningRate, WeightDecay: t.WeightDecay, Dropout: m.Dropout, Patience: t.Patience}, d, features)
+}
+
 // setExport sets what graph server cfg of run c exports to, if anything: its outputs, as a new
 // version of c.Output that every graph server of the run names alike, and for an inference with
 // model m also the weights to predict with.
@@ -60,7 +51,7 @@ func setExport(ctx context.Context, cfg *graphserver.Config, c *jobconfig.RunCon
 	if c.Output == nil {
 		return nil
 	}
-	root, err := openLocation(ctx, *c.Output)
+	root, err := OpenLocation(ctx, *c.Output)
 	if err != nil {
 		return err
 	}
@@ -75,7 +66,7 @@ func setExport(ctx context.Context, cfg *graphserver.Config, c *jobconfig.RunCon
 	d := cfg.Data
 	features := export.FeatureNormalisation(d.Features)
 	if m == nil {
-		cfg.Export = &graphserver.Export{Store: st, Card: trainOptionsOf(c).card(export.PartitionDataset(d), features)}
+		cfg.Export = &graphserver.Export{Store: st, Card: cardOf(c, export.PartitionDataset(d), features)}
 		return nil
 	}
 	if m.Card.Features != features {
