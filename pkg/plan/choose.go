@@ -24,6 +24,9 @@ type Space struct {
 	// UpdateEvery is every configuration's update granularity (its zero value: an update per
 	// graph server per epoch, the default of a run).
 	UpdateEvery jobconfig.UpdateEvery
+	// Placement is every configuration's placement of the tensor tasks (Config.Placement;
+	// dorylus plan's default is a run's, jobconfig.PlacementAuto).
+	Placement string
 }
 
 // DefaultSpace is the space dorylus plan searches: 1 to 16 graph servers, 1 to 32 intervals,
@@ -43,17 +46,20 @@ func (s Space) Configs() []Config {
 	for _, b := range s.Backends {
 		for _, p := range s.GraphServers {
 			for _, i := range s.Intervals {
+				c := Config{Backend: b, GraphServers: p, Intervals: i, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery, Placement: s.Placement}
 				switch b {
 				case CPU:
-					out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery})
+					out = append(out, c)
 				case Knative:
 					for _, k := range s.ConcurrencyPerInterval {
-						out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery})
+						c.Concurrency = k * i
+						out = append(out, c)
 					}
 				case Lambda:
 					for _, k := range s.ConcurrencyPerInterval {
 						for _, mem := range s.MemoriesMB {
-							out = append(out, Config{Backend: b, GraphServers: p, Intervals: i, Concurrency: k * i, MemoryMB: mem, Staleness: s.Staleness, UpdateEvery: s.UpdateEvery})
+							c.Concurrency, c.MemoryMB = k*i, mem
+							out = append(out, c)
 						}
 					}
 				}
@@ -201,6 +207,9 @@ func (s Space) Validate() error {
 	}
 	if len(s.Backends) == 0 {
 		return fmt.Errorf("%w: no backend: want cpu, lambda or knative", ErrConfig)
+	}
+	if s.Placement != "" && s.Placement != jobconfig.PlacementAuto && s.Placement != jobconfig.PlacementRemote {
+		return fmt.Errorf("%w: placement %q: want %s or %s", ErrConfig, s.Placement, jobconfig.PlacementAuto, jobconfig.PlacementRemote)
 	}
 	for _, b := range s.Backends {
 		if b != CPU && b != Lambda && b != Knative {

@@ -40,6 +40,10 @@ type Config struct {
 	// UpdateEvery is the update granularity (its zero value: one update per graph server per
 	// epoch): each update is a push and a pull of every weight, and an Adam step of them.
 	UpdateEvery jobconfig.UpdateEvery `json:"updateEvery"`
+	// Placement is jobconfig.PlacementAuto, a run's default, which places the tensor tasks by
+	// cost (Workload.placedLocally), or, empty or PlacementRemote, every task a call (the
+	// calibration runs').
+	Placement string `json:"placement,omitempty"`
 }
 
 // String names the configuration on one line (the update granularity when not the default).
@@ -146,50 +150,28 @@ func (w Workload) Count(parts, intervals int) Epoch {
 	p := w.Part(parts)
 	ws := w.widths()
 	L := len(ws) - 1
-	v, e, g := float64(p.Vertices), float64(p.Entries), float64(p.Ghosts)
-	var n Epoch // the tensor tasks' counts of one GCN op each
+	e, g := float64(p.Entries), float64(p.Ghosts)
+	var n Epoch
+	var k tensorWork // the tensor tasks' work, of one GCN op each
 	var graphMACs, ghostBytes float64
 	for l := 1; l <= L; l++ {
-		in, out := float64(ws[l-1]), float64(ws[l])
-		input := v * in
-		if l == 1 && w.FeatureEntries > 0 {
-			input = float64(w.FeatureEntries) * v / float64(w.Vertices)
-			n.TensorMACs += 2 * input * out // X W and Xᵀ dP
-		} else {
-			n.Flops += 2 * (2 * v * in * out) // H W and Hᵀ dP
+		for _, back := range []bool{false, true} {
+			k = k.plus(w.task(p, intervals, l, back).count().times(float64(intervals)))
 		}
-		if l > 1 {
-			n.Flops += 2 * v * in * out // dH = dP Wᵀ
-		}
+		out := float64(ws[l])
 		graphMACs += 2 * e * out // GA and ∇GA
-		if l == 1 && w.FeatureEntries > 0 {
-			n.FeatureElements += 2 * input
-		} else {
-			n.Elements += 2 * input
-		}
-		n.Elements += 2 * 2 * v * out
 		if w.Model.Architecture == GAT {
 			graphMACs += 2 * 4 * e * float64(w.headsOf(l)) // AE and ∇AE: a score and its softmax per entry and head
 		}
 		ghostBytes += 2 * 4 * g * out // SC, and the gradient rows back
-		// AV: H and W in, P out; ∇AV: H, dP and W in, dW and, above the first layer, dH out
-		inBytes := 4 * input
-		if l == 1 && w.FeatureEntries > 0 {
-			inBytes = 8 * input // a column and a value per non-zero
-		}
-		n.PayloadBytes += 2*inBytes + 4*(2*v*out+3*float64(intervals)*in*out)
-		if l > 1 {
-			n.PayloadBytes += 4 * v * in
-		}
 	}
 	I, fL := float64(intervals), float64(L)
 	n.Calls = I * 2 * fL
 	if w.Model.Architecture == GAT {
 		n.Calls *= 2
 	}
-	k := float64(w.Model.halves())
-	n.TensorMACs, n.Flops, n.Elements, n.FeatureElements, n.PayloadBytes, n.Calls =
-		k*n.TensorMACs, k*n.Flops, k*n.Elements, k*n.FeatureElements, k*n.PayloadBytes, k*n.Calls
+	n.Calls *= float64(w.Model.halves())
+	n = n.withTensor(k.times(float64(w.Model.halves())))
 	n.GraphMACs, n.GhostBytes = graphMACs, ghostBytes
 	n.Tasks = I * (6*fL + 2)
 	n.ParamUpdates = I * w.Weights()
@@ -198,6 +180,17 @@ func (w Workload) Count(parts, intervals int) Epoch {
 		n.Scatters = I * 2 * fL
 		n.Messages = n.Scatters * float64(parts-1)
 	}
+	return n
+}
+
+// tensor returns the work of n's tensor tasks.
+func (n Epoch) tensor() tensorWork {
+	return tensorWork{n.TensorMACs, n.Flops, n.Elements, n.FeatureElements, n.PayloadBytes}
+}
+
+// withTensor returns n with k the work of its tensor tasks.
+func (n Epoch) withTensor(k tensorWork) Epoch {
+	n.TensorMACs, n.Flops, n.Elements, n.FeatureElements, n.PayloadBytes = k.macs, k.flops, k.elements, k.featureElements, k.bytes
 	return n
 }
 
@@ -242,9 +235,11 @@ type Prediction struct {
 	ChainSeconds float64 `json:"chainSeconds"` // one interval's latencies in series with the work
 	// GateSeconds is the weights' round trips at the epoch gate, which no bound hides.
 	GateSeconds float64 `json:"gateSeconds"`
-	// Calls are the tensor calls of one epoch over all graph servers, each of CallSeconds.
+	// Calls are the tensor calls of one epoch over all graph servers, each of CallSeconds;
+	// LocalTasks the tensor tasks placement runs in the graph servers instead.
 	Calls       float64 `json:"calls"`
 	CallSeconds float64 `json:"callSeconds"`
+	LocalTasks  float64 `json:"localTasks"`
 }
 
 // bounds are an epoch's bounds (the package comment) and one call's time, each a function
@@ -254,6 +249,7 @@ type bounds struct {
 	gate                      linear // added to the largest
 	call                      linear
 	callCount                 float64 // over all graph servers
+	localTasks                float64 // over all graph servers
 }
 
 // boundsOf returns the bounds of an epoch of w in configuration c on machine m.
@@ -265,23 +261,32 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 		return bounds{}, err
 	}
 	n := w.Count(c.GraphServers, c.Intervals).withUpdates(c.UpdateEvery.PerEpoch(c.Intervals), c.Intervals)
+	// the tasks placed in the graph server leave the calls: their compute is the server's
+	local, localTasks := w.placedLocally(c, m, cal)
+	n = n.withTensor(n.tensor().plus(local.times(-1)))
+	n.Calls -= localTasks
 	P, I := float64(c.GraphServers), float64(c.Intervals)
-	graphK, tensorK := n.kernelSeconds(cal)
+	graphK, _ := n.kernelSeconds(cal)
 	// core-seconds: the graph tasks, the scheduling of all, the scatters; the tensor tasks'
-	// products and element-wise work; the weights fetched, pushed and applied
-	graph := sum(constant(graphK), term(taskC, n.Tasks), term(messageC, n.Messages))
-	tensor := sum(constant(tensorK), term(elementC, n.Elements), term(featureElementC, n.FeatureElements))
+	// products and element-wise work (those of the calls, and those placed in the server); the
+	// weights fetched, pushed and applied
+	graph := sum(constant(graphK), term(taskC, n.Tasks), term(messageC, n.Messages), local.compute(cal))
+	tensor := n.tensor().compute(cal)
 	param := term(paramC, n.ParamUpdates)
 	perCore := 1 / m.coresPerServer(c.GraphServers)
 	network := constant(n.GhostBytes / cal.BytesPerSecond)
 	shared := m.SharedCores > 0
-	b := bounds{callCount: n.Calls * P}
+	b := bounds{callCount: n.Calls * P, localTasks: localTasks * P}
 	var callCore linear                           // of one function call, on the cores
 	latency := constant(m.ExtraLatency.Seconds()) // of one call, beyond the work of the cores that run it
-	if c.Backend == CPU {
+	switch {
+	case n.Calls == 0: // every task in the graph server
+		b.work = sum(graph, tensor, param).times(perCore).plus(network)
+		latency = linear{}
+	case c.Backend == CPU:
 		b.work = sum(graph, tensor, param).times(perCore).plus(network)
 		b.call = latency.plus(tensor.times(perCore / n.Calls))
-	} else {
+	default:
 		fnCores := 1.0 // an emulator's process, or the one vCPU a Knative call is priced as
 		if c.Backend == Lambda && !shared {
 			fnCores = min(float64(c.MemoryMB)/lambdaMBPerVCPU, lambdaMaxVCPUs)
@@ -310,7 +315,7 @@ func boundsOf(w Workload, c Config, m Machine, cal Calibration) (bounds, error) 
 	scatters := sum(term(roundTripC, n.Scatters/I), term(roundTripByteC, n.GhostBytes/I))
 	b.chain = sum(scatters, latency.times(n.Calls/I), b.work).times(inFlight)
 	b.gate = sum(term(roundTripC, n.RoundTrips/I), term(roundTripByteC, n.RoundTripBytes/I)).times(inFlight)
-	if shared && c.Backend != CPU {
+	if shared && c.Backend != CPU && n.Calls > 0 {
 		b.queueCalls(cal, float64(m.SharedCores), latency, callCore, n.Calls/float64(c.Concurrency))
 	}
 	return b, nil
@@ -386,6 +391,6 @@ func Predict(w Workload, c Config, m Machine, cal Calibration) (Prediction, erro
 		EpochSeconds: b.epoch(cal).at(cal),
 		WorkSeconds:  b.work.at(cal), ParamSeconds: b.param.at(cal), CallsSeconds: b.calls.at(cal), ChainSeconds: b.chain.at(cal),
 		GateSeconds: b.gate.at(cal),
-		Calls:       b.callCount, CallSeconds: b.call.at(cal),
+		Calls:       b.callCount, CallSeconds: b.call.at(cal), LocalTasks: b.localTasks,
 	}, nil
 }

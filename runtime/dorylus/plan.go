@@ -127,6 +127,7 @@ type planOptions struct {
 	memoriesMB             []int
 	staleness              jobconfig.Staleness
 	updateEvery            jobconfig.UpdateEvery
+	placement              string
 	local                  bool
 	callLatency            time.Duration
 	instance, psInstance   string
@@ -185,6 +186,7 @@ staleness, the functions' concurrency and memory); the table goes to standard er
 	f.IntSliceVar(&o.memoriesMB, "memory-mb", plan.DefaultSpace.MemoriesMB, "lambda: function memories to consider")
 	f.Var(&o.staleness, "staleness", "staleness bound S the run will use (the synchronous mode is not modelled)")
 	f.Var(&o.updateEvery, "update-every", "update granularity the run will use (dorylus train --update-every): epoch, interval or a number of intervals")
+	f.StringVar(&o.placement, "placement", jobconfig.PlacementAuto, "placement the run will use (dorylus train --placement): auto (by cost: the tasks whose call costs more run in the graph servers) or remote (every task a call)")
 	f.BoolVar(&o.local, "local", false, "predict runs on this machine: every graph server and function shares its cores (--cores)")
 	f.IntVar(&o.cores, "cores", runtime.NumCPU(), "with --local: the cores of this machine")
 	f.DurationVar(&o.callLatency, "call-latency", 0, "latency added to every tensor call: the network to the functions, or dorylus train --inject-latency")
@@ -223,7 +225,7 @@ type planInputs struct {
 // inputs parses and validates the flags into the planner's inputs.
 func (o *planOptions) inputs() (in planInputs, err error) {
 	in.space = plan.Space{GraphServers: o.graphServers, Intervals: o.intervals, ConcurrencyPerInterval: o.concurrencyPerInterval,
-		MemoriesMB: o.memoriesMB, Staleness: o.staleness, UpdateEvery: o.updateEvery}
+		MemoriesMB: o.memoriesMB, Staleness: o.staleness, UpdateEvery: o.updateEvery, Placement: o.placement}
 	for _, b := range o.backends {
 		in.space.Backends = append(in.space.Backends, plan.Backend(b))
 	}
@@ -301,7 +303,7 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 		fmt.Fprintln(out, "no configuration meets the goal; the best value regardless:")
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tconfiguration\tepoch\ttotal\tcost\tepochs/$\tbound\tgraph server memory\t")
+	fmt.Fprintln(tw, "\tconfiguration\tepoch\ttotal\tcost\tepochs/$\tbound\tcalls/local\tgraph server memory\t")
 	if top > 0 {
 		opts = opts[:min(top, len(opts))]
 	}
@@ -316,11 +318,12 @@ func writePlanTable(out io.Writer, w plan.Workload, g plan.Goal, cal plan.Calibr
 		if !op.Fits {
 			fits = " (does not fit)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.4f\t%.0f\t%s\t%s%s\t\n", mark, op.Config, roundedSeconds(op.Prediction.EpochSeconds),
-			roundedSeconds(op.TotalSeconds), op.CostUSD, op.EpochsPerUSD, bound(op.Prediction), memorySize(op.GraphServerBytes), fits)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.4f\t%.0f\t%s\t%.0f/%.0f\t%s%s\t\n", mark, op.Config, roundedSeconds(op.Prediction.EpochSeconds),
+			roundedSeconds(op.TotalSeconds), op.CostUSD, op.EpochsPerUSD, bound(op.Prediction), op.Prediction.Calls, op.Prediction.LocalTasks,
+			memorySize(op.GraphServerBytes), fits)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain of latencies and the work); graph server memory: the heaviest one's, predicted (README \"Memory of a graph server\"), which must fit the instance type's memory (with --local, all of them this machine's)")
+	fmt.Fprintln(out, "* the choice; - misses the goal. bound: what sets the epoch (the graph servers' work, the parameter servers', the calls, one interval's chain of latencies and the work); calls/local: an epoch's tensor calls and the tasks placement runs in the graph servers instead (--placement); graph server memory: the heaviest one's, predicted (README \"Memory of a graph server\"), which must fit the instance type's memory (with --local, all of them this machine's)")
 }
 
 func describeModel(m plan.Model) string {

@@ -245,7 +245,7 @@ func runCalibrate(ctx context.Context, o calibrateOptions, log io.Writer) error 
 // times, as dorylus train --graph-servers does with its defaults otherwise (the same run
 // config, launched by runtime/launcher), and returns the median of the runs' median epoch
 // times. With lambda (comma-separated aws-lambda-rie emulators, which serve one call at a
-// time and check no credentials) the servers call them.
+// time and check no credentials) the servers call them for every task.
 func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset string, hidden int, c plan.Config, lambda string) (float64, error) {
 	var to trainOptions
 	d := addTrainFlags(pflag.NewFlagSet("train", pflag.ContinueOnError), &to) // dorylus train's defaults
@@ -254,6 +254,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 	if lambda != "" {
 		b := &d.backend
 		b.Kind, b.LambdaFunction, b.LambdaRegion, b.PerEndpoint, b.LambdaEndpoints = jobconfig.BackendLambda, "function", "us-east-1", 1, lambda
+		b.Placement = jobconfig.PlacementRemote // every task a call: the runs measure the calls (c's placement)
 	}
 	ds, err := source.Parse(dataset)
 	if err != nil {

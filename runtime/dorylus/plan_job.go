@@ -120,6 +120,9 @@ func (m jobManifest) applyTo(o *planOptions, flags *pflag.FlagSet) error {
 		}
 		o.updateEvery = u
 	}
+	if tb := spec.TensorBackend; !set("placement") && tb != nil && tb.Placement == dorylusv1alpha1.PlacementRemote {
+		o.placement = jobconfig.PlacementRemote
+	}
 	b := m.backend()
 	if set("backends") && (len(o.backends) != 1 || o.backends[0] != string(b)) {
 		return fmt.Errorf("--backends %s with --job: the job's tensor backend is %s, the only one it has the settings of", strings.Join(o.backends, ","), b)

@@ -268,7 +268,7 @@ func (b *Options) placement(intervals int, latency time.Duration) *dispatch.Plac
 	if b.Placement == jobconfig.PlacementRemote || !b.Remote() && latency == 0 {
 		return nil
 	}
-	p := plan.Placing{Cal: plan.Default(), Function: b.Remote(), Intervals: intervals, Cores: runtime.GOMAXPROCS(0)}
+	p := plan.Placing{Cal: plan.Default(), Function: b.Remote(), Intervals: intervals, Cores: float64(runtime.GOMAXPROCS(0))}
 	if !b.Remote() {
 		p.Latency = latency
 	}
@@ -284,9 +284,9 @@ func placeTask(req *dispatch.TaskRequest) (plan.Task, bool) {
 	if (req.Op != dispatch.OpForward && req.Op != dispatch.OpBackward) || req.W == nil {
 		return plan.Task{}, false
 	}
-	t := plan.Task{Rows: req.NumRows(), In: req.W.Rows, Out: req.W.Cols, Backward: req.Op == dispatch.OpBackward, First: req.Layer == 0}
+	t := plan.Task{Rows: float64(req.NumRows()), In: req.W.Rows, Out: req.W.Cols, Backward: req.Op == dispatch.OpBackward, First: req.Layer == 0}
 	if f := req.Features.Sparse; t.First && f != nil {
-		t.FeatureEntries = int64(len(f.ColIdx))
+		t.FeatureEntries = float64(len(f.ColIdx))
 	}
 	return t, true
 }
