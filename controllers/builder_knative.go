@@ -49,7 +49,10 @@ func buildKnativeService(job *dorylusv1alpha1.GNNTrainingJob, image, period stri
 		"volumeMounts": []any{map[string]any{
 			"name": volumeCredentials, "mountPath": jobconfig.CredentialsDir, "readOnly": true,
 		}},
-		"ports": []any{map[string]any{"containerPort": int64(jobconfig.FunctionPort)}},
+		// Knative reads the protocol from the port's name (http1 or h2c);
+		// TCP is what its schema defaults, written out so that what the
+		// API server stores is what the operator applies.
+		"ports": []any{map[string]any{"name": "http1", "containerPort": int64(jobconfig.FunctionPort), "protocol": "TCP"}},
 		"securityContext": map[string]any{
 			"allowPrivilegeEscalation": false,
 			"readOnlyRootFilesystem":   true,

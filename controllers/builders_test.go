@@ -555,7 +555,7 @@ func TestBuildKnativeService(t *testing.T) {
 						"command":      []any{"/dorylus"},
 						"args":         []any{"function", "--listen", ":8080", "--token-file", "/var/run/secrets/dorylus/job/token"},
 						"volumeMounts": []any{map[string]any{"name": "credentials", "mountPath": "/var/run/secrets/dorylus/job", "readOnly": true}},
-						"ports":        []any{map[string]any{"containerPort": int64(8080)}},
+						"ports":        []any{map[string]any{"name": "http1", "containerPort": int64(8080), "protocol": "TCP"}},
 						"resources": map[string]any{"requests": map[string]any{"cpu": "1"},
 							"limits": map[string]any{"memory": "2Gi"}},
 						"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
