@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
 	"github.com/dorylus-gnn/dorylus/controllers"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
@@ -135,7 +136,10 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	}
 	run(t, kubectl, "wait", "-n", ns, "deployment/"+name+"-function", "--for=condition=Available", "--timeout=120s")
 
-	tl := longJob(t, c, name, nil)
+	// Long enough that the servers still serve after the 20 probes from pods and
+	// the node's 10: 500 epochs of Cora (longJob's) took 9 s once the data plane's
+	// codec landed, fewer than the probes.
+	tl := longJob(t, c, name, func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Training.Epochs = netpolEpochs })
 	defer tl.close()
 	waitJob(t, c, name, "epoch 5", 300*time.Second, atEpoch(5))
 
@@ -190,8 +194,12 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	}
 	t.Logf("refused or timed out from %d pods: %s", len(probes), strings.Join(targets, "; "))
 
-	waitJob(t, c, name, "Succeeded", 300*time.Second, succeeded)
+	waitJob(t, c, name, "Succeeded", 600*time.Second, succeeded)
 	tl.wait(t, msGone, 120*time.Second)
 	t.Logf("timeline %s", tl.report())
 	deleteJob(t, name, tl.processes())
 }
+
+// netpolEpochs is TestNetworkPolicyEnforced's job's epochs: at 18 ms an epoch
+// (Cora on 2 graph servers in the local cluster), about a minute.
+const netpolEpochs = 3000
