@@ -15,6 +15,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
@@ -144,7 +145,7 @@ func runDistributed(ctx context.Context, o trainOptions, d distOptions, stdout, 
 		return err
 	}
 	defer os.RemoveAll(work)
-	dir, m, err := trainPartitions(ctx, local, work, d.graphServers)
+	dir, m, err := partition.ForServers(ctx, local, work, d.graphServers)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func TestGATSyncMatchesSingleProcess(t *testing.T) {
 func coraPartitions(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := partition.Cut(context.Background(), "cora", dir, 2, defaultPartitionMethod, io.Discard); err != nil {
+	if err := partition.Cut(context.Background(), "cora", dir, 2, partition.DefaultMethod, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	return dir

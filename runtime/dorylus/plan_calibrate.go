@@ -20,6 +20,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/stats"
@@ -269,7 +270,7 @@ func medianEpoch(ctx context.Context, exe string, o calibrateOptions, dataset st
 		return 0, err
 	}
 	defer os.RemoveAll(work)
-	dir, _, err := trainPartitions(ctx, local, work, c.GraphServers)
+	dir, _, err := partition.ForServers(ctx, local, work, c.GraphServers)
 	if err != nil {
 		return 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/graph"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/objstore"
+	"github.com/dorylus-gnn/dorylus/pkg/partition"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/source"
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
@@ -159,7 +160,7 @@ func predictDistributed(ctx context.Context, o predictOptions, c export.Card, ds
 		return err
 	}
 	defer os.RemoveAll(work)
-	dir, pm, err := trainPartitions(ctx, dir, work, o.graphServers)
+	dir, pm, err := partition.ForServers(ctx, dir, work, o.graphServers)
 	if err != nil {
 		return err
 	}
