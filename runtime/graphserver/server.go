@@ -74,6 +74,9 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFits(cfg.footprint(part, cfg.dimsOf(part.Features.Cols(), cfg.Data.NumClasses)), memoryLimit(), cfg.Partition); err != nil {
+		return nil, err
+	}
 	s := &server{cfg: cfg, g: g, ctx: ctx, keep: newKeeper(), events: make(chan event, 1024), billing: newBilling(cfg.Backend)}
 	if s.metrics, err = newMetrics(cfg.Metrics, cfg.Partition, cfg.Partition == 0, cfg.Backend); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
