@@ -24,3 +24,13 @@ func (w Workload) footprint(c Config) graphserver.Footprint {
 	}
 	return f
 }
+
+// ParamServersBytes predicts the resident memory of n parameter servers holding w's weights in
+// c, all together: each shard's graphserver.ParamServerBytes of the layers it holds, which sum
+// to n shards' fixed bytes and every weight's once.
+func (w Workload) ParamServersBytes(c Config, n int) float64 {
+	if n < 1 {
+		return 0
+	}
+	return float64(n) * graphserver.ParamServerBytes(w.Weights()/float64(n), c.Staleness)
+}

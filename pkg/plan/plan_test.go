@@ -453,3 +453,21 @@ func TestGraphServerBytes(t *testing.T) {
 		t.Errorf("GraphSAGE: %.0f bytes, not above the GCN's %.0f (its S_l and M)", x, got)
 	}
 }
+
+// The parameter servers' memory is each shard's fixed 42 MiB and every weight once in all, in
+// its versions (1 synchronous, S+2 at staleness S), Adam's two moments and the gradient.
+func TestParamServersBytes(t *testing.T) {
+	w := Workload{Vertices: 1000, Entries: 10_000, Features: 32, Classes: 16, Model: Model{Architecture: GCN, Layers: 2, Hidden: 32}}
+	weights := 32.0*32 + 32*16
+	for _, c := range []struct {
+		st       jobconfig.Staleness
+		versions float64
+	}{{jobconfig.Sync, 1}, {jobconfig.Bounded(1), 3}} {
+		if got, want := w.ParamServersBytes(Config{Staleness: c.st}, 2), 2*42<<20+4*weights*(c.versions+3); !near(got, want) {
+			t.Errorf("2 parameter servers at staleness %v: %.0f bytes, want %.0f", c.st, got, want)
+		}
+	}
+	if got := w.ParamServersBytes(Config{Staleness: jobconfig.Sync}, 0); got != 0 {
+		t.Errorf("no parameter servers: %.0f bytes", got)
+	}
+}

@@ -12,10 +12,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/plan"
 )
 
-// serverBaseBytes is what a server process holds before its buffers: the Go runtime, the
-// binary's text and gRPC's (an idle graph server of a tiny graph holds 20–30 MiB).
-const serverBaseBytes = 24 << 20
-
 // machineMemory returns the memory this process and those it starts may use: the machine's,
 // or its cgroup's limit when that is lower; 0 when neither can be read.
 func machineMemory() uint64 {
@@ -31,8 +27,9 @@ func machineMemory() uint64 {
 
 // memoryNeed is what a run needs: in one process (servers 0), at least three rows of every
 // vertex per hidden layer (its output, activation and gradient: dorylus train measured 3.2,
-// R-MAT 100k/1M/8 with --hidden 1024 and 2 to 5 layers); on graph servers, as pkg/plan's
-// memory model predicts each (GraphServerBytes, which dorylus plan uses); and the largest
+// R-MAT 100k/1M/8 with --hidden 1024 and 2 to 5 layers); on graph servers, as the graph
+// server predicts its own (GraphServerBytes: graphserver.Footprint, its fixed bytes included,
+// which dorylus plan uses too), and the parameter servers' (ParamServersBytes); and the largest
 // block, one layer's rows of every vertex at the widest width, to say where the size comes from.
 type memoryNeed struct {
 	total, rows float64
@@ -55,15 +52,18 @@ func needOf(w plan.Workload, c plan.Config, servers, paramServers int) memoryNee
 		return n
 	}
 	c.GraphServers = servers
-	n.total = float64(servers)*w.GraphServerBytes(c) + float64(servers+paramServers)*serverBaseBytes
+	n.total = float64(servers)*w.GraphServerBytes(c) + w.ParamServersBytes(c, paramServers)
 	return n
 }
 
 // planModel returns the model of o as pkg/plan models it.
 func (o trainOptions) planModel() plan.Model {
 	m := plan.Model{Architecture: plan.GCN, Layers: o.layers, Hidden: o.hidden}
-	if o.model == "gat" {
+	switch o.model {
+	case "gat":
 		m.Architecture, m.Heads = plan.GAT, o.heads
+	case "sage":
+		m.Architecture = plan.SAGE
 	}
 	return m
 }
