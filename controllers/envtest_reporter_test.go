@@ -40,10 +40,12 @@ func TestReporterHasLeastPrivilege(t *testing.T) {
 	}
 	// RBAC objects reach the authorizer's cache shortly after they are written.
 	eventually(t, "report as the job's ServiceAccount", func() error {
-		return mine.Report(ctx, jobstatus.Progress{Epoch: 2, Loss: 1.2, ValAccuracy: 0.4, CostUSD: 0.001, GraphServerPeakMemoryBytes: 1536 << 20})
+		return mine.Report(ctx, jobstatus.Progress{Epoch: 2, Loss: 1.2, ValAccuracy: 0.4, CostUSD: 0.001, GraphServerPeakMemoryBytes: 1536 << 20,
+			TensorCalls: 96, LocalTensorTasks: 32})
 	})
 	job := getJob(t, ns, "mine")
-	if p := job.Status.Progress; p == nil || p.Epoch != 2 || *p.Loss != "1.2" || p.GraphServerPeakMemory == nil || p.GraphServerPeakMemory.Value() != 1536<<20 {
+	if p := job.Status.Progress; p == nil || p.Epoch != 2 || *p.Loss != "1.2" || p.GraphServerPeakMemory == nil || p.GraphServerPeakMemory.Value() != 1536<<20 ||
+		p.TensorCalls == nil || *p.TensorCalls != 96 || p.LocalTensorTasks == nil || *p.LocalTensorTasks != 32 {
 		t.Fatalf("progress %+v", p)
 	}
 	// A restarted graph server 0 reads the cost so far back.

@@ -665,6 +665,16 @@ func (in *Progress) DeepCopyInto(out *Progress) {
 		*out = new(Decimal)
 		**out = **in
 	}
+	if in.TensorCalls != nil {
+		in, out := &in.TensorCalls, &out.TensorCalls
+		*out = new(int64)
+		**out = **in
+	}
+	if in.LocalTensorTasks != nil {
+		in, out := &in.LocalTensorTasks, &out.LocalTensorTasks
+		*out = new(int64)
+		**out = **in
+	}
 	if in.GraphServerPeakMemory != nil {
 		in, out := &in.GraphServerPeakMemory, &out.GraphServerPeakMemory
 		x := (*in).DeepCopy()

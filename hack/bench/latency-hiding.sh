@@ -2,7 +2,9 @@
 # Measures how much of the tensor workers' latency the pipeline hides: trains on real graph-server
 # and parameter-server processes with 0 ms and with LATENCY added to every tensor task, the two
 # runs interleaved ROUNDS times so that load on the machine hits both alike, and prints for each
-# mode the median epoch time of each latency, their ratio and the test accuracies.
+# mode the median epoch time of each latency, their ratio, the test accuracies and, of the runs
+# with latency, how many tensor tasks ran remotely and in the graph servers and which kinds ran
+# there (--placement auto, the default; pass --placement remote to call for every task).
 #
 #   hack/bench/latency-hiding.sh [DATASET] [LATENCY] [ROUNDS] [MODES] [extra train flags...]
 #
@@ -17,12 +19,17 @@ shift $(($# < 4 ? $# : 4))
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 go build -o bin/dorylus ./runtime/dorylus
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
-# epoch STALENESS LATENCY [FLAGS...]: prints "median_epoch_seconds test_accuracy" of one run.
+# epoch STALENESS LATENCY [FLAGS...]: prints "median_epoch_seconds test_accuracy remote_tasks
+# local_tasks local_kinds" of one run (local_kinds: e.g. AV_1,∇AV_1, or -).
 epoch() {
 	bin/dorylus train --dataset "$dataset" --graph-servers 2 --intervals 8 --epochs 30 --eval-every 1000 \
 		--staleness "$1" --inject-latency "$2" --output json "${@:3}" 2>/dev/null |
-		python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["epoch_seconds_median"], d["test_accuracy"])'
+		python3 -c 'import json,sys; d=json.load(sys.stdin); t=d.get("tensor_tasks") or {}
+k=sorted({"%s_%d" % (x["task"], x["layer"]) for x in t.get("kinds") or [] if x["local"]})
+print(d["epoch_seconds_median"], d["test_accuracy"], t.get("remote", 0), t.get("local", 0), ",".join(k) or "-")'
 }
 
 for mode in $modes; do
@@ -31,17 +38,19 @@ for mode in $modes; do
 		base+=("$(epoch "$mode" 0ms "$@")")
 		slow+=("$(epoch "$mode" "$latency" "$@")")
 	done
-	printf '%s\n' "${base[@]}" > /tmp/latency-hiding.base
-	printf '%s\n' "${slow[@]}" > /tmp/latency-hiding.slow
-	python3 - "$mode" "$latency" /tmp/latency-hiding.base /tmp/latency-hiding.slow <<'EOF'
+	printf '%s\n' "${base[@]}" > "$tmp/base"
+	printf '%s\n' "${slow[@]}" > "$tmp/slow"
+	python3 - "$mode" "$latency" "$tmp/base" "$tmp/slow" <<'EOF'
 import statistics, sys
 mode, lat, bf, sf = sys.argv[1:]
 def read(f):
-    rows = [tuple(map(float, l.split())) for l in open(f) if l.strip()]
-    return statistics.median(r[0] for r in rows), [r[1] for r in rows]
-b, ba = read(bf)
-s, sa = read(sf)
+    rows = [l.split() for l in open(f) if l.strip()]
+    last = rows[-1]
+    return statistics.median(float(r[0]) for r in rows), [float(r[1]) for r in rows], (float(last[2]), float(last[3]), last[4])
+b, ba, _ = read(bf)
+s, sa, (remote, local, kinds) = read(sf)
 print(f"staleness {mode:>4}: epoch 0ms {b*1000:7.1f} ms, {lat} {s*1000:7.1f} ms, ratio {s/b:.2f}; "
-      f"test accuracy {100*statistics.mean(ba):.2f}% / {100*statistics.mean(sa):.2f}%")
+      f"test accuracy {100*statistics.mean(ba):.2f}% / {100*statistics.mean(sa):.2f}%; "
+      f"tensor tasks of a {lat} run: {remote:.0f} remote, {local:.0f} in the graph servers ({kinds})")
 EOF
 done

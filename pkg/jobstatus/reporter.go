@@ -42,6 +42,10 @@ type Progress struct {
 	TrainAccuracy, ValAccuracy, TestAccuracy float64
 	// CostUSD is the estimated cost so far, EpochCostUSD that of the last epoch.
 	CostUSD, EpochCostUSD float64
+	// TensorCalls are the function calls (Lambda, Knative) since graph server 0 started,
+	// retries and relaunches included; LocalTensorTasks the tensor tasks placement ran in the
+	// graph servers instead.
+	TensorCalls, LocalTensorTasks int64
 	// GraphServerPeakMemoryBytes is the largest peak resident memory of any graph server
 	// so far (0: unknown).
 	GraphServerPeakMemoryBytes int64
@@ -201,6 +205,17 @@ func progressObject(p Progress, now time.Time) (map[string]any, error) {
 			return nil, fmt.Errorf("%w: %s %v", ErrNegative, f.key, f.v)
 		}
 		out[f.key] = strconv.FormatFloat(f.v, f.format, f.prec, 64)
+	}
+	for _, f := range []struct {
+		key string
+		n   int64
+	}{{"tensorCalls", p.TensorCalls}, {"localTensorTasks", p.LocalTensorTasks}} {
+		switch {
+		case f.n < 0:
+			return nil, fmt.Errorf("%w: %s %d", ErrNegative, f.key, f.n)
+		case f.n > 0:
+			out[f.key] = f.n
+		}
 	}
 	if p.GraphServerPeakMemoryBytes > 0 {
 		out["graphServerPeakMemory"] = resource.NewQuantity(p.GraphServerPeakMemoryBytes, resource.BinarySI).String()

@@ -18,10 +18,14 @@ func TestProgressObject(t *testing.T) {
 		want map[string]any
 	}{
 		{"full report", Progress{Epoch: 12, Loss: 0.6931471805599453, TrainAccuracy: 0.95, ValAccuracy: 0.8123, TestAccuracy: 0.80556,
-			CostUSD: 0.0123, EpochCostUSD: 2.5e-4, LastCheckpointEpoch: &ckpt, GraphServerPeakMemoryBytes: 3 << 30}, map[string]any{
+			CostUSD: 0.0123, EpochCostUSD: 2.5e-4, TensorCalls: 120, LocalTensorTasks: 48, LastCheckpointEpoch: &ckpt, GraphServerPeakMemoryBytes: 3 << 30}, map[string]any{
 			"epoch": int64(12), "updateTime": "2026-05-06T06:08:09Z", "loss": "0.693147", "trainAccuracy": "0.9500",
 			"valAccuracy": "0.8123", "testAccuracy": "0.8056", "costUSD": "0.0123", "epochCostUSD": "0.00025", "lastCheckpointEpoch": int64(10),
-			"graphServerPeakMemory": "3Gi",
+			"graphServerPeakMemory": "3Gi", "tensorCalls": int64(120), "localTensorTasks": int64(48),
+		}},
+		{"every task local: no calls written", Progress{Epoch: 2, LocalTensorTasks: 7}, map[string]any{
+			"epoch": int64(2), "updateTime": "2026-05-06T06:08:09Z", "loss": "0", "trainAccuracy": "0.0000",
+			"valAccuracy": "0.0000", "testAccuracy": "0.0000", "costUSD": "0", "epochCostUSD": "0", "localTensorTasks": int64(7),
 		}},
 		{"outputs written", Progress{Epoch: 3, Outputs: []string{"model.safetensors", "model.json"}}, map[string]any{
 			"epoch": int64(3), "updateTime": "2026-05-06T06:08:09Z", "loss": "0", "trainAccuracy": "0.0000",
@@ -51,7 +55,9 @@ func TestProgressObject(t *testing.T) {
 			}
 		})
 	}
-	if _, err := progressObject(Progress{Epoch: 1, CostUSD: -1}, now); !errors.Is(err, ErrNegative) {
-		t.Errorf("negative cost: got %v, want ErrNegative", err)
+	for _, p := range []Progress{{Epoch: 1, CostUSD: -1}, {Epoch: 1, TensorCalls: -1}, {Epoch: 1, LocalTensorTasks: -2}} {
+		if _, err := progressObject(p, now); !errors.Is(err, ErrNegative) {
+			t.Errorf("%+v: got %v, want ErrNegative", p, err)
+		}
 	}
 }

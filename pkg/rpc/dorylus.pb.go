@@ -533,9 +533,12 @@ type EpochReport struct {
 	BytesSent uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"` // tensor payload bytes the partition sent to peers since its last report
 	// Billed tensor calls (Lambda, Knative) the partition sent since its last report, retries
 	// and relaunches included, and their summed duration, each call rounded up to a millisecond.
-	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
-	BilledNs      uint64 `protobuf:"varint,6,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
-	PeakRssBytes  uint64 `protobuf:"varint,7,opt,name=peak_rss_bytes,json=peakRssBytes,proto3" json:"peak_rss_bytes,omitempty"` // the partition's graph server's peak resident memory so far (VmHWM)
+	Calls        uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	BilledNs     uint64 `protobuf:"varint,6,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
+	PeakRssBytes uint64 `protobuf:"varint,7,opt,name=peak_rss_bytes,json=peakRssBytes,proto3" json:"peak_rss_bytes,omitempty"` // the partition's graph server's peak resident memory so far (VmHWM)
+	// Tensor tasks placement ran in the partition's graph server instead of calling a function,
+	// since its last report.
+	LocalTasks    uint64 `protobuf:"varint,8,opt,name=local_tasks,json=localTasks,proto3" json:"local_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -615,6 +618,13 @@ func (x *EpochReport) GetBilledNs() uint64 {
 func (x *EpochReport) GetPeakRssBytes() uint64 {
 	if x != nil {
 		return x.PeakRssBytes
+	}
+	return 0
+}
+
+func (x *EpochReport) GetLocalTasks() uint64 {
+	if x != nil {
+		return x.LocalTasks
 	}
 	return 0
 }
@@ -752,9 +762,11 @@ type EvalReport struct {
 	Correct []uint64               `protobuf:"varint,3,rep,packed,name=correct,proto3" json:"correct,omitempty"` // train, val, test rows classified correctly
 	Loss    []float64              `protobuf:"fixed64,4,rep,packed,name=loss,proto3" json:"loss,omitempty"`      // train, val: the partition's share of the mean loss
 	Files   []*ExportedFile        `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`             // of an export pass: the files the partition wrote
-	// Billed tensor calls since the partition's last report, as in EpochReport.
+	// Billed tensor calls and local tensor tasks since the partition's last report, as in
+	// EpochReport.
 	Calls         uint64 `protobuf:"varint,6,opt,name=calls,proto3" json:"calls,omitempty"`
 	BilledNs      uint64 `protobuf:"varint,7,opt,name=billed_ns,json=billedNs,proto3" json:"billed_ns,omitempty"`
+	LocalTasks    uint64 `protobuf:"varint,8,opt,name=local_tasks,json=localTasks,proto3" json:"local_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +846,13 @@ func (x *EvalReport) GetCalls() uint64 {
 func (x *EvalReport) GetBilledNs() uint64 {
 	if x != nil {
 		return x.BilledNs
+	}
+	return 0
+}
+
+func (x *EvalReport) GetLocalTasks() uint64 {
+	if x != nil {
+		return x.LocalTasks
 	}
 	return 0
 }
@@ -1735,7 +1754,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"HelloReply\"M\n" +
 	"\x0eProgressReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12'\n" +
-	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"\xc3\x01\n" +
+	"\x04done\x18\x02 \x03(\v2\x13.dorylus.v1.TaskRefR\x04done\"\xe4\x01\n" +
 	"\vEpochReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\rR\x05epoch\x12\x12\n" +
@@ -1744,7 +1763,9 @@ const file_dorylus_proto_rawDesc = "" +
 	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\x12\x14\n" +
 	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x1b\n" +
 	"\tbilled_ns\x18\x06 \x01(\x04R\bbilledNs\x12$\n" +
-	"\x0epeak_rss_bytes\x18\a \x01(\x04R\fpeakRssBytes\"L\n" +
+	"\x0epeak_rss_bytes\x18\a \x01(\x04R\fpeakRssBytes\x12\x1f\n" +
+	"\vlocal_tasks\x18\b \x01(\x04R\n" +
+	"localTasks\"L\n" +
 	"\bEvaluate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +
@@ -1753,7 +1774,7 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x02 \x01(\rR\tstopAfter\x120\n" +
-	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\xc1\x01\n" +
+	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\xe2\x01\n" +
 	"\n" +
 	"EvalReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
@@ -1762,7 +1783,9 @@ const file_dorylus_proto_rawDesc = "" +
 	"\x04loss\x18\x04 \x03(\x01R\x04loss\x12.\n" +
 	"\x05files\x18\x05 \x03(\v2\x18.dorylus.v1.ExportedFileR\x05files\x12\x14\n" +
 	"\x05calls\x18\x06 \x01(\x04R\x05calls\x12\x1b\n" +
-	"\tbilled_ns\x18\a \x01(\x04R\bbilledNs\"P\n" +
+	"\tbilled_ns\x18\a \x01(\x04R\bbilledNs\x12\x1f\n" +
+	"\vlocal_tasks\x18\b \x01(\x04R\n" +
+	"localTasks\"P\n" +
 	"\fExportedFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x16\n" +

@@ -152,8 +152,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 	a.loss += r.Loss
 	a.bytes += r.BytesSent
 	c.progress.GraphServerPeakMemoryBytes = max(c.progress.GraphServerPeakMemoryBytes, int64(min(r.PeakRssBytes, math.MaxInt64)))
-	c.calls.Requests += int64(r.Calls)
-	c.calls.Billed += time.Duration(r.BilledNs)
+	c.addCalls(r.Calls, r.BilledNs, r.LocalTasks)
 	var cmds []*rpc.CommandRequest
 	for {
 		a := c.reports[c.next]
@@ -187,7 +186,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		if d.Stop != runpolicy.None {
 			cmds = append(cmds, c.stop(e)) // the budget ran out in this epoch
 		}
-		row.ev.Calls, row.ev.BilledSeconds = c.calls.Requests, c.calls.Billed.Seconds()
+		row.ev.Calls, row.ev.BilledSeconds, row.ev.LocalTasks = c.calls.Requests, c.calls.Billed.Seconds(), c.calls.Local
 		if d.Evaluate {
 			row.pending = true
 			v := uint64(version)
@@ -202,6 +201,14 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 		c.lines = append(c.lines, row)
 		c.flush()
 	}
+}
+
+// addCalls counts a partition's billed tensor calls and their duration, and the tensor tasks
+// placement ran in its graph server, since its last report.
+func (c *coordinator) addCalls(calls, billedNs, local uint64) {
+	c.calls.Requests += int64(calls)
+	c.calls.Billed += time.Duration(billedNs)
+	c.calls.Local += int64(local)
 }
 
 // price sets the run's cost at now, with Config.Cost, into the progress.
@@ -243,8 +250,7 @@ func (c *coordinator) startNext(cmds []*rpc.CommandRequest) []*rpc.CommandReques
 func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error) {
 	a := c.evals[r.Id]
 	a.from.add(r.From)
-	c.calls.Requests += int64(r.Calls)
-	c.calls.Billed += time.Duration(r.BilledNs)
+	c.addCalls(r.Calls, r.BilledNs, r.LocalTasks)
 	for i := range a.correct {
 		a.correct[i] += r.Correct[i]
 	}
@@ -310,7 +316,7 @@ func (c *coordinator) result(e int, m model.Metrics, v uint64) (*rpc.CommandRequ
 			return nil, err
 		}
 	}
-	res := Event{Event: EventResult, Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds()}
+	res := Event{Event: EventResult, Epoch: e + 1, CostUSD: c.cost, Calls: c.calls.Requests, BilledSeconds: c.calls.Billed.Seconds(), LocalTasks: c.calls.Local}
 	if c.policy.Selects() {
 		res.Selected, m = c.policy.Best()
 	}
@@ -399,7 +405,7 @@ func (c *coordinator) report(ev Event) {
 		return
 	}
 	p := &c.progress
-	p.Epoch = ev.Epoch
+	p.Epoch, p.TensorCalls, p.LocalTensorTasks = ev.Epoch, ev.Calls, ev.LocalTasks
 	if ev.ValAcc != nil {
 		p.ValAccuracy = *ev.ValAcc
 	}

@@ -203,7 +203,7 @@ func (s *server) evaluate(ctx context.Context, ev *rpc.Evaluate) error {
 		return fmt.Errorf("evaluation after epoch %d: %w", ev.Id+1, err)
 	}
 	calls := s.billing.take()
-	rep.Calls, rep.BilledNs = uint64(calls.Requests), uint64(calls.Billed)
+	rep.Calls, rep.BilledNs, rep.LocalTasks = uint64(calls.Requests), uint64(calls.Billed), uint64(calls.Local)
 	s.post(evalFinished{ev.Version})
 	if s.cfg.Partition == 0 {
 		s.post(evalReported{rep: rep})
@@ -236,7 +236,7 @@ func (b *billing) take() cost.Calls {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.b.Billing()
-	d := cost.Calls{Requests: now.Requests - b.taken.Requests, Billed: now.Billed - b.taken.Billed}
+	d := cost.Calls{Requests: now.Requests - b.taken.Requests, Billed: now.Billed - b.taken.Billed, Local: now.Local - b.taken.Local}
 	b.taken = now
 	return d
 }

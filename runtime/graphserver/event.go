@@ -26,11 +26,13 @@ type Event struct {
 	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 	// epoch and result, with Config.Cost: the run's cost so far, the part of it since the
 	// previous epoch, and the billed tensor calls of every graph server it counts (requests
-	// and their billed duration) as the graph servers reported them.
+	// and their billed duration) as the graph servers reported them; LocalTasks the tensor
+	// tasks placement ran in the graph servers instead (dispatch.Placement).
 	CostUSD       float64 `json:"cost_usd,omitempty"`
 	EpochCostUSD  float64 `json:"epoch_cost_usd,omitempty"`
 	Calls         int64   `json:"calls,omitempty"`
 	BilledSeconds float64 `json:"billed_seconds,omitempty"`
+	LocalTasks    int64   `json:"local_tasks,omitempty"`
 	// result: the accuracies and losses of the final evaluation.
 	TrainAcc float64 `json:"train_accuracy,omitempty"`
 	// Selected is, with Config.Patience, the epoch whose evaluation the result reports.

@@ -228,7 +228,7 @@ func (l *loop) done(ev taskDone) error {
 	delete(l.epochs, t.Epoch)
 	u := l.measure()
 	r := &rpc.EpochReport{From: uint32(l.cfg.Partition), Epoch: uint32(t.Epoch), Loss: a.loss, BytesSent: u.sent,
-		Calls: uint64(u.calls.Requests), BilledNs: uint64(u.calls.Billed), PeakRssBytes: u.peakRSS}
+		Calls: uint64(u.calls.Requests), BilledNs: uint64(u.calls.Billed), LocalTasks: uint64(u.calls.Local), PeakRssBytes: u.peakRSS}
 	if l.coord == nil {
 		l.out.sendReports = append(l.out.sendReports, r)
 		return nil

@@ -25,14 +25,15 @@ func carried(t testing.TB, r *reportWriter, out *effects) {
 
 // stepLoop returns the loop of graph server p of 2, one interval each, training a 2-layer GCN
 // synchronously for one epoch and exporting it, with one parameter server holding both
-// tensors; each epoch report measures 10 calls of 1 s, 100 bytes sent and 1 MiB of memory.
+// tensors; each epoch report measures 10 calls of 1 s, 3 tensor tasks run locally, 100 bytes
+// sent and 1 MiB of memory.
 func stepLoop(p int) *loop {
 	cfg := &Config{Partition: p, Partitions: 2, Intervals: 1, Layers: 2, Epochs: 1, Staleness: jobconfig.Sync, EvalEvery: 1, Export: &Export{}}
 	pipe := pipeline.Config{Partitions: 2, Intervals: 1, Layers: 2, Epochs: 1, Staleness: jobconfig.Sync, Gradients: cfg.gradients(),
 		Local: []int{p}, ExternalVersions: true}
 	sh := &shards{self: p, list: []*shard{{layers: []int{0, 1}}}}
 	measure := func() usage {
-		return usage{calls: cost.Calls{Requests: 10, Billed: time.Second}, sent: 100, peakRSS: 1 << 20}
+		return usage{calls: cost.Calls{Requests: 10, Billed: time.Second, Local: 3}, sent: 100, peakRSS: 1 << 20}
 	}
 	keep := newKeeper()
 	return newLoop(cfg, pipe, [3]int{4, 4, 4}, keep, &weightCache{keep: keep, byVersion: map[int]*weightSet{}}, sh, measure)
@@ -65,7 +66,7 @@ func describe(t *testing.T, out effects) []string {
 		}
 	}
 	for _, r := range out.sendReports {
-		add("report from %d: epoch %d loss %g bytes %d calls %d billed %d ns peak %d", r.From, r.Epoch, r.Loss, r.BytesSent, r.Calls, r.BilledNs, r.PeakRssBytes)
+		add("report from %d: epoch %d loss %g bytes %d calls %d billed %d ns local %d peak %d", r.From, r.Epoch, r.Loss, r.BytesSent, r.Calls, r.BilledNs, r.LocalTasks, r.PeakRssBytes)
 	}
 	evaluation := func(ev *rpc.Evaluate) string {
 		return fmt.Sprintf("evaluation %d at version %d export %v", ev.Id, ev.Version, ev.Export)
@@ -157,8 +158,8 @@ func TestStepDrivesAnEpoch(t *testing.T) {
 			"verdict <nil>",
 			"status epoch 1 loss 1 val 0.5 test 0 outputs [] final false",
 			"status epoch 1 loss 1 val 0.5 test 0.25 outputs [] final true",
-			`line {"event":"epoch","epoch":1,"loss":1,"val_accuracy":0.5,"seconds":1.5,"bytes":150,"peak_rss_bytes":1048576,"calls":10,"billed_seconds":1}`,
-			`line {"event":"result","epoch":1,"val_accuracy":0.5,"calls":10,"billed_seconds":1,"train_accuracy":0.75,"test_accuracy":0.25,"train_loss":0.75,"val_loss":0.75}`,
+			`line {"event":"epoch","epoch":1,"loss":1,"val_accuracy":0.5,"seconds":1.5,"bytes":150,"peak_rss_bytes":1048576,"calls":10,"billed_seconds":1,"local_tasks":3}`,
+			`line {"event":"result","epoch":1,"val_accuracy":0.5,"calls":10,"billed_seconds":1,"local_tasks":3,"train_accuracy":0.75,"test_accuracy":0.25,"train_loss":0.75,"val_loss":0.75}`,
 			"command evaluation 1 at version 1 export true", "run evaluation 1 at version 1 export true"}},
 		{evalFinished{1}, 0, nil},
 		{evalReported{rep: &rpc.EvalReport{From: 0, Id: 1, Correct: []uint64{2, 1, 1}, Loss: []float64{0.5, 0.25}, Files: files("p0")}}, 0, nil},
@@ -235,7 +236,7 @@ func TestStepReportsToTheCoordinator(t *testing.T) {
 		}
 		queue = append(queue[1:], step(done)...)
 	}
-	want := []string{"progress from 1: p1/i0 e0 WU", "report from 1: epoch 0 loss 0.5 bytes 100 calls 10 billed 1000000000 ns peak 1048576"}
+	want := []string{"progress from 1: p1/i0 e0 WU", "report from 1: epoch 0 loss 0.5 bytes 100 calls 10 billed 1000000000 ns local 3 peak 1048576"}
 	if !slices.Equal(sent, want) {
 		t.Errorf("an epoch sent\n\t%q\nwant\n\t%q", sent, want)
 	}

@@ -235,11 +235,12 @@ func (b *Backend) Usage() Usage {
 	return u
 }
 
-// Billing returns the tries sent so far and their billed duration.
+// Billing returns the tries sent so far and their billed duration, and the tasks run in the
+// graph server instead.
 func (b *Backend) Billing() cost.Calls {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return cost.Calls{Requests: b.usage.Tries, Billed: b.usage.Billed}
+	return cost.Calls{Requests: b.usage.Tries, Billed: b.usage.Billed, Local: b.usage.Local}
 }
 
 // Placement returns the placement of the backend's tasks (nil: all remote).

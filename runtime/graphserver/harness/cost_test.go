@@ -8,6 +8,7 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
 	"github.com/dorylus-gnn/dorylus/runtime/function"
@@ -61,8 +62,10 @@ type functionRun struct {
 }
 
 // trainOnFunction trains c on two graph servers and a parameter server whose tensor tasks go
-// through the knative backend to a real function handler served over HTTP on loopback.
-func trainOnFunction(t *testing.T, c graphserver.Config) functionRun {
+// through the knative backend to a real function handler served over HTTP on loopback; with
+// local, the kinds of task it places locally (dispatch.Placement) run in the graph server's
+// cpu backend instead.
+func trainOnFunction(t *testing.T, c graphserver.Config, local func(*dispatch.TaskRequest) bool) functionRun {
 	t.Helper()
 	h, err := function.NewHandler(function.Faults{}, 0)
 	if err != nil {
@@ -73,7 +76,15 @@ func trainOnFunction(t *testing.T, c graphserver.Config) functionRun {
 	var backends []*remote.Backend // Run builds them one after the other
 	res, err := harness.Run(context.Background(), harness.Options{Dataset: cora(t), GraphServers: 2, ParamServers: 1, Train: c,
 		Backend: func(int) (dispatch.Backend, error) {
-			b, err := knative.New(knative.Options{URLs: []string{srv.URL}, Tuning: remote.Options{MaxConcurrency: 4}})
+			tune := remote.Options{MaxConcurrency: 4}
+			if local != nil {
+				cb, err := cpu.New(cpu.Options{})
+				if err != nil {
+					return nil, err
+				}
+				tune.Placement, tune.Local = dispatch.NewPlacement(local), cb
+			}
+			b, err := knative.New(knative.Options{URLs: []string{srv.URL}, Tuning: tune})
 			if err != nil {
 				return nil, err
 			}
@@ -95,7 +106,7 @@ func TestCostCountsEveryServersCalls(t *testing.T) {
 	var rate float64
 	c.Cost, rate = costRun(2, cost.Knative)
 	vcpu := cost.Default.Instances["c5n.2xlarge"].HourUSD / float64(cost.Default.Instances["c5n.2xlarge"].VCPUs) / 3600
-	run := trainOnFunction(t, c)
+	run := trainOnFunction(t, c, nil)
 	h, backends, res := run.h, run.backends, run.res
 	var sum cost.Calls
 	for i, b := range backends {
@@ -126,4 +137,43 @@ func TestCostCountsEveryServersCalls(t *testing.T) {
 		t.Errorf("result: $%g, below the last epoch's $%g and the later calls' $%g", f.CostUSD, prev.CostUSD, least-prev.CostUSD)
 	}
 	t.Logf("%d calls, %.3f billed s, cost $%.9f", f.Calls, f.BilledSeconds, f.CostUSD)
+}
+
+// TestCountsTasksByPlace trains on two graph servers whose tensor tasks of layer 1 (the output
+// layer) run in the graph server and the others go to a real function handler over HTTP: every
+// epoch line and the result count the calls and the local tasks of both servers, training and
+// evaluation, as their backends counted them; the function served exactly the calls, and each
+// kind of task was placed as asked.
+func TestCountsTasksByPlace(t *testing.T) {
+	c := gcnConfig(3)
+	c.Intervals = 2
+	run := trainOnFunction(t, c, func(req *dispatch.TaskRequest) bool { return req.Layer == 1 })
+	var sum cost.Calls
+	for i, b := range run.backends {
+		bl := b.Billing()
+		local, remote := b.Placement().Counts()
+		if bl.Requests == 0 || bl.Local == 0 || bl.Local != local || remote == 0 {
+			t.Errorf("graph server %d: %+v billed, placement %d local %d remote: want calls and local tasks, as placed", i, bl, local, remote)
+		}
+		for _, k := range b.Placement().Kinds() {
+			if k.Local != (k.Layer == 1) {
+				t.Errorf("graph server %d placed %+v", i, k)
+			}
+		}
+		sum.Requests += bl.Requests
+		sum.Local += bl.Local
+	}
+	f := run.res.Final
+	if f.Calls != sum.Requests || f.Calls != run.h.Calls() || f.LocalTasks != sum.Local {
+		t.Errorf("result: %d calls, %d local tasks; the graph servers sent %d calls and ran %d tasks locally; the function served %d",
+			f.Calls, f.LocalTasks, sum.Requests, sum.Local, run.h.Calls())
+	}
+	prev := graphserver.Event{}
+	for _, ev := range run.res.Epochs {
+		if ev.Calls <= prev.Calls || ev.LocalTasks <= prev.LocalTasks || ev.LocalTasks > f.LocalTasks {
+			t.Errorf("epoch %d: %d calls, %d local; epoch before: %d, %d; result %d local", ev.Epoch, ev.Calls, ev.LocalTasks, prev.Calls, prev.LocalTasks, f.LocalTasks)
+		}
+		prev = ev
+	}
+	t.Logf("%d calls, %d tasks in the graph servers", f.Calls, f.LocalTasks)
 }

@@ -71,7 +71,7 @@ func TestMetricsScraped(t *testing.T) {
 	c.Intervals = 2
 	c.Cost, _ = costRun(2, cost.Knative)
 	c.Metrics = reg
-	run := trainOnFunction(t, c)
+	run := trainOnFunction(t, c, nil)
 	h, res := run.h, run.res
 	fams := families(t, srv.URL)
 	last := res.Epochs[len(res.Epochs)-1]
