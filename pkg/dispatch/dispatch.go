@@ -111,9 +111,11 @@ type TaskRequest struct {
 	DADst, DASrc, DBias *tensor.Dense
 	// Pull mode (GCN ops): when WeightSource is set, a function that fetches the task's inputs
 	// pulls W instead as layer Layer of version WeightVersion from the parameter server at
-	// WeightSource; W must then be that version's weight.
+	// WeightSource, the part of it WeightHalf names; W must then be that part of that
+	// version's weight.
 	WeightVersion uint64
 	WeightSource  string
+	WeightHalf    WeightHalf
 	// Act and GATAct, when set, are activation buffers an in-process backend may reuse;
 	// remote backends ignore them. ActKept (OpBackward) says that Act holds what the forward
 	// pass of the task's epoch and layer computed into it, so that the task need not
@@ -122,6 +124,19 @@ type TaskRequest struct {
 	GATAct  *model.GATActivation
 	ActKept bool
 }
+
+// WeightHalf names the part of a layer's weight stored on the parameter server that a
+// pull-mode task computes with (TaskRequest.WeightHalf).
+type WeightHalf uint8
+
+const (
+	// WeightWhole is a GCN layer's weight, dims[l] × dims[l+1].
+	WeightWhole WeightHalf = iota
+	// WeightSelf is W_self, the first dims[l] rows of a GraphSAGE layer's [W_self; W_neigh].
+	WeightSelf
+	// WeightNeigh is W_neigh, the dims[l] rows after W_self.
+	WeightNeigh
+)
 
 // TaskResult is what a task produced.
 type TaskResult struct {

@@ -108,6 +108,8 @@ func DecodeDescriptor(b []byte) (TaskRequest, Descriptor, error) {
 		return TaskRequest{}, Descriptor{}, r.fail("%d trailing bytes", len(r.b))
 	case d.Source == "" || d.Lo < 0 || d.Hi < d.Lo:
 		return TaskRequest{}, Descriptor{}, r.fail("task %d rows [%d, %d) at %q: want a source and a row range", d.Task, d.Lo, d.Hi, d.Source)
+	case h[7]>>1&3 > byte(WeightNeigh):
+		return TaskRequest{}, Descriptor{}, r.fail("task %d: weight half %d, want %d, %d or %d", d.Task, h[7]>>1&3, WeightWhole, WeightSelf, WeightNeigh)
 	case len(d.Chain) > 0 && len(d.CA) == 0:
 		return TaskRequest{}, Descriptor{}, r.fail("a certificate chain of %d bytes without the CA certificate it chains to", len(d.Chain))
 	}
@@ -130,11 +132,11 @@ func WithChain(body, chain []byte) ([]byte, error) {
 }
 
 // CheckInputs checks that inputs, a request fetched for the descriptor whose header is want,
-// is that task's: same op, layer, first row and row count.
+// is that task's: same op, layer, weight half, first row and row count.
 func CheckInputs(inputs, want *TaskRequest, d Descriptor) error {
-	if inputs.Op != want.Op || inputs.Layer != want.Layer || inputs.RowOffset != want.RowOffset || inputs.NumRows() != d.Hi-d.Lo {
-		return fmt.Errorf("%w: task %d at %s: fetched inputs of %v layer %d rows %d+%d, the descriptor names %v layer %d rows %d+%d",
-			ErrRequest, d.Task, d.Source, inputs.Op, inputs.Layer, inputs.RowOffset, inputs.NumRows(), want.Op, want.Layer, want.RowOffset, d.Hi-d.Lo)
+	if inputs.Op != want.Op || inputs.Layer != want.Layer || inputs.WeightHalf != want.WeightHalf || inputs.RowOffset != want.RowOffset || inputs.NumRows() != d.Hi-d.Lo {
+		return fmt.Errorf("%w: task %d at %s: fetched inputs of %v layer %d (weight half %d) rows %d+%d, the descriptor names %v layer %d (weight half %d) rows %d+%d",
+			ErrRequest, d.Task, d.Source, inputs.Op, inputs.Layer, inputs.WeightHalf, inputs.RowOffset, inputs.NumRows(), want.Op, want.Layer, want.WeightHalf, want.RowOffset, d.Hi-d.Lo)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,9 +15,11 @@ import (
 )
 
 // TestDescriptorRoundTrip encodes descriptors without a CA, with one and with a certificate
-// chain, decodes them back, replaces their chain (WithChain), and refuses damaged ones.
+// chain, of a GraphSAGE task on W_neigh, decodes them back, replaces their chain (WithChain),
+// and refuses damaged ones and inputs of other rows or of the other half of the weight.
 func TestDescriptorRoundTrip(t *testing.T) {
-	req := dispatch.TaskRequest{Op: dispatch.OpBackward, Model: cfg, Layer: 1, RowOffset: 120, Key: 77, Train: true, Z: tensor.NewDense(4, 5)}
+	req := dispatch.TaskRequest{Op: dispatch.OpBackward, Model: cfg, Layer: 1, RowOffset: 120, Key: 77, Train: true, Z: tensor.NewDense(4, 5),
+		WeightHalf: dispatch.WeightNeigh}
 	plain := dispatch.Descriptor{Task: 9, Lo: 20, Hi: 24, Source: "10.0.0.7:7000", WeightVersion: 31, WeightSource: "10.0.0.8:7100"}
 	withCA := plain
 	withCA.CA, withCA.Chain = certificates(t)
@@ -47,7 +50,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Op != req.Op || got.Model != req.Model || got.Layer != 1 || got.RowOffset != 120 || got.Key != 77 || !got.Train || got.Z != nil {
+	if got.Op != req.Op || got.Model != req.Model || got.Layer != 1 || got.RowOffset != 120 || got.Key != 77 || !got.Train || got.Z != nil || got.WeightHalf != dispatch.WeightNeigh {
 		t.Errorf("decoded %+v %+v, want %+v %+v without tensors", got, gd, req, d)
 	}
 	inputs := req
@@ -57,6 +60,15 @@ func TestDescriptorRoundTrip(t *testing.T) {
 	inputs.RowOffset++
 	if err := dispatch.CheckInputs(&inputs, &got, gd); !errors.Is(err, dispatch.ErrRequest) {
 		t.Errorf("inputs of other rows: got %v, want an error wrapping ErrRequest", err)
+	}
+	inputs.RowOffset, inputs.WeightHalf = req.RowOffset, dispatch.WeightSelf
+	if err := dispatch.CheckInputs(&inputs, &got, gd); !errors.Is(err, dispatch.ErrRequest) {
+		t.Errorf("inputs of W_self for a task on W_neigh: got %v, want an error wrapping ErrRequest", err)
+	}
+	half3 := slices.Clone(b)
+	half3[7] |= 3 << 1 // flags bits 1–2: no such half
+	if _, _, err := dispatch.DecodeDescriptor(half3); !errors.Is(err, dispatch.ErrRequest) {
+		t.Errorf("descriptor of weight half 3: got %v, want an error wrapping ErrRequest", err)
 	}
 	for _, from := range []dispatch.Descriptor{chainless, d} {
 		body, err := dispatch.WithChain(dispatch.EncodeDescriptor(&req, from), d.Chain[:100])

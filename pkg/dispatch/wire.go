@@ -19,7 +19,7 @@ import (
 //	 0      4    magic "DRYQ" (a result: "DRYS")
 //	 4      2    version
 //	 6      1    op
-//	 7      1    flags: bit 0 train
+//	 7      1    flags: bit 0 train; bits 1–2 the weight half (TaskRequest.WeightHalf)
 //	 8      4    layer
 //	12      4    model layers
 //	16      4    model input width
@@ -47,7 +47,9 @@ import (
 // Version 4 added the job's function identity to descriptors (Descriptor.Identity).
 // Version 5 took the private key out of descriptors: they carry the job's CA certificate and,
 // on a second try, a certificate chain for the function's own key (Descriptor.CA, Chain).
-const WireVersion = 5
+// Version 6 added the weight half (flags bits 1–2), by which a GraphSAGE task of the pull data
+// path names W_self or W_neigh of the layer's weight a function pulls.
+const WireVersion = 6
 
 // ErrWireVersion is wrapped by the error a decoder returns for another version's bytes.
 var ErrWireVersion = errors.New("unsupported tensor task wire version")
@@ -137,6 +139,7 @@ func putRequestHeader(b []byte, magic string, req *TaskRequest) {
 	if req.Train {
 		b[7] = 1
 	}
+	b[7] |= byte(req.WeightHalf&3) << 1
 	le.PutUint32(b[8:], uint32(req.Layer))
 	if req.Op.IsGAT() {
 		g := req.GAT
@@ -398,7 +401,7 @@ func DecodeRequest(b []byte) (TaskRequest, error) {
 // requestOfHeader returns the request a fixed header describes, without tensors.
 func requestOfHeader(h []byte) TaskRequest {
 	req := TaskRequest{
-		Op: Op(h[6]), Train: h[7]&1 != 0, Layer: int(le.Uint32(h[8:])),
+		Op: Op(h[6]), Train: h[7]&1 != 0, WeightHalf: WeightHalf(h[7]>>1) & 3, Layer: int(le.Uint32(h[8:])),
 		RowOffset: int(le.Uint64(h[32:])), Key: le.Uint64(h[40:]), Total: int(le.Uint64(h[48:])),
 	}
 	layers, in, hidden, classes := int(le.Uint32(h[12:])), int(le.Uint32(h[16:])), int(le.Uint32(h[20:])), int(le.Uint32(h[24:]))

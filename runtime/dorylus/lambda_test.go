@@ -69,22 +69,54 @@ func TestLambdaTrainsCora(t *testing.T) {
 	}
 }
 
-// TestLambdaTrainsGAT trains a GAT on Cora synchronously through `dorylus train
-// --graph-servers 2 --backend lambda` on Lambda emulators (AV, AE and their backward passes as
-// function calls) and expects the final loss and test accuracy of the cpu backend.
-func TestLambdaTrainsGAT(t *testing.T) {
-	b := lambdaEmulators(t, 4, nil)
-	common := []string{"train", "--model", "gat", "--patience", "0", "--epochs", "15", "--graph-servers", "2", "--intervals", "2",
-		"--output", "json", "--eval-every", "15"}
-	base := runCLI(t, common...)
-	lam := runCLI(t, append(common, b.Args()...)...)
-	t.Logf("cpu: loss %.6f, test accuracy %.4f; lambda: loss %.6f, test accuracy %.4f",
-		base.PerRun[0].FinalLoss, base.TestAccuracy, lam.PerRun[0].FinalLoss, lam.TestAccuracy)
-	if math.Abs(lam.PerRun[0].FinalLoss-base.PerRun[0].FinalLoss) > 1e-5 || lam.TestAccuracy != base.TestAccuracy {
-		t.Errorf("lambda: loss %.6f, test accuracy %.4f; cpu %.6f, %.4f", lam.PerRun[0].FinalLoss, lam.TestAccuracy, base.PerRun[0].FinalLoss, base.TestAccuracy)
+// TestFunctionBackendsTrainModels trains a GAT and a GraphSAGE network on Cora synchronously
+// through `dorylus train --graph-servers 2` with every tensor task a function call, and expects
+// the final loss and test accuracy of the cpu backend: the GAT on Lambda emulators (AV, AE and
+// their backward passes), the GraphSAGE network (two GCN ops a layer, one per half of
+// [W_self; W_neigh]) on Lambda emulators and through `dorylus function` over HTTP (the knative
+// backend), each on the push and the pull data path.
+func TestFunctionBackendsTrainModels(t *testing.T) {
+	creds := jobCredentials(t) // the servers' credentials, whose certificate the knative functions serve
+	token := filepath.Join(creds, pki.TokenFile)
+	lambda := func(flags ...string) func(*testing.T) backends.Options {
+		return func(t *testing.T) backends.Options { return lambdaEmulators(t, 4, nil, flags...) }
 	}
-	if lam.Cost == nil || lam.CostUSD <= 0 {
-		t.Errorf("no cost report of the lambda run")
+	knative := func(flags ...string) func(*testing.T) backends.Options {
+		return func(t *testing.T) backends.Options {
+			url, _ := remotetest.HTTPFunctionOf(t, dorylusBin, creds, append([]string{"--token-file", token}, flags...)...)
+			return backends.Options{Kind: "knative", KnativeURLs: url, KnativeTokenFile: token, Placement: jobconfig.PlacementRemote}
+		}
+	}
+	// the pull data path's functions refuse any request over 2 KiB: only descriptors pass
+	pull := []string{"--max-request-bytes", "2048", remotetest.PullLoopback}
+	fns := map[string]func(*testing.T) backends.Options{
+		"lambda": lambda(), "knative": knative(),
+		"lambda-pull": pullMode(lambda(pull...)), "knative-pull": pullMode(knative(pull...)),
+	}
+	for _, m := range []struct {
+		model    string
+		backends []string // keys of fns
+	}{
+		{"gat", []string{"lambda"}},
+		{"sage", []string{"lambda", "knative", "lambda-pull", "knative-pull"}},
+	} {
+		common := []string{"train", "--model", m.model, "--patience", "0", "--epochs", "15", "--graph-servers", "2", "--intervals", "2",
+			"--output", "json", "--eval-every", "15", "--credentials-dir", creds}
+		base := runCLI(t, common...)
+		for _, name := range m.backends {
+			t.Run(m.model+"/"+name, func(t *testing.T) {
+				b := fns[name](t)
+				got := runCLI(t, append(common, b.Args()...)...)
+				t.Logf("cpu: loss %.6f, test accuracy %.4f; %s: loss %.6f, test accuracy %.4f",
+					base.PerRun[0].FinalLoss, base.TestAccuracy, name, got.PerRun[0].FinalLoss, got.TestAccuracy)
+				if math.Abs(got.PerRun[0].FinalLoss-base.PerRun[0].FinalLoss) > 1e-5 || got.TestAccuracy != base.TestAccuracy {
+					t.Errorf("%s: loss %.6f, test accuracy %.4f; cpu %.6f, %.4f", name, got.PerRun[0].FinalLoss, got.TestAccuracy, base.PerRun[0].FinalLoss, base.TestAccuracy)
+				}
+				if got.Cost == nil || got.CostUSD <= 0 {
+					t.Errorf("no cost report of the %s run", name)
+				}
+			})
+		}
 	}
 }
 

@@ -203,7 +203,7 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 		return req, nil
 	}
 	if req.Op.IsGAT() || req.Model.Validate() != nil || req.Model.Layers > dispatch.MaxLayers || req.Layer < 0 || req.Layer >= req.Model.Layers {
-		return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: a weight by version is for the layers of a valid GCN", dispatch.ErrRequest, req.Op, req.Layer)}
+		return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: a weight by version is for the layers of a valid GCN or GraphSAGE network", dispatch.ErrRequest, req.Op, req.Layer)}
 	}
 	// No Keep report: the graph server pinned the version for the task's lifetime.
 	w, err := rpc.NewParamServerClient(ps).Pull(ctx, &rpc.PullRequest{Version: d.WeightVersion})
@@ -216,14 +216,25 @@ func (f *fetcher) request(ctx context.Context, body []byte) (dispatch.TaskReques
 	dims := req.Model.Dims()
 	for _, lt := range w.Layers {
 		if int(lt.Layer) == req.Layer {
-			// The shape is checked before the buffer is made: the widths are the request's.
+			// The shape is checked before the buffer is made: the widths are the request's. A
+			// GraphSAGE layer's weight is [W_self; W_neigh], twice a GCN's rows.
 			rows, cols := dims[req.Layer], dims[req.Layer+1]
-			if err := lt.Tensor.Shape(rows, cols); err != nil {
+			stored := rows
+			if req.WeightHalf != dispatch.WeightWhole {
+				stored = 2 * rows
+			}
+			if err := lt.Tensor.Shape(stored, cols); err != nil {
 				return req, &Error{remote.ErrorTypeBadRequest, fmt.Errorf("%w: %v layer %d: parameter server %s: %v", dispatch.ErrRequest, req.Op, req.Layer, d.WeightSource, err)}
 			}
-			req.W = tensor.NewDense(rows, cols)
-			if err := lt.Tensor.DecodeInto(req.W); err != nil {
+			w := tensor.NewDense(stored, cols)
+			if err := lt.Tensor.DecodeInto(w); err != nil {
 				return req, failed("parameter server %s: layer %d: %v", d.WeightSource, req.Layer, err)
+			}
+			switch req.WeightHalf {
+			case dispatch.WeightWhole, dispatch.WeightSelf:
+				req.W = w.RowSlice(0, rows)
+			default: // WeightNeigh: DecodeDescriptor refused any other
+				req.W = w.RowSlice(rows, stored)
 			}
 			return req, nil
 		}

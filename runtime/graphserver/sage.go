@@ -2,7 +2,6 @@ package graphserver
 
 import (
 	"context"
-	"errors"
 
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
@@ -33,9 +32,6 @@ type sage struct {
 }
 
 func newSAGE(cfg *Config, part *partition.Part, cuts []partition.Interval, env taskEnv) (variant, *layout, modelShape, error) {
-	if cfg.Pull != nil {
-		return nil, nil, modelShape{}, errors.New("GraphSAGE does not run on the pull data path: its tensor tasks name a half of a layer's weight, which a parameter server does not serve")
-	}
 	v, lay, sh, err := newGCN(cfg, part, cuts, env)
 	if err != nil {
 		return nil, nil, modelShape{}, err
@@ -156,7 +152,8 @@ func (g *sage) run(ctx context.Context, st pipeline.Started) (float64, error) {
 }
 
 // halves returns the requests of an interval's AV_l or ∇AV_l on the two halves of the layer's
-// weight of the task's pinned version, W_self and W_neigh, with the activation AV_l keeps.
+// weight of the task's pinned version, W_self and W_neigh (on the pull data path named as the
+// halves of the version the functions pull), with the activation AV_l keeps.
 func (g *sage) halves(ctx context.Context, iv *interval, st pipeline.Started) (self, neigh dispatch.TaskRequest, err error) {
 	t := st.Task
 	req, err := g.avRequest(ctx, iv, st)
@@ -170,6 +167,7 @@ func (g *sage) halves(ctx context.Context, iv *interval, st pipeline.Started) (s
 	req.Act = g.kept(&g.ivs[t.Interval], t.Epoch, t.Layer)
 	self, neigh = req, req
 	self.W, neigh.W = ws, wn
+	self.WeightHalf, neigh.WeightHalf = dispatch.WeightSelf, dispatch.WeightNeigh // what a pull-mode function pulls
 	return self, neigh, nil
 }
 
