@@ -290,7 +290,8 @@ func (s *Scheduler) StopAfter(e int) error {
 }
 
 // The observers below answer questions about the run's state without changing it. Graph
-// servers need none of them (they use AppendReady, WeightVersion and PinnedVersions); the
+// servers need them only for a preemption's drain (runtime/graphserver/preempt.go: Progress,
+// Finished, LastEpoch; otherwise they use AppendReady, WeightVersion and PinnedVersions); the
 // property tests check the scheduler with them after every step, and tools may show them.
 
 // LastEpoch returns the last epoch the run goes to: Epochs-1, or what StopAfter set.

@@ -696,9 +696,14 @@ func (x *Evaluate) GetExport() bool {
 type CommandRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stop after this epoch (0-based) when stop is set.
-	Stop          bool      `protobuf:"varint,1,opt,name=stop,proto3" json:"stop,omitempty"`
-	StopAfter     uint32    `protobuf:"varint,2,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
-	Evaluate      *Evaluate `protobuf:"bytes,3,opt,name=evaluate,proto3" json:"evaluate,omitempty"`
+	Stop      bool      `protobuf:"varint,1,opt,name=stop,proto3" json:"stop,omitempty"`
+	StopAfter uint32    `protobuf:"varint,2,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
+	Evaluate  *Evaluate `protobuf:"bytes,3,opt,name=evaluate,proto3" json:"evaluate,omitempty"`
+	// A preemption (SIGTERM): from graph server 0 with stop, the run drains through stop_after
+	// for a checkpoint and exits to be resumed; alone, from graph server `from` to graph server
+	// 0, asks it to preempt the run.
+	Preempt       bool   `protobuf:"varint,4,opt,name=preempt,proto3" json:"preempt,omitempty"`
+	From          uint32 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -752,6 +757,20 @@ func (x *CommandRequest) GetEvaluate() *Evaluate {
 		return x.Evaluate
 	}
 	return nil
+}
+
+func (x *CommandRequest) GetPreempt() bool {
+	if x != nil {
+		return x.Preempt
+	}
+	return false
+}
+
+func (x *CommandRequest) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
 }
 
 // EvalReport is a partition's part of an evaluation pass.
@@ -1560,6 +1579,7 @@ type VersionUpdate struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Version         uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	CheckpointEpoch uint64                 `protobuf:"varint,2,opt,name=checkpoint_epoch,json=checkpointEpoch,proto3" json:"checkpoint_epoch,omitempty"` // 0: none saved or resumed from
+	Preempt         bool                   `protobuf:"varint,3,opt,name=preempt,proto3" json:"preempt,omitempty"`                                        // the parameter server got SIGTERM: the run is to drain and exit
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1606,6 +1626,13 @@ func (x *VersionUpdate) GetCheckpointEpoch() uint64 {
 		return x.CheckpointEpoch
 	}
 	return 0
+}
+
+func (x *VersionUpdate) GetPreempt() bool {
+	if x != nil {
+		return x.Preempt
+	}
+	return false
 }
 
 // TaskInputsRequest asks a graph server for the inputs of a tensor task it has in flight in
@@ -1769,12 +1796,14 @@ const file_dorylus_proto_rawDesc = "" +
 	"\bEvaluate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +
-	"\x06export\x18\x03 \x01(\bR\x06export\"u\n" +
+	"\x06export\x18\x03 \x01(\bR\x06export\"\xa3\x01\n" +
 	"\x0eCommandRequest\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x02 \x01(\rR\tstopAfter\x120\n" +
-	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\"\xe2\x01\n" +
+	"\bevaluate\x18\x03 \x01(\v2\x14.dorylus.v1.EvaluateR\bevaluate\x12\x18\n" +
+	"\apreempt\x18\x04 \x01(\bR\apreempt\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\rR\x04from\"\xe2\x01\n" +
 	"\n" +
 	"EvalReport\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
@@ -1837,10 +1866,11 @@ const file_dorylus_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12)\n" +
 	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch\"1\n" +
 	"\fWatchRequest\x12!\n" +
-	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\"T\n" +
+	"\fgraph_server\x18\x01 \x01(\rR\vgraphServer\"n\n" +
 	"\rVersionUpdate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12)\n" +
-	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch\"G\n" +
+	"\x10checkpoint_epoch\x18\x02 \x01(\x04R\x0fcheckpointEpoch\x12\x18\n" +
+	"\apreempt\x18\x03 \x01(\bR\apreempt\"G\n" +
 	"\x11TaskInputsRequest\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\x04R\x04task\x12\x0e\n" +
 	"\x02lo\x18\x02 \x01(\rR\x02lo\x12\x0e\n" +

@@ -116,6 +116,13 @@ type Config struct {
 	// Metrics, when set, receives the server's Prometheus series (metrics.go), labelled with
 	// its partition.
 	Metrics prometheus.Registerer
+
+	// Preempt, when it closes (the process's SIGTERM), preempts the run (preempt.go): every
+	// graph server finishes the epochs any of them may have started and stops there, at an
+	// epoch boundary the parameter servers checkpoint, and Run returns ErrPreempted.
+	// DrainTimeout bounds that drain (DefaultDrainTimeout if 0).
+	Preempt      <-chan struct{}
+	DrainTimeout time.Duration
 }
 
 // Export has a run write its model and per-vertex outputs at the end (pkg/export): after the

@@ -44,6 +44,8 @@ type coordinator struct {
 	curve []export.Point
 	kept  uint64
 	exp   *pendingExport
+	// preempted: the run drains for a preemption (preempt.go) and reports no result.
+	preempted bool
 	// With Config.Cost: when the servers started, the billed calls reported so far, and the
 	// cost when last priced and at the last epoch's end.
 	started   time.Time
@@ -187,7 +189,7 @@ func (c *coordinator) epochDone(r *rpc.EpochReport, version int) ([]*rpc.Command
 			cmds = append(cmds, c.stop(e)) // the budget ran out in this epoch
 		}
 		row.ev.Calls, row.ev.BilledSeconds, row.ev.LocalTasks = c.calls.Requests, c.calls.Billed.Seconds(), c.calls.Local
-		if d.Evaluate {
+		if d.Evaluate && !c.preempted {
 			row.pending = true
 			v := uint64(version)
 			if c.cfg.Staleness.Sync() {
@@ -282,6 +284,10 @@ func (c *coordinator) evalDone(r *rpc.EvalReport) ([]*rpc.CommandRequest, error)
 	m := model.Metrics{TrainLoss: a.loss[0], ValLoss: a.loss[1], TrainAcc: acc(0), ValAcc: val, TestAcc: acc(2)}
 	if r.Id == c.cfg.exportID() {
 		c.exp.metrics, c.exp.done = m, true
+		return nil, nil
+	}
+	if c.preempted {
+		c.flush()
 		return nil, nil
 	}
 	d := c.policy.Evaluated(e+1, m)
@@ -401,7 +407,7 @@ func (c *coordinator) updateStatus(p jobstatus.Progress, final bool) {
 
 // report writes the progress after ev into the status; the result is the final report.
 func (c *coordinator) report(ev Event) {
-	if ev.Event == EventExported {
+	if ev.Event == EventExported || ev.Event == EventPreempted {
 		return
 	}
 	p := &c.progress

@@ -1,10 +1,12 @@
 package graphserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -47,6 +49,10 @@ type server struct {
 	events  chan event
 	loop    *loop
 	reports *reportWriter
+	// driving: the loop runs (a preemption before it has nothing to drain); draining: a
+	// preemption's drain began (preempt.go); flight: the messages sent and not yet answered.
+	driving, draining atomic.Bool
+	flight            sync.WaitGroup
 }
 
 // drive steps the loop on first and then on every event, carrying out what each step asks
@@ -54,10 +60,14 @@ type server struct {
 // ctx ends (nil if it was cancelled) or a step fails.
 func (s *server) drive(ctx context.Context, first event) error {
 	ev := first
+	s.driving.Store(true)
 	for {
 		out, err := s.loop.step(ev)
 		if werr := s.carry(out); err == nil {
 			err = werr
+		}
+		if errors.Is(err, ErrPreempted) {
+			s.flight.Wait() // the peers drain on what this server sent them
 		}
 		if err != nil {
 			return err
@@ -99,8 +109,17 @@ func (s *server) carry(out effects) error {
 			return err
 		})
 	}
+	if r := out.sendPreempt; r != nil {
+		s.send(0, "preemption", func(ctx context.Context, c rpc.GraphServerClient) error {
+			_, err := c.Command(ctx, r)
+			return err
+		})
+	}
+	if out.drain {
+		s.startDrain()
+	}
 	for _, ev := range out.runPasses {
-		s.spawn(func(ctx context.Context) error { return s.evaluate(ctx, ev) })
+		s.spawnLink(func(ctx context.Context) error { return s.evaluate(ctx, ev) })
 	}
 	if x := out.writeExport; x != nil {
 		s.spawn(func(ctx context.Context) error {
@@ -121,7 +140,9 @@ func (s *server) carry(out effects) error {
 // the run.
 func (s *server) send(q int, what string, call func(ctx context.Context, c rpc.GraphServerClient) error) {
 	one := func(ctx context.Context, _ int, c rpc.GraphServerClient) error { return call(ctx, c) }
-	s.spawn(func(ctx context.Context) error {
+	s.flight.Add(1)
+	s.spawnLink(func(ctx context.Context) error {
+		defer s.flight.Done()
 		if q < 0 {
 			return s.peers.each(ctx, what, one)
 		}
@@ -149,13 +170,50 @@ func (s *server) ask(ctx context.Context, ev event, verdict <-chan error) error 
 }
 
 // spawn runs f in the run's group; an error of f ends the run, unless the run is ending anyway.
-func (s *server) spawn(f func(ctx context.Context) error) {
+func (s *server) spawn(f func(ctx context.Context) error) { s.spawnAs(false, f) }
+
+// spawnLink is spawn for a message to peers, a pass with them or a watch on them: once a
+// preemption's drain began its failure is dropped, since a peer that drained exits.
+func (s *server) spawnLink(f func(ctx context.Context) error) { s.spawnAs(true, f) }
+
+func (s *server) spawnAs(link bool, f func(ctx context.Context) error) {
 	s.g.Go(func() error {
-		if err := f(s.ctx); err != nil && s.ctx.Err() == nil {
+		if err := f(s.ctx); err != nil && s.ctx.Err() == nil && !(link && s.draining.Load()) {
 			return err
 		}
 		return nil
 	})
+}
+
+// startDrain bounds a preemption's drain, which began, by Config.DrainTimeout.
+func (s *server) startDrain() {
+	s.draining.Store(true)
+	d := cmp.Or(s.cfg.DrainTimeout, DefaultDrainTimeout)
+	s.g.Go(func() error {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return fmt.Errorf("%w: the drain did not end within %v", ErrPreempted, d)
+		case <-s.ctx.Done():
+			return nil
+		}
+	})
+}
+
+// awaitPreempt posts a preemption once Config.Preempt closes, or ends the run at once if the
+// loop does not run yet.
+func (s *server) awaitPreempt(ctx context.Context) error {
+	select {
+	case <-s.cfg.Preempt:
+	case <-ctx.Done():
+		return nil
+	}
+	if !s.driving.Load() {
+		return fmt.Errorf("%w: before training began", ErrPreempted)
+	}
+	s.post(preempted{})
+	return nil
 }
 
 // post hands ev to the loop.

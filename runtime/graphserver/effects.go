@@ -23,6 +23,9 @@ type effects struct {
 	sendCommands []*rpc.CommandRequest
 	sendReports  []*rpc.EpochReport
 	answers      []verdict
+	// A preemption (preempt.go): its notice to graph server 0, and that its drain began here.
+	sendPreempt *rpc.CommandRequest
+	drain       bool
 
 	// Reports to write (graph server 0): the progress lines (Config.Events and the metrics),
 	// the job's status (Config.Status) and warnings (Config.Log).
@@ -48,5 +51,6 @@ type statusUpdate struct {
 func (f *effects) reset() {
 	f.runTasks, f.runPasses, f.writeExport = f.runTasks[:0], f.runPasses[:0], nil
 	f.sendProgress, f.sendCommands, f.sendReports, f.answers = f.sendProgress[:0], f.sendCommands[:0], f.sendReports[:0], f.answers[:0]
+	f.sendPreempt, f.drain = nil, false
 	f.writeLines, f.writeStatus, f.writeLogs = f.writeLines[:0], f.writeStatus[:0], f.writeLogs[:0]
 }

@@ -9,6 +9,9 @@ const (
 	EventEpoch    EventKind = "epoch"    // an epoch completed on every graph server
 	EventResult   EventKind = "result"   // the final evaluation
 	EventExported EventKind = "exported" // the export pass wrote its files (Config.Export)
+	// EventPreempted: a preemption's drain ended (preempt.go); Epoch is the epoch the
+	// parameter servers checkpoint, which a resumed run starts after.
+	EventPreempted EventKind = "preempted"
 )
 
 // Event is one JSON line the coordinator writes to Config.Events.

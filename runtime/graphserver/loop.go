@@ -39,6 +39,9 @@ type (
 		rep     *rpc.EpochReport
 		verdict chan<- error
 	}
+	// preempted: the run is preempted (this server's SIGTERM, a peer's or a parameter
+	// server's notice).
+	preempted struct{}
 	// evalReported: a partition finished an evaluation pass (coordinator only); a peer's
 	// report waits for the verdict.
 	evalReported struct {
@@ -62,6 +65,7 @@ func (commanded) isEvent()     {}
 func (evalFinished) isEvent()  {}
 func (epochReported) isEvent() {}
 func (evalReported) isEvent()  {}
+func (preempted) isEvent()     {}
 func (exportWritten) isEvent() {}
 
 // loop is the graph server's state machine: the scheduler and the run's bookkeeping, which
@@ -85,6 +89,9 @@ type loop struct {
 	idle   *idleTracker // with Config.Trace
 	ready  []pipeline.Task
 	out    effects
+	// preempting: the run is being preempted (preempt.go); draining: graph server 0's Stop of
+	// the drain is applied.
+	preempting, draining bool
 }
 
 // usage is what a partition's epoch report carries from outside the loop: the tensor calls
@@ -114,6 +121,12 @@ func (l *loop) step(ev event) (effects, error) {
 	if err == nil && l.sched != nil {
 		l.idle.observe(l.sched)
 		err = l.startReady()
+	}
+	if err == nil && l.sched != nil && l.drained() {
+		if l.coord != nil {
+			l.coord.drainedAt(l.sched.LastEpoch())
+		}
+		err = ErrPreempted
 	}
 	return l.out, err
 }
@@ -146,6 +159,8 @@ func (l *loop) take(ev event) error {
 		return l.shardVersion(ev.shard, ev.version)
 	case commanded:
 		return l.apply(ev.cmd)
+	case preempted:
+		return l.preempt()
 	case evalFinished:
 		l.keep.unpin(ev.version)
 		l.publishKeep()
@@ -291,6 +306,13 @@ func (l *loop) shardVersion(i, v int) error {
 
 // apply carries out a coordinator's command here.
 func (l *loop) apply(r *rpc.CommandRequest) error {
+	if r.Stop && r.Preempt {
+		if l.sched == nil { // graph server 0 preempted the run before this one began training
+			return ErrPreempted
+		}
+		l.out.drain = l.out.drain || !l.preempting
+		l.preempting, l.draining = true, true
+	}
 	if r.Stop {
 		if err := l.sched.StopAfter(int(r.StopAfter)); err != nil {
 			return err

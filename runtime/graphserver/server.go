@@ -39,6 +39,7 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 		g.Go(func() error { return rpc.ServeHealth(gctx, cfg.Health, h) })
 	}
 	g.Go(func() error { return s.run(gctx) })
+	g.Go(func() error { return s.awaitPreempt(gctx) })
 	err = g.Wait()
 	s.peers.close()
 	s.shards.close()
@@ -164,14 +165,19 @@ func (s *server) connect(ctx context.Context) error {
 		return err
 	}
 	for _, p := range s.peers.others() {
-		s.spawn(func(ctx context.Context) error { return monitorPeer(ctx, p, c.DeadAfter) })
+		s.spawnLink(func(ctx context.Context) error { return monitorPeer(ctx, p, c.DeadAfter) })
 	}
 	for _, sh := range s.shards.list {
 		s.spawn(func(ctx context.Context) error { return rpc.Monitor(ctx, sh.conn, sh.name, c.DeadAfter) })
 	}
 	for _, i := range s.shards.holding() {
 		s.spawn(func(ctx context.Context) error {
-			return s.shards.watch(ctx, i, func(v, ck int) { s.post(shardMoved{i, v, ck}) })
+			return s.shards.watch(ctx, i, func(v, ck int, preempt bool) {
+				s.post(shardMoved{i, v, ck})
+				if preempt {
+					s.post(preempted{})
+				}
+			})
 		})
 	}
 	return nil

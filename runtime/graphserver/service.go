@@ -168,7 +168,14 @@ func (v *service) Progress(ctx context.Context, r *rpc.ProgressReport) (*rpc.Ack
 func (v *service) Command(ctx context.Context, r *rpc.CommandRequest) (*rpc.Ack, error) {
 	c := v.cfg
 	if c.Partition == 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "graph server 0 is the coordinator: it takes no commands")
+		if r.Preempt && !r.Stop && r.Evaluate == nil { // a peer's notice (preempt.go)
+			if err := v.report(ctx, r.From); err != nil {
+				return nil, err
+			}
+			v.post(preempted{})
+			return &rpc.Ack{}, nil
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "graph server 0 is the coordinator: it takes no commands but a peer's preemption")
 	}
 	if err := v.sender(ctx, 0); err != nil {
 		return nil, err

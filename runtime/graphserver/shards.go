@@ -159,14 +159,15 @@ func (ss *shards) holder(l int) string {
 	return ""
 }
 
-// watch follows shard i's versions until ctx ends, handing each update to seen.
-func (ss *shards) watch(ctx context.Context, i int, seen func(version, checkpoint int)) error {
+// watch follows shard i's versions until ctx ends, handing each update to seen (preempt: the
+// shard got SIGTERM).
+func (ss *shards) watch(ctx context.Context, i int, seen func(version, checkpoint int, preempt bool)) error {
 	sh := ss.list[i]
 	stream, err := sh.client.Watch(ctx, &rpc.WatchRequest{GraphServer: uint32(ss.self)})
 	for err == nil {
 		var u *rpc.VersionUpdate
 		if u, err = stream.Recv(); err == nil {
-			seen(int(u.Version), int(u.CheckpointEpoch))
+			seen(int(u.Version), int(u.CheckpointEpoch), u.Preempt)
 		}
 	}
 	if ctx.Err() == nil {

@@ -27,9 +27,12 @@ func carried(t testing.TB, r *reportWriter, out *effects) {
 // synchronously for one epoch and exporting it, with one parameter server holding both
 // tensors; each epoch report measures 10 calls of 1 s, 3 tensor tasks run locally, 100 bytes
 // sent and 1 MiB of memory.
-func stepLoop(p int) *loop {
-	cfg := &Config{Partition: p, Partitions: 2, Intervals: 1, Layers: 2, Epochs: 1, Staleness: jobconfig.Sync, EvalEvery: 1, Export: &Export{}}
-	pipe := pipeline.Config{Partitions: 2, Intervals: 1, Layers: 2, Epochs: 1, Staleness: jobconfig.Sync, Gradients: cfg.gradients(),
+func stepLoop(p int) *loop { return stepLoopOf(p, 1, jobconfig.Sync, &Export{}) }
+
+// stepLoopOf is stepLoop for epochs epochs of staleness s, exporting with x (nil: no export).
+func stepLoopOf(p, epochs int, s jobconfig.Staleness, x *Export) *loop {
+	cfg := &Config{Partition: p, Partitions: 2, Intervals: 1, Layers: 2, Epochs: epochs, Staleness: s, EvalEvery: 1, Export: x}
+	pipe := pipeline.Config{Partitions: 2, Intervals: 1, Layers: 2, Epochs: epochs, Staleness: s, Gradients: cfg.gradients(),
 		Local: []int{p}, ExternalVersions: true}
 	sh := &shards{self: p, list: []*shard{{layers: []int{0, 1}}}}
 	measure := func() usage {

@@ -45,6 +45,8 @@ type (
 	limitSet           struct{ n int }
 	advertised         struct{ addr string }
 	checkpointsEnabled struct{ c *Checkpointing }
+	// preemptSet: Preempt, which the Watch streams tell the graph servers.
+	preemptSet struct{}
 )
 
 func (asked[Q, A]) isEvent()        {}
@@ -52,6 +54,7 @@ func (saveEnded) isEvent()          {}
 func (limitSet) isEvent()           {}
 func (advertised) isEvent()         {}
 func (checkpointsEnabled) isEvent() {}
+func (preemptSet) isEvent()         {}
 
 // answer is the loop's answer to a call: its result or error; or wait, closed once the
 // state moves, for a call to ask again then; and landed for a call that waits for a
@@ -109,6 +112,9 @@ func (st *state) step(ev event) {
 		st.ckpt, st.saved = ev.c, 0
 	case inspected:
 		ev.reply <- st.view()
+	case preemptSet:
+		st.preempt = true
+		st.notify()
 	default:
 		panic(fmt.Sprintf("paramserver: unknown event %T", ev))
 	}

@@ -3,6 +3,7 @@ package paramserver
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
@@ -27,6 +28,10 @@ type Shard struct {
 	stop   context.CancelFunc
 	g      errgroup.Group // the loop and the checkpoint writes
 	st     *state         // the loop's
+	// watching counts the open Watch streams, one per connected graph server; each that ends
+	// signals watchEnded.
+	watching   atomic.Int32
+	watchEnded chan struct{}
 }
 
 // Limits on what an Init may describe; they bound what a shard allocates for it.
@@ -43,7 +48,7 @@ func New(id, shards int) (*Shard, error) {
 		return nil, fmt.Errorf("paramserver: shard %d of %d", id, shards)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &Shard{id: id, events: make(chan event), ctx: ctx, stop: stop}
+	s := &Shard{id: id, events: make(chan event), ctx: ctx, stop: stop, watchEnded: make(chan struct{}, 1)}
 	store := make(chan struct{}, 1)
 	s.st = &state{id: id, shards: shards, ctx: ctx, changed: make(chan struct{}), maxMessage: rpc.MaxMessage, store: store,
 		write: func(j *saveJob) {
@@ -143,6 +148,14 @@ func (s *Shard) Push(ctx context.Context, req *rpc.PushRequest) (*rpc.PushReply,
 // another graph server restarted (see restarted).
 func (s *Shard) Watch(req *rpc.WatchRequest, stream rpc.ParamServer_WatchServer) error {
 	ctx := stream.Context()
+	s.watching.Add(1)
+	defer func() {
+		s.watching.Add(-1)
+		select {
+		case s.watchEnded <- struct{}{}:
+		default: // a signal not yet taken covers this end too
+		}
+	}()
 	var sent *rpc.VersionUpdate
 	for {
 		a := ask(ctx, s, func(r chan<- answer[*rpc.VersionUpdate]) event { return watchAsked{req.GraphServer, r} })
@@ -162,6 +175,24 @@ func (s *Shard) Watch(req *rpc.WatchRequest, stream rpc.ParamServer_WatchServer)
 			return nil
 		}
 	}
+}
+
+// Preempt tells every graph server, through its Watch stream, that the run is preempted (the
+// parameter server got SIGTERM: the graph servers drain to an epoch boundary and exit) and
+// returns once no Watch stream is open — every graph server that was connected has exited —
+// or with ctx's error when ctx ends first. Serve until it returns, then SaveCheckpoint.
+func (s *Shard) Preempt(ctx context.Context) error {
+	if err := s.post(ctx, preemptSet{}); err != nil {
+		return err
+	}
+	for s.watching.Load() > 0 {
+		select {
+		case <-s.watchEnded:
+		case <-ctx.Done():
+			return fmt.Errorf("parameter server %d: %d graph servers still connected: %w", s.id, s.watching.Load(), ctx.Err())
+		}
+	}
+	return nil
 }
 
 // post hands ev to the loop; it fails when ctx ends or the shard closes first.

@@ -49,6 +49,8 @@ type state struct {
 	store chan struct{}
 	// write starts writing a checkpoint outside the loop; its end comes back as saveEnded
 	write func(*saveJob)
+	// preempt: the shard is preempted (Shard.Preempt), which every Watch stream says
+	preempt bool
 }
 
 // refused returns the error a call to shard id gets when it is refused with code.
@@ -442,7 +444,7 @@ func (st *state) watch(gs uint32) answer[*rpc.VersionUpdate] {
 	if st.init != nil && st.restartable() && int(gs) < len(st.joined) && !st.joined[gs] {
 		return answer[*rpc.VersionUpdate]{err: st.restarted(int(gs))}
 	}
-	u := &rpc.VersionUpdate{CheckpointEpoch: uint64(st.saved)}
+	u := &rpc.VersionUpdate{CheckpointEpoch: uint64(st.saved), Preempt: st.preempt}
 	if st.vs != nil {
 		u.Version = st.vs.newest
 	}
