@@ -23,6 +23,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/launcher"
+	"github.com/dorylus-gnn/dorylus/runtime/serve"
 )
 
 // distOptions are the flags of `dorylus train` that run it on separate server processes.
@@ -239,6 +240,9 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 	}()
 	res.Seed = seed
 	for ev, err := range run.Events(ctx) {
+		if err != nil && ctx.Err() != nil && o.checkpoint.location != "" {
+			return res, preempt(run, seed, o.checkpoint.location, stderr)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -268,6 +272,24 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 		}
 	}
 	return res, errors.New("the servers' events ended before the result") // Events ends with an error
+}
+
+// preemptTimeout bounds how long a preempted launcher waits for its servers: their drain,
+// their exit and the parameter servers' checkpoint.
+const preemptTimeout = graphserver.DefaultDrainTimeout + serve.DrainExit + 30*time.Second
+
+// preempt preempts run, whose checkpoints go to location, on the launcher's SIGTERM or
+// SIGINT (graphserver.ErrPreempted) and returns the error that says how to resume.
+func preempt(run *launcher.Run, seed uint64, location string, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "dorylus train: preempted (seed %d): the servers drain to an epoch boundary for a checkpoint (at most %v)\n", seed, preemptTimeout)
+	start := time.Now()
+	ev, ok := run.Preempt(preemptTimeout)
+	if !ok {
+		return fmt.Errorf("training preempted (seed %d): the servers did not drain within %v: run the same command with --resume to continue from the newest checkpoint in %s",
+			seed, time.Since(start).Round(time.Millisecond), location)
+	}
+	return fmt.Errorf("training preempted (seed %d) after epoch %d, drained in %v: run the same command with --resume to continue from its checkpoint in %s",
+		seed, ev.Epoch, time.Since(start).Round(time.Millisecond), location)
 }
 
 // accuracies sets the accuracies an event reports.

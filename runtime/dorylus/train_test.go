@@ -149,6 +149,8 @@ func TestServerAndPrepareBoundsFlags(t *testing.T) {
 		"--listen-fd 2: want 0 (none) or 3 to 2147483647":  {"graph-server", "--config", missing, "--listen-fd", "2"},
 		"--listen-fd -1: want 0 (none) or 3 to 2147483647": {"param-server", "--config", missing, "--listen-fd", "-1"},
 		"--shard -1: want 0 to 31":                         {"param-server", "--config", missing, "--shard", "-1"},
+		"--drain-timeout 500ms: want 1s to 1h0m0s":         {"graph-server", "--config", missing, "--drain-timeout", "500ms"},
+		"--drain-timeout 2h0m0s: want 1s to 1h0m0s":        {"param-server", "--config", missing, "--drain-timeout", "2h"},
 		"--shard 32: want 0 to 31":                         {"param-server", "--config", missing, "--shard", "32"},
 	}
 	for want, args := range cases {
@@ -167,7 +169,8 @@ func TestServerAndPrepareBoundsFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"graph-server", "--config", missing, "--partition", "255", "--attempt", "0", "--startup-timeout", "24h", "--listen-fd", "3"},
-		{"param-server", "--config", missing, "--shard", "31"},
+		{"param-server", "--config", missing, "--shard", "31", "--drain-timeout", "1h"},
+		{"graph-server", "--config", missing, "--drain-timeout", "1s"},
 	} {
 		if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), ": want ") {
 			t.Errorf("%v: error %v, want the missing run config's", args, err)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -225,6 +226,37 @@ func (r *Run) Events(ctx context.Context) iter.Seq2[graphserver.Event, error] {
 			}
 		}
 	}
+}
+
+// Preempt preempts the run (the launcher's SIGTERM, in a run with checkpoints): it sends every
+// server SIGTERM, on which the graph servers drain to an epoch boundary and the parameter
+// servers save it before they exit, and waits up to timeout for all to exit, reading graph
+// server 0's reports meanwhile. It returns graph server 0's report of the drain's end
+// (graphserver.EventPreempted), ok false if none came. Stop the run after it.
+func (r *Run) Preempt(timeout time.Duration) (drained graphserver.Event, ok bool) {
+	for _, p := range r.procs {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM) // it may have exited
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	reports := r.reports.C
+	for _, p := range r.procs {
+		for waiting := true; waiting; {
+			select {
+			case rep, open := <-reports:
+				if !open {
+					reports = nil
+				} else if rep.Err == nil && rep.Event.Event == graphserver.EventPreempted {
+					drained, ok = rep.Event, true
+				}
+			case <-p.done:
+				waiting = false
+			case <-t.C:
+				return drained, ok
+			}
+		}
+	}
+	return drained, ok
 }
 
 func (r *Run) sample() {

@@ -134,7 +134,8 @@ func (g GraphServer) assemble(ctx context.Context, started time.Time) (_ *assemb
 		s.lis.Close()
 		return nil, err
 	}
-	ctx, cancel := g.context(ctx)
+	ctx, cancel, preempted := g.context(ctx, c.Checkpoint != nil && c.Inference == nil)
+	cfg.Preempt, cfg.DrainTimeout = preempted, g.drain()
 	closeBackend := s.stop
 	s.ctx, s.stop = ctx, func() { cancel(); closeBackend() }
 	reg, err := g.metrics(ctx, g.Stderr)

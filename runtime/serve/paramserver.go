@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -91,8 +92,21 @@ func RunParamServer(ctx context.Context, p ParamServer) error {
 		lis.Close()
 		return err
 	}
-	ctx, cancel := p.context(ctx)
+	ctx, cancel, preempted := p.context(ctx, c.Checkpoint != nil)
 	defer cancel()
+	go func() { // a preemption: serve until the graph servers drained, then stop and save
+		select {
+		case <-preempted:
+		case <-ctx.Done():
+			return
+		}
+		dctx, dcancel := context.WithTimeout(ctx, p.drain()+DrainExit)
+		if err := sh.Preempt(dctx); err != nil {
+			fmt.Fprintf(p.Stderr, "dorylus param-server: preempted: %v; saving the newest epoch boundary\n", err)
+		}
+		dcancel()
+		cancel()
+	}()
 	reg, err := p.metrics(ctx, p.Stderr)
 	if err != nil {
 		return err
@@ -113,9 +127,14 @@ func RunParamServer(ctx context.Context, p ParamServer) error {
 	err = rpc.Serve(ctx, lis, srv, h)
 	cancel()
 	err = errors.Join(err, <-healthDone)
-	// Stopped (SIGTERM, or the launcher): keep the epochs done since the last checkpoint.
+	// Stopped (SIGTERM, or the launcher): keep the epochs done since the last checkpoint, up to
+	// a preemption's drain.
 	if cerr := sh.SaveCheckpoint(context.WithoutCancel(ctx)); cerr != nil {
 		return errors.Join(err, cerr)
 	}
 	return err
 }
+
+// DrainExit is how long a preempted parameter server waits, beyond the drain's timeout, for
+// the graph servers to exit once drained (their messages in flight, their reports).
+const DrainExit = 5 * time.Second

@@ -7,6 +7,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
 // Process is how a server process serves, as the graph-server and param-server commands
@@ -44,10 +46,20 @@ type Process struct {
 	// Advertise is the host or host:port functions reach this server at on the pull data path
 	// ("": the run config's address of the server).
 	Advertise string
+	// Drain bounds, in a run with checkpoints, how long SIGTERM (a preemption) waits for the
+	// graph servers to drain to an epoch boundary, which the parameter servers then save
+	// (0: graphserver.DefaultDrainTimeout).
+	Drain time.Duration
 }
 
 // MaxListenFD bounds ListenFD: a file descriptor is a non-negative C int.
 const MaxListenFD = math.MaxInt32
+
+// MaxDrain bounds Drain: a node's notice of its preemption comes minutes before, at most.
+const MaxDrain = time.Hour
+
+// drain returns Drain, or graphserver.DefaultDrainTimeout if 0.
+func (p *Process) drain() time.Duration { return cmp.Or(p.Drain, graphserver.DefaultDrainTimeout) }
 
 // advertised returns Advertise, with port when it names a host alone; "" without it.
 func (p *Process) advertised(port int) (string, error) {
@@ -144,8 +156,14 @@ func (p *Process) listener(port int) (net.Listener, error) {
 	return lis, nil
 }
 
-// context returns ctx, cancelled also when standard input closes if asked.
-func (p *Process) context(ctx context.Context) (context.Context, context.CancelFunc) {
+// context returns ctx, cancelled also when standard input closes if asked. With preempt (a run
+// with checkpoints) ctx's end — SIGTERM — does not cancel it but closes the returned channel:
+// a preemption, which drains the run first.
+func (p *Process) context(ctx context.Context, preempt bool) (context.Context, context.CancelFunc, <-chan struct{}) {
+	var preempted <-chan struct{}
+	if preempt {
+		preempted, ctx = ctx.Done(), context.WithoutCancel(ctx)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	if p.StopOnStdin {
 		go func() {
@@ -153,5 +171,5 @@ func (p *Process) context(ctx context.Context) (context.Context, context.CancelF
 			cancel()
 		}()
 	}
-	return ctx, cancel
+	return ctx, cancel, preempted
 }
