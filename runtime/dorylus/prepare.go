@@ -15,6 +15,7 @@ func newPrepareCommand() *cobra.Command {
 	var parts int
 	var method string
 	var refine bool
+	var layout string
 	cmd := &cobra.Command{
 		Use:   "prepare SRC DST",
 		Short: "Convert a dataset to the prepared binary format",
@@ -30,7 +31,10 @@ prepared SRC the cut streams: contiguous holds one part at a time, the others th
 Beside the files it writes partitions.json: the dataset, the method, the cut's quality, and
 every file's size and checksum. Every file keeps its vertices' original ids, which key the
 dropout masks. train --graph-servers P --dataset DST trains on such a directory: the launcher
-checks the manifest and the files' headers, and each graph server reads only its own file.`,
+checks the manifest and the files' headers, and each graph server reads only its own file.
+With --layout text, ogb or numpy it writes DST in that layout instead (the plain-text format,
+OGB's node-property-prediction layout, or PyG's NumPy arrays: a .npz when DST ends so, else a
+directory of .npy files), e.g. an rmat: graph for a loader's benchmark.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// One partition per graph server: at most as many as a run may have.
@@ -45,6 +49,24 @@ checks the manifest and the files' headers, and each graph server reads only its
 				m = partition.MethodLabelPropagation
 			}
 			gctune.CollectEarly(cmd.Context())
+			if layout != preparedLayout {
+				write, ok := layoutWriters[layout]
+				switch {
+				case !ok:
+					return fmt.Errorf("--layout %q: want %s, text, ogb or numpy", layout, preparedLayout)
+				case parts > 0 || cmd.Flags().Changed("method") || refine:
+					return fmt.Errorf("--layout %s writes one dataset: --partitions, --method and --refine are for the prepared format", layout)
+				}
+				d, err := graph.Load(args[0], graph.LoadOptions{AllowMissingFeatures: true})
+				if err == nil {
+					err = write(args[1], d)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s layout)\n", args[1], layout)
+				return nil
+			}
 			if parts > 0 {
 				return partition.Cut(cmd.Context(), args[0], args[1], parts, m, cmd.OutOrStdout())
 			}
@@ -60,7 +82,16 @@ checks the manifest and the files' headers, and each graph server reads only its
 	}
 	cmd.Flags().IntVar(&parts, "partitions", 0, "write DST as a directory of this many partition files")
 	cmd.Flags().StringVar(&method, "method", string(partition.DefaultMethod), "with --partitions: multilevel, contiguous or label-propagation")
+	cmd.Flags().StringVar(&layout, "layout", preparedLayout, "write DST in this layout: prepared, text, ogb or numpy")
 	cmd.Flags().BoolVar(&refine, "refine", false, "with --partitions: the same as --method label-propagation")
 	_ = cmd.Flags().MarkDeprecated("refine", "use --method label-propagation") // errs only for an undefined flag
 	return cmd
+}
+
+// preparedLayout is prepare's default --layout, the prepared binary format.
+const preparedLayout = "prepared"
+
+// layoutWriters write the layouts of prepare --layout other than the prepared format.
+var layoutWriters = map[string]func(string, *graph.Dataset) error{
+	"text": graph.WriteText, "ogb": graph.WriteOGB, "numpy": graph.WriteNumPy,
 }
