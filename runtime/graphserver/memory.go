@@ -120,13 +120,24 @@ func (f Footprint) Terms() Terms {
 	return t
 }
 
-// gatTerms adds a GAT's buffers beside P_l to t: it pushes gradients (dZ_l's owned rows, R
-// epochs, and the contributions of the intervals that reach its rows), keeps s_src with every
-// P_l row, α̃ and its gradient per entry and head in R epochs, and its mixed-epoch reads'
-// composite copies.
+// gatTerms adds a GAT's buffers beside P_l to t (gat.go, layout.go): it pushes gradients
+// (dZ_l's owned rows, R epochs, and the contributions of the intervals that reach its rows,
+// counted per ghost: on R-MAT's symmetric cuts a server receives about as many rows as the
+// 2.3–2.7 per ghost its intervals push),
+// keeps s_src with every P_l row, α̃ and its gradient per entry and head in R epochs, every
+// interval's activations, and its mixed-epoch reads' composite copies.
 func (f Footprint) gatTerms(t *Terms, R, widest float64) {
 	L := len(f.Dims) - 1
 	I := float64(min(max(f.Intervals, 1), 2))
+	// A Gather or backward Gather reading rows of mixed epochs composes whole copies of P_l,
+	// s_src, dZ_l, α̃ and du from pools that keep what they made (layout.compose): none
+	// synchronous, where every read is of one epoch; else K, one of each per interval (the
+	// bound is two, one task at a time in each of its lanes; the pools' high-water marks
+	// measured 2–5 at 4 intervals, R-MAT 100k/2M and 250k/5M on 2 and 4 parts, S = 0 and 1).
+	K := 0.0
+	if !f.Staleness.Sync() {
+		K = float64(max(f.Intervals, 1))
+	}
 	for l := 1; l <= L; l++ {
 		h := float64(f.Heads)
 		if l == L {
@@ -135,12 +146,22 @@ func (f Footprint) gatTerms(t *Terms, R, widest float64) {
 		w := float64(f.Dims[l])
 		t.Owned += 4 * (R*w + // dZ_l
 			R*h + h + h + 2*h + // s_src, s_dst and the evaluation's, dDst and dSrc
-			I*R*(w+h) + // contributions pushed here, by one or two intervals
-			w + h) // composite P_l and s_src of a mixed-epoch read
+			K*(2*w+h)) // composite P_l, s_src and dZ_l
 		t.Ghost += 4 * (R*h + // s_src
 			I*(2*(w+h)) + // each interval's ghost contributions and touched rows
-			w + h) // composite reads
-		t.Entry += 4 * h * (2*R + 1 + 1) // α̃ and its gradient R epochs, the evaluation's α̃, a composite
+			I*R*(w+h) + // the contributions peers push here, R epochs: about as many rows as it pushes
+			K*(w+h)) // composite P_l and s_src
+		t.Entry += 4 * h * (2*R + 1 + K) // α̃ and its gradient R epochs, the evaluation's α̃, composites
+		// every interval's activations of layer l+1: ELU(Z_l + b_l) and its dropout
+		if l < L {
+			t.Owned += 4 * 2 * w
+		}
+	}
+	// the activation of layer 0: drop(X), dense or on X's structure with its transpose
+	if f.FeatureEntries > 0 && f.Owned > 0 {
+		t.Owned += 20 * float64(f.FeatureEntries) / float64(f.Owned)
+	} else {
+		t.Owned += 4 * float64(f.Dims[0])
 	}
 	t.Owned += 4 * 3 * float64(f.Dims[L]) // the logits and their gradient per interval, the evaluation's
 	t.Entry += 12                         // the transposed blocks' columns and positions

@@ -2,6 +2,7 @@ package graphserver
 
 import (
 	"context"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -90,5 +91,31 @@ func TestFootprintGrowsWithSlots(t *testing.T) {
 	gat1.Staleness = jobconfig.Bounded(1)
 	if gat.Bytes() <= gat1.Bytes() {
 		t.Errorf("GAT: S = 2 %.0f bytes, not above S = 1's %.0f (R = 6 against 4)", gat.Bytes(), gat1.Bytes())
+	}
+}
+
+// A GAT's mixed-epoch reads compose whole copies of P_l, s_src, dZ_l, α̃ and du, one of each
+// per interval asynchronously and none synchronously: from 2 intervals to 4 a GAT at S = 1
+// adds two of each, per owned row 4·(2w+h), per ghost 4·(w+h) and per entry 4·h a layer (and
+// the collector's twentieth), and a synchronous one nothing.
+func TestGATFootprintCountsComposites(t *testing.T) {
+	f := Footprint{Owned: 1000, Ghosts: 500, Entries: 20000, Dims: []int{32, 64, 16}, Heads: 4, OutHeads: 1, Staleness: jobconfig.Bounded(1), Intervals: 2}
+	f4 := f
+	f4.Intervals = 4
+	t2, t4 := f.Terms(), f4.Terms()
+	// layers of width 64 with 4 heads and 16 with 1
+	want := Terms{Owned: 2 * 4 * (2*64 + 4 + 2*16 + 1), Ghost: 2 * 4 * (64 + 4 + 16 + 1), Entry: 2 * 4 * (4 + 1)}
+	got := Terms{Owned: t4.Owned - t2.Owned, Ghost: t4.Ghost - t2.Ghost, Entry: t4.Entry - t2.Entry}
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{{"owned row", got.Owned, want.Owned}, {"ghost", got.Ghost, want.Ghost}, {"entry", got.Entry, want.Entry}} {
+		if math.Abs(c.got-(1+gcShare)*c.want) > 1e-9 {
+			t.Errorf("S = 1, 4 intervals against 2: %.2f bytes more per %s, want %.2f", c.got, c.what, (1+gcShare)*c.want)
+		}
+	}
+	f.Staleness, f4.Staleness = jobconfig.Sync, jobconfig.Sync
+	if a, b := f.Terms(), f4.Terms(); a != b {
+		t.Errorf("synchronous: 2 intervals %+v, 4 intervals %+v: want no composites in either", a, b)
 	}
 }
