@@ -41,16 +41,33 @@ func (p *Placement) Local(req *TaskRequest) bool {
 	if p == nil {
 		return false
 	}
-	k := placeKey{req.Op, req.Layer}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	pl := p.kind(req)
+	pl.Tasks++
+	return pl.Local
+}
+
+// RunsLocally reports whether req runs in the graph server, deciding its kind as Local does,
+// without counting it.
+func (p *Placement) RunsLocally(req *TaskRequest) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kind(req).Local
+}
+
+// kind returns the placement of req's kind, deciding it at its first task; p.mu is held.
+func (p *Placement) kind(req *TaskRequest) *Placed {
+	k := placeKey{req.Op, req.Layer}
 	pl := p.kinds[k]
 	if pl == nil {
 		pl = &Placed{Op: req.Op, Task: req.Op.String(), Layer: req.Layer, Local: p.local(req)}
 		p.kinds[k] = pl
 	}
-	pl.Tasks++
-	return pl.Local
+	return pl
 }
 
 // Kinds returns the kinds of task placed so far, by op and layer.
@@ -70,7 +87,12 @@ func (p *Placement) Kinds() []Placed {
 
 // Counts returns the tasks placed locally and remotely so far.
 func (p *Placement) Counts() (local, remote int64) {
-	for _, pl := range p.Kinds() {
+	if p == nil {
+		return 0, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pl := range p.kinds {
 		if pl.Local {
 			local += pl.Tasks
 		} else {

@@ -15,7 +15,8 @@ import (
 // TestPlacementByKind places layer 1's tasks locally on a cpu backend whose latency (an hour)
 // stands for a call: they complete at once with Execute's results, layer 0's wait out the
 // latency (and fail at a short deadline); the placement decides once per op and layer and
-// counts every task where it ran.
+// counts every task where it ran, and RunsLocally, asked before each, tells the same place
+// without counting it.
 func TestPlacementByKind(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	reqs := requests(rng, graph.Features{Sparse: sparse(rng, 7, 9)})
@@ -29,6 +30,9 @@ func TestPlacementByKind(t *testing.T) {
 		for _, req := range reqs {
 			if req.Op == dispatch.OpLoss {
 				continue
+			}
+			if p.RunsLocally(&req) != (req.Layer == 1) {
+				t.Errorf("%v layer %d: RunsLocally %v", req.Op, req.Layer, req.Layer != 1)
 			}
 			want, err := dispatch.Execute(&req, nil)
 			if err != nil {
@@ -69,7 +73,7 @@ func TestPlacementByKind(t *testing.T) {
 		t.Errorf("counts %d local, %d remote; want 4 and 4", l, r)
 	}
 	var none *dispatch.Placement
-	if none.Local(&reqs[0]) || none.Kinds() != nil {
+	if l, r := none.Counts(); none.Local(&reqs[0]) || none.RunsLocally(&reqs[0]) || none.Kinds() != nil || l != 0 || r != 0 {
 		t.Error("a nil placement places a task locally")
 	}
 }

@@ -105,7 +105,8 @@ type taskEnv struct {
 	// a layer's weight; nil otherwise.
 	holder func(layer int) string
 	// rec records the waits inside tasks (weight pulls, and calls when remote: the backend's
-	// tensor tasks run on functions); nil: none.
+	// tensor tasks run on functions, but those place runs in the graph server); nil: none.
 	rec    *trace.Recorder
 	remote bool
+	place  *dispatch.Placement
 }

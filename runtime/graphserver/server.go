@@ -85,6 +85,9 @@ func newServer(ctx context.Context, g *errgroup.Group, cfg Config) (*server, err
 	s.weights = &weightCache{ctx: ctx, g: g, keep: s.keep, byVersion: map[int]*weightSet{}}
 	_, remote := cfg.Backend.(dispatch.Biller)
 	env := taskEnv{backend: cfg.Backend, weights: s.weights, seed: cfg.Seed, rec: cfg.Trace, remote: remote}
+	if p, ok := cfg.Backend.(dispatch.Placer); ok {
+		env.place = p.Placement()
+	}
 	if cfg.Pull != nil {
 		env.holder = func(l int) string { return s.shards.holder(l) }
 	}

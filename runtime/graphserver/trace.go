@@ -31,9 +31,9 @@ func (e *taskEnv) weightsFor(ctx context.Context, st pipeline.Started) ([]*tenso
 }
 
 // call runs st's tensor request on the backend; on a backend of remote functions the call is
-// recorded as a wait on them.
+// recorded as a wait on them, unless the placement runs it here (the task's own compute).
 func (e *taskEnv) call(ctx context.Context, st pipeline.Started, req dispatch.TaskRequest) error {
-	if e.rec == nil || !e.remote {
+	if e.rec == nil || !e.remote || e.place.RunsLocally(&req) {
 		_, err := e.backend.Run(ctx, req)
 		return err
 	}

@@ -158,18 +158,13 @@ func (b *Options) ToConfig(intervals, memoryMB int) jobconfig.Backend {
 		calls = &jobconfig.Calls{EndpointConcurrency: b.PerEndpoint, Timeout: jobconfig.Duration(b.CallTimeout),
 			StragglerFactor: b.StragglerFactor, StragglerFloor: jobconfig.Duration(b.StragglerFloor)}
 	}
-	c := b.toConfig(calls, intervals, memoryMB)
-	if b.Placement != jobconfig.PlacementAuto {
-		c.Placement = b.Placement
-	}
-	return c
-}
-
-// toConfig returns ToConfig's backend but its placement.
-func (b *Options) toConfig(calls *jobconfig.Calls, intervals, memoryMB int) jobconfig.Backend {
 	mc := b.MaxConcurrency
 	if mc == 0 {
 		mc = intervals
+	}
+	c := jobconfig.Backend{Kind: b.Kind}
+	if b.Placement != jobconfig.PlacementAuto {
+		c.Placement = b.Placement
 	}
 	switch b.Kind {
 	case jobconfig.BackendLambda:
@@ -177,15 +172,16 @@ func (b *Options) toConfig(calls *jobconfig.Calls, intervals, memoryMB int) jobc
 		if dp == "" {
 			dp = jobconfig.DataPathInline
 		}
-		return jobconfig.Backend{Kind: b.Kind, Lambda: &jobconfig.Lambda{FunctionName: b.LambdaFunction, Region: b.LambdaRegion,
+		c.Lambda = &jobconfig.Lambda{FunctionName: b.LambdaFunction, Region: b.LambdaRegion,
 			MemoryMB: memoryMB, MaxConcurrency: mc, DataPath: dp, Endpoint: b.LambdaEndpoints,
-			CredentialsDir: b.LambdaCredentials, Qualifier: b.LambdaQualifier, Calls: calls}}
+			CredentialsDir: b.LambdaCredentials, Qualifier: b.LambdaQualifier, Calls: calls}
 	case jobconfig.BackendKnative:
-		return jobconfig.Backend{Kind: b.Kind, Knative: &jobconfig.Knative{URL: b.KnativeURLs, MaxConcurrency: mc,
-			DataPath: b.DataPath, Calls: calls, TokenFile: b.KnativeTokenFile}}
+		c.Knative = &jobconfig.Knative{URL: b.KnativeURLs, MaxConcurrency: mc,
+			DataPath: b.DataPath, Calls: calls, TokenFile: b.KnativeTokenFile}
+	default:
+		c.Kind, c.CPU = jobconfig.BackendCPU, &jobconfig.CPU{Workers: b.Workers, InjectLatency: jobconfig.Duration(b.Latency), Wire: b.Wire}
 	}
-	return jobconfig.Backend{Kind: jobconfig.BackendCPU, CPU: &jobconfig.CPU{Workers: b.Workers,
-		InjectLatency: jobconfig.Duration(b.Latency), Wire: b.Wire}}
+	return c
 }
 
 // FromConfig returns the options of a run config's backend (validated by jobconfig.Load).

@@ -11,6 +11,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/knative"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
+	"github.com/dorylus-gnn/dorylus/pkg/trace"
 	"github.com/dorylus-gnn/dorylus/runtime/function"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver/harness"
@@ -143,11 +144,23 @@ func TestCostCountsEveryServersCalls(t *testing.T) {
 // layer) run in the graph server and the others go to a real function handler over HTTP: every
 // epoch line and the result count the calls and the local tasks of both servers, training and
 // evaluation, as their backends counted them; the function served exactly the calls, and each
-// kind of task was placed as asked.
+// kind of task was placed as asked. The trace records a wait on the function inside each
+// training task of layer 0 (2 servers × 2 intervals × 3 epochs, AV and ∇AV) and none inside
+// layer 1's, which computed here.
 func TestCountsTasksByPlace(t *testing.T) {
 	c := gcnConfig(3)
 	c.Intervals = 2
+	c.Trace = trace.New(0, 1<<12) // both servers'
 	run := trainOnFunction(t, c, func(req *dispatch.TaskRequest) bool { return req.Layer == 1 })
+	waits := map[int32]int{}
+	for _, sp := range c.Trace.Spans() {
+		if sp.Kind == trace.WaitFunction {
+			waits[sp.Layer]++
+		}
+	}
+	if len(waits) != 1 || waits[0] != 2*2*3*2 {
+		t.Errorf("waits on the function by layer %v, want 24 of layer 0 only", waits)
+	}
 	var sum cost.Calls
 	for i, b := range run.backends {
 		bl := b.Billing()
