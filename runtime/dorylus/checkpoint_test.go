@@ -253,10 +253,10 @@ func sameShards(t *testing.T, a, b string, epoch int) {
 
 // TestDistributedResumeEqualsUninterrupted trains Cora synchronously on real server processes
 // 20 epochs straight, and 10 epochs then 10 more resumed from the parameter servers'
-// checkpoints, a GCN and a GAT: both shards must end with the same weights and Adam state to
-// 1e-5.
+// checkpoints, a GCN, a GAT and a GraphSAGE network: both shards must end with the same
+// weights and Adam state to 1e-5.
 func TestDistributedResumeEqualsUninterrupted(t *testing.T) {
-	for _, m := range [][]string{{"--model", "gcn"}, {"--model", "gat", "--patience", "0"}} {
+	for _, m := range [][]string{{"--model", "gcn"}, {"--model", "gat", "--patience", "0"}, {"--model", "sage"}} {
 		t.Run(m[1], func(t *testing.T) {
 			straight, cut := t.TempDir(), t.TempDir()
 			runCLI(t, distArgs(20, straight, append(m, "--checkpoint-every", "20")...)...)
