@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Measures how much of the tensor workers' latency the pipeline hides: trains on real graph-server
-# and parameter-server processes with 0 ms and with LATENCY added to every tensor task, the two
-# runs interleaved ROUNDS times so that load on the machine hits both alike, and prints for each
-# mode the median epoch time of each latency, their ratio, the test accuracies and, of the runs
-# with latency, how many tensor tasks ran remotely and in the graph servers and which kinds ran
-# there (--placement auto, the default; pass --placement remote to call for every task).
+# and parameter-server processes with 0 ms and with LATENCY added to every tensor task, the runs
+# interleaved ROUNDS times so that load on the machine hits them alike, and prints for each mode
+# and placement the median epoch time of each latency, their ratio, the test accuracies and, of
+# the runs with latency, how many tensor tasks ran remotely and in the graph servers and which
+# kinds ran there.
 #
-#   hack/bench/latency-hiding.sh [DATASET] [LATENCY] [ROUNDS] [MODES] [extra train flags...]
+#   [PLACEMENTS="auto remote"] hack/bench/latency-hiding.sh [DATASET] [LATENCY] [ROUNDS] [MODES] [extra train flags...]
 #
 # Defaults: datasets/coauthor_cs, 20ms, 5 rounds, modes "1 sync" (the staleness values to try),
-# 2 graph servers, 8 intervals, 30 epochs with no evaluation inside the timed epochs.
+# PLACEMENTS "auto" (--placement of the runs with latency: each is one more run a round; the
+# 0 ms run places nothing), 2 graph servers, 8 intervals, 30 epochs with no evaluation inside
+# the timed epochs.
 set -euo pipefail
 dataset=${1:-datasets/coauthor_cs}
 latency=${2:-20ms}
 rounds=${3:-5}
 modes=${4:-1 sync}
+placements=${PLACEMENTS:-auto}
 shift $(($# < 4 ? $# : 4))
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -33,24 +36,26 @@ print(d["epoch_seconds_median"], d["test_accuracy"], t.get("remote", 0), t.get("
 }
 
 for mode in $modes; do
-	base=() slow=()
+	rm -f "$tmp"/*
 	for ((r = 0; r < rounds; r++)); do
-		base+=("$(epoch "$mode" 0ms "$@")")
-		slow+=("$(epoch "$mode" "$latency" "$@")")
+		epoch "$mode" 0ms "$@" >>"$tmp/base"
+		for pl in $placements; do
+			epoch "$mode" "$latency" --placement "$pl" "$@" >>"$tmp/slow.$pl"
+		done
 	done
-	printf '%s\n' "${base[@]}" > "$tmp/base"
-	printf '%s\n' "${slow[@]}" > "$tmp/slow"
-	python3 - "$mode" "$latency" "$tmp/base" "$tmp/slow" <<'EOF'
+	for pl in $placements; do
+		python3 - "$mode" "$latency" "$pl" "$tmp/base" "$tmp/slow.$pl" <<'EOF'
 import statistics, sys
-mode, lat, bf, sf = sys.argv[1:]
+mode, lat, pl, bf, sf = sys.argv[1:]
 def read(f):
     rows = [l.split() for l in open(f) if l.strip()]
     last = rows[-1]
     return statistics.median(float(r[0]) for r in rows), [float(r[1]) for r in rows], (float(last[2]), float(last[3]), last[4])
 b, ba, _ = read(bf)
 s, sa, (remote, local, kinds) = read(sf)
-print(f"staleness {mode:>4}: epoch 0ms {b*1000:7.1f} ms, {lat} {s*1000:7.1f} ms, ratio {s/b:.2f}; "
+print(f"staleness {mode:>4}, placement {pl:>6}: epoch 0ms {b*1000:7.1f} ms, {lat} {s*1000:7.1f} ms, ratio {s/b:.2f}; "
       f"test accuracy {100*statistics.mean(ba):.2f}% / {100*statistics.mean(sa):.2f}%; "
       f"tensor tasks of a {lat} run: {remote:.0f} remote, {local:.0f} in the graph servers ({kinds})")
 EOF
+	done
 done
