@@ -36,12 +36,12 @@ func TestCheckMemory(t *testing.T) {
 	if dist.total < 4*dist.rows {
 		t.Errorf("4 graph servers need %g bytes, less than a layer's rows for each", dist.total)
 	}
-	// A graph server's fixed bytes are its own model's (graphserver.Footprint: 96 MiB), counted
-	// once: on a graph of a thousand vertices, 4 graph servers and 2 parameter servers (42 MiB
-	// each and their few weights) need 4·96 + 2·42 MiB and less than 1 MiB of rows a graph
-	// server (the double count was 24 MiB more a server).
+	// A graph server's fixed bytes are its own model's (graphserver.Footprint: 40 MiB for a
+	// GCN), counted once: on a graph of a thousand vertices, 4 graph servers and 2 parameter
+	// servers (42 MiB each and their few weights) need 4·40 + 2·42 MiB and less than 1 MiB of
+	// rows a graph server (the double count was 24 MiB more a server).
 	tiny := plan.Workload{Vertices: 1000, Entries: 10_000, Features: 8, Classes: 4, Model: trainOptions{model: "gcn", layers: 2, hidden: 16}.planModel()}
-	if n, fixed := needOf(tiny, plan.Config{Backend: plan.CPU, Intervals: 4, Staleness: jobconfig.Bounded(1)}, 4, 2), float64((4*96+2*42)<<20); n.total < fixed || n.total > fixed+4<<20 {
+	if n, fixed := needOf(tiny, plan.Config{Backend: plan.CPU, Intervals: 4, Staleness: jobconfig.Bounded(1)}, 4, 2), float64((4*40+2*42)<<20); n.total < fixed || n.total > fixed+4<<20 {
 		t.Errorf("4 + 2 servers of a 1000-vertex graph: %.2f MiB, want %.0f MiB and its rows (< 1 MiB a graph server)", n.total/(1<<20), fixed/(1<<20))
 	}
 	sage := trainOptions{model: "sage", layers: 2, hidden: 16}

@@ -40,12 +40,17 @@ type Terms struct {
 }
 
 // The measured terms (README "Memory of a graph server"): what a graph server holds beside the
-// rows' buffers, fitted to the peak resident memory (VmHWM) of every graph server of R-MAT
-// 1M/20M/32/16 and 250k/5M/32/16 on 4 parts, hidden 32, every model and mode.
+// rows' buffers, fitted to the peak resident memory (VmHWM) of graph servers of R-MAT
+// 100k/2M, 250k/5M and 1M/20M (32 features, 16 classes) on 2 and 4 parts, every model and mode.
 const (
-	// fixedBytes is the Go runtime, the binary, gRPC's connections and buffers, and the
-	// garbage the collector lets grow before it collects (gctune.CollectEarly: at least 64 MiB).
-	fixedBytes = 96 << 20
+	// fixedBytes is the Go runtime, the binary and gRPC's connections and pooled buffers
+	// (measured: 41 MiB beside the other terms, 22 GCN and GraphSAGE graph servers).
+	fixedBytes = 40 << 20
+	// garbageBytes is the garbage the collector lets grow before it collects beyond a small
+	// heap (gctune.CollectEarly: at least 64 MiB), which a GAT's tasks fill with their
+	// temporaries; a GCN's or GraphSAGE's steady state allocates next to nothing (the codec
+	// pools the rows it receives).
+	garbageBytes = 64 << 20
 	// vertexBytes is an owned vertex's beside its rows: its label, original id, the row
 	// pointers of Â and its blocks, the interval of its row (2 bytes), the split lists.
 	vertexBytes = 40
@@ -56,7 +61,7 @@ const (
 	// blocks' (owned columns, ghost columns transposed), and its source interval in each (2 and 2).
 	entryBytes = 28
 	// gcShare is the garbage that grows between collections over a large live heap: a
-	// twentieth of it (gctune.CollectEarly), beyond the fixed 64 MiB.
+	// twentieth of it (gctune.CollectEarly), beyond the 64 MiB.
 	gcShare = 1.0 / 20
 )
 
@@ -166,6 +171,7 @@ func (f Footprint) gatTerms(t *Terms, R, widest float64) {
 	t.Owned += 4 * 3 * float64(f.Dims[L]) // the logits and their gradient per interval, the evaluation's
 	t.Entry += 12                         // the transposed blocks' columns and positions
 	t.Owned += 4 * widest
+	t.Fixed += garbageBytes
 }
 
 // Bytes returns f's predicted resident memory of the graph server.
