@@ -92,9 +92,9 @@ func buildGraphStatefulSet(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, 
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithVolumeMounts(mounts...)
 
-	podSpec := serverPodSpec(job, &job.Spec.GraphServers.ServerPodSpec, true).
-		WithContainers(container).
-		WithVolumes(volumes...)
+	podSpec := serverPodSpec(job, &job.Spec.GraphServers.ServerPodSpec, true)
+	withGrace(job, podSpec, container)
+	podSpec.WithContainers(container).WithVolumes(volumes...)
 
 	return appsv1ac.StatefulSet(name, job.Namespace).
 		WithLabels(childLabels(job, RoleGraphServer)).

@@ -65,8 +65,9 @@ func buildParamDeployment(job *dorylusv1alpha1.GNNTrainingJob, image, cfgHash, p
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithVolumeMounts(mounts...)
 
-	podSpec := serverPodSpec(job, &job.Spec.ParameterServers.ServerPodSpec, false).
-		WithHostname(name).
+	podSpec := serverPodSpec(job, &job.Spec.ParameterServers.ServerPodSpec, false)
+	withGrace(job, podSpec, container)
+	podSpec.WithHostname(name).
 		WithSubdomain(paramServiceName(job)).
 		WithContainers(container).
 		WithVolumes(volumes...)

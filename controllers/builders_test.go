@@ -389,13 +389,17 @@ func TestBuildParamDeployment(t *testing.T) {
 					ServiceAccountName:           "cora-runtime",
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
+					// cora's GCN of 16 hidden: the drain, the exit, no time to speak of for its
+					// checkpoint; Kubernetes' default 30 s at least
+					TerminationGracePeriodSeconds: ptr.To[int64](30),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
 						Name:    "param-server",
 						Image:   "img:1",
 						Command: []string{"/dorylus"},
-						Args:    []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1", "--metrics-address", ":9090", "--health-address", ":5001"},
+						Args: []string{"param-server", "--config", "/etc/dorylus/run.json", "--shard", "1", "--metrics-address", ":9090", "--health-address", ":5001",
+							"--drain-timeout", "20s"},
 						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 5100, Protocol: corev1.ProtocolTCP},
 							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
 							{Name: "health", ContainerPort: 5001, Protocol: corev1.ProtocolTCP}},

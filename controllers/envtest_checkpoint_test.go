@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -107,4 +108,61 @@ func deleteWithChildren(t *testing.T, job *dorylusv1alpha1.GNNTrainingJob) {
 			}
 		}
 	}
+}
+
+// TestCheckpointedJobsGetTheGraceTheirCheckpointNeeds creates a small and a large job with
+// checkpoints and one without, and checks the pod templates of the graph servers'
+// StatefulSet and of parameter server 0's Deployment: the small job's (cora, a GCN of 16
+// hidden: a 0.3 MB checkpoint) get Kubernetes' default 30 s, more than the 20 s drain and 5 s
+// exit; the large job's (coauthor_cs, GraphSAGE of 3 layers of 4096: (6805·4096 + 4096·4096 +
+// 4096·15)·2 parameters, 12 bytes each, 1.07 GB at 10 MiB/s, 102.3 s) 128 s; both servers are
+// told the 20 s drain. The job without checkpoints has nothing to save: the API server's
+// default grace and no --drain-timeout.
+func TestCheckpointedJobsGetTheGraceTheirCheckpointNeeds(t *testing.T) {
+	ns := newNamespace(t)
+	pvc := &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, PVC: &dorylusv1alpha1.PVCLocation{ClaimName: "ckpt"}}
+	for _, c := range []struct {
+		name   string
+		mutate func(*dorylusv1alpha1.GNNTrainingJob)
+		grace  int64
+		drain  bool
+	}{
+		{"grace-small", func(j *dorylusv1alpha1.GNNTrainingJob) { j.Spec.Checkpoint = pvc.DeepCopy() }, 30, true},
+		{"grace-large", func(j *dorylusv1alpha1.GNNTrainingJob) {
+			j.Spec.Checkpoint = &dorylusv1alpha1.CheckpointSpec{IntervalEpochs: 10, S3: &dorylusv1alpha1.S3Location{Bucket: "ckpt"}}
+			j.Spec.Dataset.Builtin.Name = "coauthor_cs"
+			j.Spec.Model = dorylusv1alpha1.ModelSpec{Architecture: dorylusv1alpha1.ArchitectureSAGE, Layers: 3, Hidden: 4096}
+		}, 128, true},
+		{"grace-none", func(*dorylusv1alpha1.GNNTrainingJob) {}, corev1.DefaultTerminationGracePeriodSeconds, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := createJob(t, userJob(ns, c.name, c.mutate))
+			waitCondition(t, ns, c.name, dorylusv1alpha1.ConditionCreated, metav1.ConditionTrue, "")
+			var sts appsv1.StatefulSet
+			var dep appsv1.Deployment
+			if err := getObj(t, ns, graphServerName(job), &sts); err != nil {
+				t.Fatal(err)
+			}
+			if err := getObj(t, ns, paramShardName(job, 0), &dep); err != nil {
+				t.Fatal(err)
+			}
+			for role, pod := range map[string]corev1.PodSpec{"graph servers": sts.Spec.Template.Spec, "parameter server 0": dep.Spec.Template.Spec} {
+				if g := pod.TerminationGracePeriodSeconds; g == nil || *g != c.grace {
+					t.Errorf("%s: terminationGracePeriodSeconds %v, want %d", role, ptrString(g), c.grace)
+				}
+				args := strings.Join(pod.Containers[0].Args, " ")
+				if strings.Contains(args, "--drain-timeout 20s") != c.drain {
+					t.Errorf("%s: args %q: want --drain-timeout 20s: %v", role, args, c.drain)
+				}
+			}
+		})
+	}
+}
+
+// ptrString writes *p, or nil.
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }

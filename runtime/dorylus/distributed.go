@@ -23,7 +23,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/launcher"
-	"github.com/dorylus-gnn/dorylus/runtime/serve"
 )
 
 // distOptions are the flags of `dorylus train` that run it on separate server processes.
@@ -276,7 +275,7 @@ func launchOnce(ctx context.Context, exe, data, work string, o trainOptions, d d
 
 // preemptTimeout bounds how long a preempted launcher waits for its servers: their drain,
 // their exit and the parameter servers' checkpoint.
-const preemptTimeout = graphserver.DefaultDrainTimeout + serve.DrainExit + 30*time.Second
+const preemptTimeout = jobconfig.DefaultDrainTimeout + jobconfig.DrainExit + 30*time.Second
 
 // preempt preempts run, whose checkpoints go to location, on the launcher's SIGTERM or
 // SIGINT (graphserver.ErrPreempted) and returns the error that says how to resume.

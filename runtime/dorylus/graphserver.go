@@ -13,7 +13,6 @@ import (
 
 	"github.com/dorylus-gnn/dorylus/internal/gctune"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
-	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 	"github.com/dorylus-gnn/dorylus/runtime/serve"
 )
 
@@ -31,15 +30,15 @@ func (f *serverFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.StopOnStdin, "stop-on-stdin-eof", false, "stop when standard input closes (set by dorylus train for its child processes)")
 	fs.StringVar(&f.Metrics, "metrics-address", "", "serve Prometheus metrics on GET /metrics at this address, e.g. :9090 (empty: none)")
 	fs.StringVar(&f.Health, "health-address", "", "serve the gRPC health service alone, in plaintext, at this address for readiness probes, e.g. :5001 (empty: none)")
-	fs.DurationVar(&f.Drain, "drain-timeout", graphserver.DefaultDrainTimeout, "with checkpoints, how long SIGTERM (a preemption) waits for the graph servers to drain to an epoch boundary, which the parameter servers then save")
+	fs.DurationVar(&f.Drain, "drain-timeout", jobconfig.DefaultDrainTimeout, "with checkpoints, how long SIGTERM (a preemption) waits for the graph servers to drain to an epoch boundary, which the parameter servers then save")
 	fs.StringVar(&f.Advertise, "advertise-address", os.Getenv(jobconfig.EnvPodIP), "pull data path: the host or host:port functions reach this server at (default $"+jobconfig.EnvPodIP+", the pod's IP, with the run config's port; empty: the run config's address of this server)")
 }
 
 // validate checks the numeric flags: --listen-fd 0 (none) or an inherited descriptor past
-// standard input, output and error; --drain-timeout from a second to serve.MaxDrain.
+// standard input, output and error; --drain-timeout from a second to jobconfig.MaxDrainTimeout.
 func (f *serverFlags) validate() error {
 	return errors.Join(zeroOr(jobconfig.Range{Min: 3, Max: serve.MaxListenFD}, "--listen-fd", f.ListenFD, "none"),
-		jobconfig.CheckDuration("--drain-timeout", f.Drain, time.Second, serve.MaxDrain))
+		jobconfig.CheckDuration("--drain-timeout", f.Drain, time.Second, jobconfig.MaxDrainTimeout))
 }
 
 // graphServerOptions are the flags of `dorylus graph-server`.

@@ -120,7 +120,7 @@ type Config struct {
 	// Preempt, when it closes (the process's SIGTERM), preempts the run (preempt.go): every
 	// graph server finishes the epochs any of them may have started and stops there, at an
 	// epoch boundary the parameter servers checkpoint, and Run returns ErrPreempted.
-	// DrainTimeout bounds that drain (DefaultDrainTimeout if 0).
+	// DrainTimeout bounds that drain (jobconfig.DefaultDrainTimeout if 0).
 	Preempt      <-chan struct{}
 	DrainTimeout time.Duration
 }

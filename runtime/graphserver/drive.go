@@ -16,6 +16,7 @@ import (
 	"github.com/dorylus-gnn/dorylus/internal/procmem"
 	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 	"github.com/dorylus-gnn/dorylus/pkg/trace"
@@ -188,7 +189,7 @@ func (s *server) spawnAs(link bool, f func(ctx context.Context) error) {
 // startDrain bounds a preemption's drain, which began, by Config.DrainTimeout.
 func (s *server) startDrain() {
 	s.draining.Store(true)
-	d := cmp.Or(s.cfg.DrainTimeout, DefaultDrainTimeout)
+	d := cmp.Or(s.cfg.DrainTimeout, jobconfig.DefaultDrainTimeout)
 	s.g.Go(func() error {
 		t := time.NewTimer(d)
 		defer t.Stop()

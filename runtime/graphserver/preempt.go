@@ -3,7 +3,6 @@ package graphserver
 import (
 	"errors"
 	"slices"
-	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
@@ -12,11 +11,6 @@ import (
 // notice, a parameter server's): the servers stopped at an epoch boundary the parameter
 // servers checkpoint, and the run is to be resumed from it, not reported as finished.
 var ErrPreempted = errors.New("preempted: resume from the newest checkpoint")
-
-// DefaultDrainTimeout bounds a preemption's drain when Config.DrainTimeout is 0: within the
-// 30 s a pod is given after SIGTERM by default, with time left for the parameter servers'
-// checkpoint.
-const DefaultDrainTimeout = 20 * time.Second
 
 // drainMargin is how many epochs beyond the bound of the epoch gate a preemption's drain
 // runs (drainEnd): the time graph server 0's Stop takes to reach the others.

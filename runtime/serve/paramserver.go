@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/dorylus-gnn/dorylus/pkg/checkpoint"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
@@ -100,7 +99,7 @@ func RunParamServer(ctx context.Context, p ParamServer) error {
 		case <-ctx.Done():
 			return
 		}
-		dctx, dcancel := context.WithTimeout(ctx, p.drain()+DrainExit)
+		dctx, dcancel := context.WithTimeout(ctx, p.drain()+jobconfig.DrainExit)
 		if err := sh.Preempt(dctx); err != nil {
 			fmt.Fprintf(p.Stderr, "dorylus param-server: preempted: %v; saving the newest epoch boundary\n", err)
 		}
@@ -134,7 +133,3 @@ func RunParamServer(ctx context.Context, p ParamServer) error {
 	}
 	return err
 }
-
-// DrainExit is how long a preempted parameter server waits, beyond the drain's timeout, for
-// the graph servers to exit once drained (their messages in flight, their reports).
-const DrainExit = 5 * time.Second

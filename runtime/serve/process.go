@@ -26,7 +26,6 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/pki"
-	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
 )
 
 // Process is how a server process serves, as the graph-server and param-server commands
@@ -48,18 +47,15 @@ type Process struct {
 	Advertise string
 	// Drain bounds, in a run with checkpoints, how long SIGTERM (a preemption) waits for the
 	// graph servers to drain to an epoch boundary, which the parameter servers then save
-	// (0: graphserver.DefaultDrainTimeout).
+	// (0: jobconfig.DefaultDrainTimeout).
 	Drain time.Duration
 }
 
 // MaxListenFD bounds ListenFD: a file descriptor is a non-negative C int.
 const MaxListenFD = math.MaxInt32
 
-// MaxDrain bounds Drain: a node's notice of its preemption comes minutes before, at most.
-const MaxDrain = time.Hour
-
-// drain returns Drain, or graphserver.DefaultDrainTimeout if 0.
-func (p *Process) drain() time.Duration { return cmp.Or(p.Drain, graphserver.DefaultDrainTimeout) }
+// drain returns Drain, or jobconfig.DefaultDrainTimeout if 0.
+func (p *Process) drain() time.Duration { return cmp.Or(p.Drain, jobconfig.DefaultDrainTimeout) }
 
 // advertised returns Advertise, with port when it names a host alone; "" without it.
 func (p *Process) advertised(port int) (string, error) {
