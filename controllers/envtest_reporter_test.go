@@ -48,9 +48,9 @@ func TestReporterHasLeastPrivilege(t *testing.T) {
 		p.TensorCalls == nil || *p.TensorCalls != 96 || p.LocalTensorTasks == nil || *p.LocalTensorTasks != 32 {
 		t.Fatalf("progress %+v", p)
 	}
-	// A restarted graph server 0 reads the cost so far back.
-	if c, err := mine.CostUSD(ctx); err != nil || c != 0.001 {
-		t.Errorf("cost read back as the job's ServiceAccount: %v, %v; want 0.001", c, err)
+	// A restarted graph server 0 reads the cost and the tensor task counts so far back.
+	if p, err := mine.Reported(ctx); err != nil || p.CostUSD != 0.001 || p.TensorCalls != 96 || p.LocalTensorTasks != 32 {
+		t.Errorf("read back as the job's ServiceAccount: %+v, %v; want $0.001, 96 calls, 32 local tasks", p, err)
 	}
 	owners := map[string]bool{}
 	for _, mf := range job.ManagedFields {

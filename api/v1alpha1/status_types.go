@@ -128,15 +128,15 @@ type Progress struct {
 	// EpochCostUSD is the estimated cost of the last completed epoch.
 	// +optional
 	EpochCostUSD *Decimal `json:"epochCostUSD,omitempty"`
-	// TensorCalls are the function calls (Lambda, Knative) made since graph server 0
-	// last started: one per tensor task run remotely, retries and relaunches beside
-	// stragglers included.
+	// TensorCalls are the function calls (Lambda, Knative) of the run so far, every
+	// launch of graph server 0 included: one per tensor task run remotely, retries and
+	// relaunches beside stragglers included.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TensorCalls *int64 `json:"tensorCalls,omitempty"`
 	// LocalTensorTasks are the tensor tasks placement by cost
 	// (spec.tensorBackend.placement) ran in the graph servers instead of calling a
-	// function, since graph server 0 last started.
+	// function, so far.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	LocalTensorTasks *int64 `json:"localTensorTasks,omitempty"`

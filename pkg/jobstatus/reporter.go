@@ -42,9 +42,9 @@ type Progress struct {
 	TrainAccuracy, ValAccuracy, TestAccuracy float64
 	// CostUSD is the estimated cost so far, EpochCostUSD that of the last epoch.
 	CostUSD, EpochCostUSD float64
-	// TensorCalls are the function calls (Lambda, Knative) since graph server 0 started,
-	// retries and relaunches included; LocalTensorTasks the tensor tasks placement ran in the
-	// graph servers instead.
+	// TensorCalls are the function calls (Lambda, Knative) of the run so far, retries and
+	// relaunches included; LocalTensorTasks the tensor tasks placement ran in the graph
+	// servers instead.
 	TensorCalls, LocalTensorTasks int64
 	// GraphServerPeakMemoryBytes is the largest peak resident memory of any graph server
 	// so far (0: unknown).
@@ -154,22 +154,38 @@ func (r *Reporter) ReportPartitions(ctx context.Context, p Partitions) error {
 	return nil
 }
 
-// CostUSD returns the cost status.progress holds (0 if none): what earlier launches of the
-// run reported, for a restarted graph server 0 to go on from.
-func (r *Reporter) CostUSD(ctx context.Context) (float64, error) {
+// Reported returns the cost and the tensor task counts status.progress holds (CostUSD,
+// TensorCalls, LocalTensorTasks; 0 where none): what earlier launches of the run reported, for
+// a restarted graph server 0 to go on from.
+func (r *Reporter) Reported(ctx context.Context) (Progress, error) {
 	u, err := r.client.Resource(GroupVersionResource).Namespace(r.namespace).Get(ctx, r.name, metav1.GetOptions{}, "status")
 	if err != nil {
-		return 0, fmt.Errorf("jobstatus: read the status of %s/%s: %w", r.namespace, r.name, err)
+		return Progress{}, fmt.Errorf("jobstatus: read the status of %s/%s: %w", r.namespace, r.name, err)
 	}
-	s, found, err := unstructured.NestedString(u.Object, "status", "progress", "costUSD")
-	if err != nil || !found {
-		return 0, err
-	}
-	f, err := strconv.ParseFloat(s, 64)
+	return reported(u.Object)
+}
+
+// reported reads Reported's fields from a job object; nothing on an error.
+func reported(job map[string]any) (Progress, error) {
+	var p Progress
+	s, found, err := unstructured.NestedString(job, "status", "progress", "costUSD")
 	if err != nil {
-		return 0, fmt.Errorf("jobstatus: status.progress.costUSD %q: %w", s, err)
+		return Progress{}, fmt.Errorf("jobstatus: status.progress.costUSD: %w", err)
 	}
-	return f, nil
+	if found {
+		if p.CostUSD, err = strconv.ParseFloat(s, 64); err != nil {
+			return Progress{}, fmt.Errorf("jobstatus: status.progress.costUSD %q: %w", s, err)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		n   *int64
+	}{{"tensorCalls", &p.TensorCalls}, {"localTensorTasks", &p.LocalTensorTasks}} {
+		if *f.n, _, err = unstructured.NestedInt64(job, "status", "progress", f.key); err != nil {
+			return Progress{}, fmt.Errorf("jobstatus: status.progress.%s: %w", f.key, err)
+		}
+	}
+	return p, nil
 }
 
 // progressObject renders p in the API's form: decimals as strings.

@@ -61,3 +61,33 @@ func TestProgressObject(t *testing.T) {
 		}
 	}
 }
+
+// TestReported reads the cost and the tensor task counts back from a job's status: each where
+// it is, 0 where it is not, and nothing at all when one is malformed.
+func TestReported(t *testing.T) {
+	progress := func(p map[string]any) map[string]any { return map[string]any{"status": map[string]any{"progress": p}} }
+	tests := []struct {
+		name string
+		job  map[string]any
+		want Progress
+		bad  bool
+	}{
+		{"all three", progress(map[string]any{"costUSD": "0.25", "tensorCalls": int64(96), "localTensorTasks": int64(32), "epoch": int64(3)}),
+			Progress{CostUSD: 0.25, TensorCalls: 96, LocalTensorTasks: 32}, false},
+		{"every task local", progress(map[string]any{"costUSD": "0.5", "localTensorTasks": int64(7)}), Progress{CostUSD: 0.5, LocalTensorTasks: 7}, false},
+		{"no status", map[string]any{}, Progress{}, false},
+		{"a cost that is no number", progress(map[string]any{"costUSD": "cheap", "tensorCalls": int64(1)}), Progress{}, true},
+		{"calls that are no integer", progress(map[string]any{"costUSD": "0.5", "tensorCalls": "many"}), Progress{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := reported(tc.job)
+			if (err != nil) != tc.bad {
+				t.Fatalf("error %v, want one: %v", err, tc.bad)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("reported (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

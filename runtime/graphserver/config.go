@@ -106,9 +106,11 @@ type Config struct {
 	// the run stops within one epoch of its budget, and its result keeps that cost.
 	Cost    *cost.Run
 	Started time.Time
-	// CostBefore is the cost of the run's earlier launches, which Cost's adds to: what the
-	// job's status held when graph server 0 (re)started.
-	CostBefore float64
+	// CostBefore is the cost of the run's earlier launches, which Cost's adds to, and
+	// CallsBefore their function calls (Requests) and local tensor tasks (Local), which the
+	// status's counts add to: what the job's status held when graph server 0 (re)started.
+	CostBefore  float64
+	CallsBefore cost.Calls
 
 	// Trace, when set, records every task and wait of the server's intervals (pkg/trace).
 	Trace *trace.Recorder

@@ -411,7 +411,8 @@ func (c *coordinator) report(ev Event) {
 		return
 	}
 	p := &c.progress
-	p.Epoch, p.TensorCalls, p.LocalTensorTasks = ev.Epoch, ev.Calls, ev.LocalTasks
+	before := c.cfg.CallsBefore
+	p.Epoch, p.TensorCalls, p.LocalTensorTasks = ev.Epoch, before.Requests+ev.Calls, before.Local+ev.LocalTasks
 	if ev.ValAcc != nil {
 		p.ValAccuracy = *ev.ValAcc
 	}

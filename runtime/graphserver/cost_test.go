@@ -120,46 +120,49 @@ func TestCostGoesOn(t *testing.T) {
 
 // TestCountsTasksByPlace drives the coordinator of two graph servers through two epochs and
 // the final evaluation, each report carrying its server's function calls and tensor tasks run
-// locally since its last: each epoch's line and status hold the sums over both servers up to
-// that epoch, the result's the sums with the evaluation's too.
+// locally since its last: each epoch's line holds the sums over both servers up to that epoch,
+// the result's the sums with the evaluation's too, and the status the same plus what earlier
+// launches of graph server 0 reported (CallsBefore).
 func TestCountsTasksByPlace(t *testing.T) {
-	cfg := &Config{Partitions: 2, Epochs: 2, EvalEvery: 2}
-	out := &effects{}
-	c := newCoordinator(cfg, [3]int{2, 2, 2}, newKeeper(), out)
-	c.begin(0)
 	type counts struct{ calls, local int64 }
-	var lines, status []counts
-	take := func() {
-		for _, ev := range out.writeLines {
-			lines = append(lines, counts{ev.Calls, ev.LocalTasks})
+	for _, before := range []counts{{}, {100, 50}} {
+		cfg := &Config{Partitions: 2, Epochs: 2, EvalEvery: 2, CallsBefore: cost.Calls{Requests: before.calls, Local: before.local}}
+		out := &effects{}
+		c := newCoordinator(cfg, [3]int{2, 2, 2}, newKeeper(), out)
+		c.begin(0)
+		var lines, status []counts
+		take := func() {
+			for _, ev := range out.writeLines {
+				lines = append(lines, counts{ev.Calls, ev.LocalTasks})
+			}
+			for _, u := range out.writeStatus {
+				status = append(status, counts{u.progress.TensorCalls - before.calls, u.progress.LocalTensorTasks - before.local})
+			}
+			out.reset()
 		}
-		for _, u := range out.writeStatus {
-			status = append(status, counts{u.progress.TensorCalls, u.progress.LocalTensorTasks})
+		for e, reports := range [][2]counts{{{7, 3}, {2, 5}}, {{1, 4}, {0, 6}}} {
+			for p, n := range reports {
+				r := &rpc.EpochReport{From: uint32(p), Epoch: uint32(e), Calls: uint64(n.calls), LocalTasks: uint64(n.local)}
+				if _, err := c.epochDone(r, e+1); err != nil {
+					t.Fatal(err)
+				}
+				take()
+			}
 		}
-		out.reset()
-	}
-	for e, reports := range [][2]counts{{{7, 3}, {2, 5}}, {{1, 4}, {0, 6}}} {
-		for p, n := range reports {
-			r := &rpc.EpochReport{From: uint32(p), Epoch: uint32(e), Calls: uint64(n.calls), LocalTasks: uint64(n.local)}
-			if _, err := c.epochDone(r, e+1); err != nil {
+		for p, n := range []counts{{2, 1}, {0, 0}} {
+			r := &rpc.EvalReport{From: uint32(p), Id: 1, Correct: []uint64{1, 1, 1}, Loss: []float64{0, 0}, Calls: uint64(n.calls), LocalTasks: uint64(n.local)}
+			if _, err := c.evalDone(r); err != nil {
 				t.Fatal(err)
 			}
 			take()
 		}
-	}
-	for p, n := range []counts{{2, 1}, {0, 0}} {
-		r := &rpc.EvalReport{From: uint32(p), Id: 1, Correct: []uint64{1, 1, 1}, Loss: []float64{0, 0}, Calls: uint64(n.calls), LocalTasks: uint64(n.local)}
-		if _, err := c.evalDone(r); err != nil {
-			t.Fatal(err)
+		// Epoch 1: 7+2 calls, 3+5 local; epoch 2: 9+1+0, 8+4+6; the result: 10+2, 18+1.
+		want := []counts{{9, 8}, {10, 18}, {12, 19}}
+		if !slices.Equal(lines, want) || !slices.Equal(status, want) {
+			t.Errorf("calls and local tasks: lines %v, status %v less %v before; want %v", lines, status, before, want)
 		}
-		take()
-	}
-	// Epoch 1: 7+2 calls, 3+5 local; epoch 2: 9+1+0, 8+4+6; the result: 10+2, 18+1.
-	want := []counts{{9, 8}, {10, 18}, {12, 19}}
-	if !slices.Equal(lines, want) || !slices.Equal(status, want) {
-		t.Errorf("calls and local tasks: lines %v, status %v; want %v", lines, status, want)
-	}
-	if c.calls.Requests != 12 || c.calls.Local != 19 {
-		t.Errorf("the coordinator's calls %+v: want 12 requests, 19 local", c.calls)
+		if c.calls.Requests != 12 || c.calls.Local != 19 {
+			t.Errorf("the coordinator's calls %+v: want 12 requests, 19 local", c.calls)
+		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // FromRunConfig returns the settings of graph server partition of the run c describes
 // (pkg/jobconfig, validated): the run, the model, training and the peers. What the process
 // builds or opens itself — Data, Backend, Pull, TLS, Health, Events, Log, Status, Metrics,
-// Trace, Export, Weights, Started and CostBefore — it leaves unset. Cost is graph server 0's
+// Trace, Export, Weights, Started, CostBefore and CallsBefore — it leaves unset. Cost is graph server 0's
 // alone.
 func FromRunConfig(c *jobconfig.RunConfig, partition int) (Config, error) {
 	peers := c.GraphServers.Peers

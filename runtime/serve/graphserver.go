@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/backends"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/cpu"
 	"github.com/dorylus-gnn/dorylus/pkg/dispatch/remote"
@@ -153,9 +154,11 @@ func (g GraphServer) assemble(ctx context.Context, started time.Time) (_ *assemb
 		cfg.Events, cfg.Log, cfg.Started = g.Stdout, g.Stderr, started
 		if r := g.statusReporter(); r != nil {
 			cfg.Status = r
-			if cfg.CostBefore, err = costBefore(ctx, r); err != nil {
-				fmt.Fprintf(g.Stderr, "dorylus graph-server: the cost starts from 0: %v\n", err)
+			before, err := reportedBefore(ctx, r)
+			if err != nil {
+				fmt.Fprintf(g.Stderr, "dorylus graph-server: the cost and the tensor task counts start from 0: %v\n", err)
 			}
+			cfg.CostBefore, cfg.CallsBefore = before.CostUSD, cost.Calls{Requests: before.TensorCalls, Local: before.LocalTensorTasks}
 		}
 	}
 	if g.TraceFile != "" {
@@ -192,9 +195,10 @@ func (g GraphServer) statusReporter() *jobstatus.Reporter {
 	return nil
 }
 
-// costBefore reads the cost earlier launches of graph server 0 reported into the job's status.
-func costBefore(ctx context.Context, r *jobstatus.Reporter) (float64, error) {
+// reportedBefore reads the cost and the tensor task counts earlier launches of graph server 0
+// reported into the job's status.
+func reportedBefore(ctx context.Context, r *jobstatus.Reporter) (jobstatus.Progress, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return r.CostUSD(ctx)
+	return r.Reported(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dorylus-gnn/dorylus/pkg/cost"
 	"github.com/dorylus-gnn/dorylus/pkg/export"
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 	"github.com/dorylus-gnn/dorylus/pkg/jobstatus"
@@ -121,8 +122,8 @@ func TestAssembleGraphServer(t *testing.T) {
 		t.Errorf("graph server 0: events %v, log %v, started %v", c.Events, c.Log, c.Started)
 	case c.Metrics == nil || c.Health == nil:
 		t.Errorf("metrics %v, health %v with both addresses", c.Metrics, c.Health)
-	case c.TLS != nil || c.Pull != nil || c.Status != nil || c.CostBefore != 0 || c.Weights != nil:
-		t.Errorf("insecure cpu run outside a job: TLS %v, pull %v, status %v, cost before %g, weights %d", c.TLS, c.Pull, c.Status, c.CostBefore, len(c.Weights))
+	case c.TLS != nil || c.Pull != nil || c.Status != nil || c.CostBefore != 0 || c.CallsBefore != (cost.Calls{}) || c.Weights != nil:
+		t.Errorf("insecure cpu run outside a job: TLS %v, pull %v, status %v, cost before %g, calls before %+v, weights %d", c.TLS, c.Pull, c.Status, c.CostBefore, c.CallsBefore, len(c.Weights))
 	case c.Data == nil || c.Data.Part != 0 || c.Data.Parts != 2 || c.Backend == nil:
 		t.Errorf("data %+v, backend %v", c.Data, c.Backend)
 	case c.Trace == nil:
