@@ -20,8 +20,24 @@ import (
 	"github.com/dorylus-gnn/dorylus/pkg/tensor"
 )
 
-// checkpointTimeout bounds one checkpoint write or read.
+// checkpointTimeout bounds one checkpoint read, and the write of a small one (writeTimeout).
 const checkpointTimeout = time.Minute
+
+// checkpointSlowRate is the slowest rate, in bytes per second, a store is expected to write a
+// checkpoint at: a large model's write gets a second more for each (writeTimeout), where a
+// minute would cut the save of a preemption that its pod's grace period leaves time for
+// (controllers/grace.go counts 10 MiB/s).
+const checkpointSlowRate = 1 << 20
+
+// writeTimeout bounds the write of checkpoint s: checkpointTimeout, and a second for every
+// checkpointSlowRate bytes of its tensors.
+func writeTimeout(s checkpoint.State) time.Duration {
+	var n int64
+	for _, t := range s.Tensors {
+		n += 4 * int64(len(t))
+	}
+	return checkpointTimeout + time.Duration(n/checkpointSlowRate)*time.Second
+}
 
 // errCheckpoints marks a checkpoint store that failed (unreachable, access denied): the run
 // cannot go on, and every later call to the shard fails with codes.DataLoss.
@@ -172,7 +188,7 @@ func writeCheckpoint(ctx context.Context, id int, store chan struct{}, j *saveJo
 		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w: %w", id, j.state.Epoch, ctx.Err(), errCheckpoints)
 	}
 	defer func() { <-store }()
-	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout(j.state))
 	defer cancel()
 	if err := j.to.Save(ctx, j.state); err != nil {
 		return fmt.Errorf("parameter server %d: checkpoint of epoch %d: %w: %w", id, j.state.Epoch, err, errCheckpoints)

@@ -466,3 +466,21 @@ func TestSlowStoreDelaysNoCall(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTimeoutGrowsWithTheCheckpoint: a small checkpoint's write is bounded by the minute
+// of checkpointTimeout; one of 10 MiB (two tensors of 5 MiB) gets 10 s more: a preempted job's
+// pod grace can exceed a minute for a large model.
+func TestWriteTimeoutGrowsWithTheCheckpoint(t *testing.T) {
+	mib := func(n int) []float32 { return make([]float32, n<<20/4) }
+	for _, c := range []struct {
+		tensors map[string][]float32
+		want    time.Duration
+	}{
+		{map[string][]float32{"w": make([]float32, 1000)}, time.Minute},
+		{map[string][]float32{"w": mib(5), "m": mib(5)}, time.Minute + 10*time.Second},
+	} {
+		if got := writeTimeout(checkpoint.State{Tensors: c.tensors}); got != c.want {
+			t.Errorf("write timeout of %d tensors: %v, want %v", len(c.tensors), got, c.want)
+		}
+	}
+}
