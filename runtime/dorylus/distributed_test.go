@@ -241,37 +241,12 @@ func TestKilledServerIsNamed(t *testing.T) {
 	dir := coraPartitions(t)
 	for _, victim := range []string{"graph-server 1", "param-server 0"} {
 		t.Run(strings.ReplaceAll(victim, " ", "-"), func(t *testing.T) {
-			lis := make([]net.Listener, 3)
-			addrs := make([]string, 3)
-			for i := range lis {
-				var err error
-				if lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-					t.Fatal(err)
-				}
-				addrs[i] = lis[i].Addr().String()
-			}
-			defer launcher.CloseAll(lis)
-			exited := make(chan *launcher.Process, 3)
-			logs := &syncWriter{w: &strings.Builder{}}
-			var children []*launcher.Process
-			defer func() { launcher.StopAll(children) }()
-			start := func(name string, l net.Listener, out io.Writer, args ...string) *launcher.Process {
-				c, err := launcher.StartServer(dorylusBin, name, l, out, logs, exited, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				children = append(children, c)
-				return c
-			}
-			run := serverConfig(t, dir, addrs, 2, func(c *jobconfig.RunConfig) {
+			servers := newLocalServers(t, 3)
+			logs := servers.logs
+			run := serverConfig(t, dir, servers.addrs, 2, func(c *jobconfig.RunConfig) {
 				c.Training.Epochs, c.Training.EvalEvery = 100000, 100000
 			})
-			ps := start("param-server 0", lis[2], nil, "param-server", "--config", run)
-			events, eventsW := io.Pipe()
-			defer events.Close()
-			gs := []string{"graph-server", "--config", run}
-			gs0 := start("graph-server 0", lis[0], eventsW, append(gs, "--partition", "0")...)
-			gs1 := start("graph-server 1", lis[1], nil, append(gs, "--partition", "1")...)
+			gs0, gs1, ps, events := servers.startRun(run)
 			sc := bufio.NewScanner(events)
 			for n := 0; n < 3 && sc.Scan(); n++ {
 				var ev graphserver.Event
@@ -305,6 +280,65 @@ func TestKilledServerIsNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// localServers are a test's servers, each started as a process of its own on a listener of
+// its own on loopback; their log, and the processes, stopped when the test ends.
+type localServers struct {
+	t        *testing.T
+	lis      []net.Listener
+	addrs    []string
+	logs     *syncWriter
+	exited   chan *launcher.Process
+	children []*launcher.Process
+}
+
+// newLocalServers opens n listeners for servers and stops what start started, then closes
+// them, when t ends.
+func newLocalServers(t *testing.T, n int) *localServers {
+	t.Helper()
+	s := &localServers{t: t, lis: make([]net.Listener, n), addrs: make([]string, n), logs: &syncWriter{w: &strings.Builder{}},
+		exited: make(chan *launcher.Process, n)}
+	t.Cleanup(func() {
+		s.stopAll()
+		launcher.CloseAll(s.lis)
+	})
+	for i := range s.lis {
+		var err error
+		if s.lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		s.addrs[i] = s.lis[i].Addr().String()
+	}
+	return s
+}
+
+// start starts server name of dorylusBin on l, its standard output to out (nil: none).
+func (s *localServers) start(name string, l net.Listener, out io.Writer, args ...string) *launcher.Process {
+	c, err := launcher.StartServer(dorylusBin, name, l, out, s.logs, s.exited, args...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.children = append(s.children, c)
+	return c
+}
+
+// startRun starts the servers of run config run, of 2 graph servers and 1 parameter server, on
+// the three listeners; graph server 0's events come on events, closed when the test ends.
+func (s *localServers) startRun(run string) (gs0, gs1, ps *launcher.Process, events *io.PipeReader) {
+	ps = s.start("param-server 0", s.lis[2], nil, "param-server", "--config", run)
+	events, eventsW := io.Pipe()
+	s.t.Cleanup(func() { events.Close() })
+	gs := []string{"graph-server", "--config", run}
+	gs0 = s.start("graph-server 0", s.lis[0], eventsW, append(gs, "--partition", "0")...)
+	gs1 = s.start("graph-server 1", s.lis[1], nil, append(gs, "--partition", "1")...)
+	return gs0, gs1, ps, events
+}
+
+// stopAll stops every server started, as the launcher does.
+func (s *localServers) stopAll() {
+	launcher.StopAll(s.children)
+	s.children = nil
 }
 
 // syncWriter serialises writes to w.

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/runtime/graphserver"
+	"github.com/dorylus-gnn/dorylus/runtime/launcher"
 )
 
 // TestPreemptionCheckpointsTheEpochReached sends SIGTERM to a real `dorylus train
@@ -62,6 +69,81 @@ func TestPreemptionCheckpointsTheEpochReached(t *testing.T) {
 			}
 			t.Logf("staleness %s: SIGTERM after epoch %d reported; drained to and checkpointed epoch %d (the launcher said %s; exited %v after the signal); resumed from %d: test accuracy %.4f against %.4f uninterrupted",
 				mode, at, reached, m[2], took.Round(time.Millisecond), resumed.ResumedFrom, resumed.TestAcc, straight.TestAcc)
+		})
+	}
+}
+
+// TestOneServerSIGTERMPreemptsTheRun sends SIGTERM to one server alone of a run of 2 graph
+// servers and 1 parameter server (S=1) that checkpoints (every 10000 epochs: none is due),
+// once graph server 0 reported epoch 30: graph server 1's goes to graph server 0 as a notice
+// (CommandRequest.preempt), the parameter server's to the graph servers on their Watch streams
+// (VersionUpdate.preempt). Either way graph server 0 must report the drain's end
+// (EventPreempted) and exit within 30 s, and the shard's newest checkpoint, once it stopped
+// (by itself when it got the signal, else on the launcher's stop), must be of the epoch
+// drained to, past 30.
+func TestOneServerSIGTERMPreemptsTheRun(t *testing.T) {
+	dir := coraPartitions(t)
+	for _, victim := range []string{"graph-server 1", "param-server 0"} {
+		t.Run(strings.ReplaceAll(victim, " ", "-"), func(t *testing.T) {
+			servers := newLocalServers(t, 3)
+			logs := servers.logs
+			ckpt := t.TempDir()
+			run := serverConfig(t, dir, servers.addrs, 2, func(c *jobconfig.RunConfig) {
+				c.Training.Epochs, c.Training.EvalEvery, c.Training.Staleness = 100000, 100000, jobconfig.Bounded(1)
+				c.Checkpoint = &jobconfig.Checkpoint{IntervalEpochs: 10000, RunID: "preempt", Path: ckpt}
+			})
+			gs0, gs1, ps, events := servers.startRun(run)
+			lines := make(chan graphserver.Event, 64)
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(events)
+				for sc.Scan() {
+					var ev graphserver.Event
+					if json.Unmarshal(sc.Bytes(), &ev) == nil {
+						lines <- ev
+					}
+				}
+			}()
+			next := func(what string) graphserver.Event {
+				select {
+				case ev, ok := <-lines:
+					if !ok {
+						t.Fatalf("graph server 0's events ended before %s\n%s", what, logs.w)
+					}
+					return ev
+				case <-time.After(30 * time.Second):
+					t.Fatalf("no %s from graph server 0 within 30 s\n%s", what, logs.w)
+				}
+				return graphserver.Event{}
+			}
+			for ev := next("epoch 30"); ev.Event != graphserver.EventEpoch || ev.Epoch < 30; ev = next("epoch 30") {
+			}
+			hit := map[string]*launcher.Process{"graph-server 1": gs1, "param-server 0": ps}[victim]
+			sent := time.Now()
+			if err := hit.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			ev := next("the drain's end")
+			for ; ev.Event != graphserver.EventPreempted; ev = next("the drain's end") {
+			}
+			select {
+			case <-gs0.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatalf("graph server 0 still running 30 s after SIGTERM to %s\n%s", victim, logs.w)
+			}
+			took := time.Since(sent)
+			if victim == "param-server 0" {
+				select {
+				case <-ps.Done():
+				case <-time.After(30 * time.Second):
+					t.Fatalf("parameter server 0 still running 30 s after its SIGTERM\n%s", logs.w)
+				}
+			}
+			servers.stopAll() // the parameter server, if still serving, saves as it stops
+			if ck := latest(t, filepath.Join(ckpt, "shard-0")).Epoch; ck != ev.Epoch || ck <= 30 {
+				t.Errorf("newest checkpoint of epoch %d; want the epoch drained to, %d, past 30\n%s", ck, ev.Epoch, logs.w)
+			}
+			t.Logf("SIGTERM to %s after epoch 30 was reported: drained to epoch %d, graph server 0 exited after %v: %s", victim, ev.Epoch, took.Round(time.Millisecond), gs0.Tail())
 		})
 	}
 }
