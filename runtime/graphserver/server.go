@@ -189,7 +189,8 @@ func (s *server) connect(ctx context.Context) error {
 // hello checks with every peer that both belong to the same run and attempt and agree on the
 // partitioning. A peer of another attempt (Aborted) is one a restart deleted and that is still
 // terminating, or one whose replacement has not come yet: it is asked again until the right
-// one answers, within the startup timeout.
+// one answers, within the startup timeout; when that ends, the error is the last refusal (what
+// kept the server waiting), not the deadline that cut the call in flight.
 func (s *server) hello(ctx context.Context) error {
 	c := &s.cfg
 	if c.Startup > 0 {
@@ -202,11 +203,16 @@ func (s *server) hello(ctx context.Context) error {
 			Ghosts: uint64(s.lay.part.GhostsOf(q)), Run: c.Run, Attempt: uint32(c.Attempt)})
 		return err
 	}
+	var refused error
 	for {
 		err := s.peers.each(ctx, "hello", hello)
+		if err != nil && refused != nil && ctx.Err() != nil {
+			return refused
+		}
 		if status.Code(err) != codes.Aborted {
 			return err
 		}
+		refused = err
 		select {
 		case <-ctx.Done():
 			return err
