@@ -12,6 +12,10 @@ import (
 // servers checkpoint, and the run is to be resumed from it, not reported as finished.
 var ErrPreempted = errors.New("preempted: resume from the newest checkpoint")
 
+// errStopped ends a run preempted once it had trained its last epoch: there is nothing to
+// drain or resume, and Run returns nil, as for a stop.
+var errStopped = errors.New("stopped after the last epoch")
+
 // drainMargin is how many epochs beyond the bound of the epoch gate a preemption's drain
 // runs (drainEnd): the time graph server 0's Stop takes to reach the others.
 const drainMargin = 2
@@ -35,13 +39,17 @@ const drainMargin = 2
 
 // preempt starts the run's preemption, once: graph server 0 chooses the drain and stops every
 // server there, another server asks graph server 0 to. A server not training yet (still
-// connecting, or an inference) has nothing to drain and stops at once.
+// connecting, or an inference) has nothing to drain and stops at once; one whose run has
+// trained its last epoch just stops (errStopped).
 func (l *loop) preempt() error {
 	if l.sched == nil {
 		return ErrPreempted
 	}
 	if l.preempting {
 		return nil
+	}
+	if l.sched.Finished() {
+		return errStopped
 	}
 	l.preempting, l.out.drain = true, true
 	if l.coord == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
+	"github.com/dorylus-gnn/dorylus/pkg/pipeline"
 	"github.com/dorylus-gnn/dorylus/pkg/rpc"
 )
 
@@ -116,5 +118,29 @@ func TestDrainTimesOut(t *testing.T) {
 	}
 	if took := time.Since(start); took < 30*time.Millisecond {
 		t.Errorf("the drain timed out after %v, before its 30ms", took)
+	}
+}
+
+// TestPreemptAfterTheLastEpochStops: SIGTERM once the run has trained its last epoch (graph
+// server 1 of a 1-epoch run, its own intervals and its peer's done) has nothing to drain: the
+// step ends the server with errStopped, which Run returns as nil, and sends no notice.
+func TestPreemptAfterTheLastEpochStops(t *testing.T) {
+	l := stepLoopOf(1, 1, jobconfig.Sync, nil)
+	step := func(ev event) []pipeline.Started {
+		t.Helper()
+		out, err := l.step(ev)
+		if err != nil {
+			t.Fatalf("%T %+v: %v", ev, ev, err)
+		}
+		return slices.Clone(out.runTasks)
+	}
+	trainEpoch(t, l, step)
+	step(progressed{[]pipeline.Task{{Partition: 0, Kind: pipeline.KindWU}}})
+	if !l.sched.Finished() {
+		t.Fatal("the run is not finished after its epoch and the peer's")
+	}
+	out, err := l.step(preempted{})
+	if !errors.Is(err, errStopped) || out.sendPreempt != nil || out.drain {
+		t.Errorf("SIGTERM after the last epoch: %v, notice %v, drain %v; want errStopped and neither", err, out.sendPreempt, out.drain)
 	}
 }

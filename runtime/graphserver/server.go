@@ -41,6 +41,9 @@ func Run(ctx context.Context, cfg Config, lis net.Listener) error {
 	g.Go(func() error { return s.run(gctx) })
 	g.Go(func() error { return s.awaitPreempt(gctx) })
 	err = g.Wait()
+	if errors.Is(err, errStopped) {
+		err = nil
+	}
 	s.peers.close()
 	s.shards.close()
 	if c := s.loop.coord; c != nil {

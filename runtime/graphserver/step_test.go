@@ -197,25 +197,11 @@ func TestStepDrivesAnEpoch(t *testing.T) {
 	}
 }
 
-// TestStepReportsToTheCoordinator steps graph server 1 of two through its epoch, each task done
-// as it starts and the peer's rows and progress as the scheduler waits for them: the only
-// messages are its WU's progress to the peer and its epoch report to graph server 0 (the loss
-// of its AV_2 and what was measured), which it does not take itself; the coordinator's evaluate
-// pins the version and runs the pass here, and the pass's end unpins it.
-func TestStepReportsToTheCoordinator(t *testing.T) {
-	l := stepLoop(1)
-	var sent []string
-	step := func(ev event) []pipeline.Started {
-		t.Helper()
-		out, err := l.step(ev)
-		if err != nil {
-			t.Fatalf("%T %+v: %v", ev, ev, err)
-		}
-		tasks := out.runTasks
-		out.runTasks = nil
-		sent = append(sent, describe(t, out)...)
-		return slices.Clone(tasks)
-	}
+// trainEpoch steps graph server 1's loop l, through step, through its one epoch of training
+// with graph server 0 as its peer: each task done as it starts, the peer's rows and progress as
+// the scheduler waits for them.
+func trainEpoch(t *testing.T, l *loop, step func(event) []pipeline.Started) {
+	t.Helper()
 	queue := step(trainFrom{0})
 	var last pipeline.Task
 	for !l.sched.LocalFinished() {
@@ -239,6 +225,28 @@ func TestStepReportsToTheCoordinator(t *testing.T) {
 		}
 		queue = append(queue[1:], step(done)...)
 	}
+}
+
+// TestStepReportsToTheCoordinator steps graph server 1 of two through its epoch, each task done
+// as it starts and the peer's rows and progress as the scheduler waits for them: the only
+// messages are its WU's progress to the peer and its epoch report to graph server 0 (the loss
+// of its AV_2 and what was measured), which it does not take itself; the coordinator's evaluate
+// pins the version and runs the pass here, and the pass's end unpins it.
+func TestStepReportsToTheCoordinator(t *testing.T) {
+	l := stepLoop(1)
+	var sent []string
+	step := func(ev event) []pipeline.Started {
+		t.Helper()
+		out, err := l.step(ev)
+		if err != nil {
+			t.Fatalf("%T %+v: %v", ev, ev, err)
+		}
+		tasks := out.runTasks
+		out.runTasks = nil
+		sent = append(sent, describe(t, out)...)
+		return slices.Clone(tasks)
+	}
+	trainEpoch(t, l, step)
 	want := []string{"progress from 1: p1/i0 e0 WU", "report from 1: epoch 0 loss 0.5 bytes 100 calls 10 billed 1000000000 ns local 3 peak 1048576"}
 	if !slices.Equal(sent, want) {
 		t.Errorf("an epoch sent\n\t%q\nwant\n\t%q", sent, want)
