@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dorylusv1alpha1 "github.com/dorylus-gnn/dorylus/api/v1alpha1"
+	"github.com/dorylus-gnn/dorylus/pkg/jobconfig"
 )
 
 var (
@@ -107,7 +109,7 @@ func runSample(t *testing.T, c client.Client, file, name string, edit func(*dory
 // intervals (when the job sets them).
 func trainArgs(job *dorylusv1alpha1.GNNTrainingJob, dataset string) []string {
 	m, tr := job.Spec.Model, job.Spec.Training
-	args := []string{"--dataset", dataset, "--model", strings.ToLower(string(m.Architecture)), "--layers", fmt.Sprint(m.Layers),
+	args := []string{"--dataset", dataset, "--model", jobconfig.ModelName(string(m.Architecture)), "--layers", fmt.Sprint(m.Layers),
 		"--hidden", fmt.Sprint(m.Hidden), "--dropout", string(m.Dropout), "--lr", string(tr.LearningRate),
 		"--weight-decay", string(tr.WeightDecay), "--epochs", fmt.Sprint(tr.Epochs), "--staleness", tr.Staleness.String(),
 		"--graph-servers", fmt.Sprint(job.Spec.GraphServers.Replicas), "--param-servers", fmt.Sprint(job.Spec.ParameterServers.Replicas)}
@@ -162,6 +164,22 @@ func TestCoraGATCPU(t *testing.T) {
 	const name = "cora-gat-cpu"
 	c := setup(t, name)
 	runSample(t, c, "cpu_cora_gat.yaml", name, nil, 600*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {
+		return trainAccuracy(t, trainArgs(job, "cora")...)
+	})
+}
+
+// TestCoraSAGECPU runs the GCN sample as a GraphSAGE network, synchronous
+// and for all its epochs: its accuracy must match `dorylus train --model
+// sage` with the same graph and parameter servers.
+func TestCoraSAGECPU(t *testing.T) {
+	t.Parallel()
+	const name = "cora-sage-cpu"
+	c := setup(t, name)
+	runSample(t, c, "cpu_cora.yaml", name, func(j *dorylusv1alpha1.GNNTrainingJob) {
+		j.Spec.Model.Architecture = dorylusv1alpha1.ArchitectureSAGE
+		j.Spec.Training.Staleness = intstr.FromString("sync")
+		j.Spec.Training.TargetAccuracy = nil
+	}, 600*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) float64 {
 		return trainAccuracy(t, trainArgs(job, "cora")...)
 	})
 }
