@@ -183,6 +183,30 @@ func jobsState(jobs map[string]*dorylusv1alpha1.GNNTrainingJob) string {
 // resumedFrom matches the parameter server's line about its resume.
 var resumedFrom = regexp.MustCompile(`parameter server 0: resumed from the checkpoint of epoch (\d+)`)
 
+// paramServerResumedFrom reads the epoch a running parameter server of job
+// name, none of whose UIDs is in skip, says it resumed from (resumedFrom in
+// its log); false while none has said it.
+func paramServerResumedFrom(ctx context.Context, c client.Client, name string, skip map[string]bool) (int, bool) {
+	list, err := jobPods(ctx, c, name)
+	if err != nil {
+		return 0, false
+	}
+	for _, p := range list {
+		if p.Labels[controllers.LabelRole] != controllers.RoleParamServer || p.Status.Phase != "Running" || skip[string(p.UID)] {
+			continue
+		}
+		out, err := runIn(nil, kubectl, "logs", "-n", ns, p.Name)
+		if err != nil {
+			continue
+		}
+		if m := resumedFrom.FindStringSubmatch(out); m != nil {
+			e, err := strconv.Atoi(m[1])
+			return e, err == nil
+		}
+	}
+	return 0, false
+}
+
 // preemptAndResume runs a low-priority job that checkpoints every 10 epochs
 // to a PersistentVolume; after its first checkpoint a high-priority job that
 // does not fit beside it is queued: the low one is evicted (Preempted), its
@@ -241,27 +265,11 @@ func preemptAndResume(t *testing.T, c client.Client) {
 	// checkpoint; the job succeeds.
 	var resumed int
 	waitJob(t, c, "kueue-low", "its parameter server resuming from the checkpoint", 300*time.Second, func(job *dorylusv1alpha1.GNNTrainingJob) (bool, error) {
-		if !admitted(job) {
-			return false, nil
+		var ok bool
+		if admitted(job) {
+			resumed, ok = paramServerResumedFrom(ctx, c, "kueue-low", nil)
 		}
-		list, err := jobPods(ctx, c, "kueue-low")
-		if err != nil {
-			return false, nil
-		}
-		for _, p := range list {
-			if p.Labels[controllers.LabelRole] != controllers.RoleParamServer || p.Status.Phase != "Running" {
-				continue
-			}
-			out, err := runIn(nil, kubectl, "logs", "-n", ns, p.Name)
-			if err != nil {
-				continue
-			}
-			if m := resumedFrom.FindStringSubmatch(out); m != nil {
-				resumed, _ = strconv.Atoi(m[1])
-				return true, nil
-			}
-		}
-		return false, nil
+		return ok, nil
 	})
 	if resumed <= 0 || int32(resumed) < checkpoint {
 		t.Fatalf("kueue-low resumed from the checkpoint of epoch %d; want > 0 and at least %d, its checkpoint at eviction", resumed, checkpoint)
